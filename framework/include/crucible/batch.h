@@ -1,0 +1,72 @@
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace crucible {
+
+// A batch or a single example: a tensor, a list of batches, or a string-keyed dict of batches,
+// nested in any mix. `b[0]` and `b["image"]` select children; a tensor leaf converts to
+// torch::Tensor implicitly, so `model->forward(b[0])` reads like LibTorch code.
+class Batch {
+ public:
+  enum class Kind { kNone, kTensor, kList, kDict };
+
+  Batch() = default;
+  Batch(torch::Tensor tensor);  // NOLINT(google-explicit-constructor)
+  // A list: Batch{images, labels}.
+  Batch(std::initializer_list<Batch> items);
+  static Batch list(std::vector<Batch> items);
+  // A dict, keys kept in insertion order: Batch::dict({{"image", x}, {"label", y}}).
+  static Batch dict(std::vector<std::pair<std::string, Batch>> items);
+
+  Kind kind() const { return kind_; }
+  bool is_tensor() const { return kind_ == Kind::kTensor; }
+  bool is_list() const { return kind_ == Kind::kList; }
+  bool is_dict() const { return kind_ == Kind::kDict; }
+
+  // The tensor of a leaf. Throws crucible::Error when this is not a tensor.
+  const torch::Tensor& tensor() const;
+  operator const torch::Tensor&() const { return tensor(); }  // NOLINT
+
+  // Number of children of a list or dict; throws for a tensor.
+  size_t size() const;
+  // The i-th child of a list or dict (dicts in insertion order). Throws when out of range.
+  const Batch& operator[](size_t index) const;
+  Batch& operator[](size_t index);
+  const Batch& operator[](int index) const { return (*this)[static_cast<size_t>(index)]; }
+  Batch& operator[](int index) { return (*this)[static_cast<size_t>(index)]; }
+  // The child under `key` of a dict. Throws naming the key and the keys present.
+  const Batch& operator[](const std::string& key) const;
+  Batch& operator[](const std::string& key);
+  const Batch& operator[](const char* key) const { return (*this)[std::string(key)]; }
+  Batch& operator[](const char* key) { return (*this)[std::string(key)]; }
+  bool contains(const std::string& key) const;
+  // Keys of a dict in insertion order.
+  std::vector<std::string> keys() const;
+
+  // The same structure with every tensor moved to `device` (no copy for tensors already there).
+  Batch to(const torch::Device& device, bool non_blocking = false) const;
+  // Calls fn on every tensor leaf, depth first.
+  void for_each_tensor(const std::function<void(const torch::Tensor&)>& fn) const;
+  // The first tensor leaf, depth first. Throws when there is none.
+  const torch::Tensor& first_tensor() const;
+
+  // Stacks examples of identical structure along a new leading dimension. Throws naming the
+  // path of the first leaf whose structure or shape differs.
+  static Batch collate(const std::vector<Batch>& examples);
+
+ private:
+  Kind kind_ = Kind::kNone;
+  torch::Tensor tensor_;
+  std::vector<Batch> children_;
+  std::vector<std::string> keys_;  // parallel to children_ for dicts
+};
+
+}  // namespace crucible

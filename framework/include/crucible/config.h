@@ -1,0 +1,109 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace crucible {
+
+enum class LengthUnit { kBatches, kEpochs, kRecords };
+
+// A training length or period: `{batches: n}`, `{epochs: n}` or `{records: n}`. A period of 0
+// means never.
+struct Length {
+  LengthUnit unit = LengthUnit::kBatches;
+  int64_t value = 0;
+
+  bool operator==(const Length& other) const {
+    return unit == other.unit && value == other.value;
+  }
+  // "5 epochs", "100 batches".
+  std::string str() const;
+};
+
+// One entry of `hyperparameters`: a constant, or a search space for a later searcher.
+struct HyperparameterSpec {
+  enum class Type { kConst, kInt, kDouble, kLog, kCategorical };
+  Type type = Type::kConst;
+  nlohmann::json value;              // kConst
+  double minval = 0, maxval = 0;     // kInt, kDouble, kLog (exponents for kLog)
+  double base = 10;                  // kLog
+  int64_t count = 0;                 // grid points for kInt/kDouble/kLog; 0 = unset
+  std::vector<nlohmann::json> vals;  // kCategorical
+};
+
+struct SearcherConfig {
+  std::string name = "single";
+  std::string metric = "validation_loss";
+  bool smaller_is_better = true;
+  int64_t max_trials = 1;
+};
+
+enum class CheckpointPolicy { kBest, kAll, kNone };
+
+struct CheckpointStorageConfig {
+  std::string host_path = "runs";
+  int64_t save_trial_best = 1;
+  int64_t save_trial_latest = 1;
+};
+
+struct ResourcesConfig {
+  int64_t slots_per_trial = 1;
+};
+
+struct OptimizationsConfig {
+  int64_t aggregation_frequency = 1;
+  bool average_aggregated_gradients = true;
+};
+
+struct ReproducibilityConfig {
+  uint64_t experiment_seed = 0;
+};
+
+// A validated experiment file (DESIGN.md §1). Every field has its default when the file omits it.
+struct ExperimentConfig {
+  std::string name;
+  std::string description;
+  std::string entrypoint;  // "<library>:<TrialClass>"
+  std::map<std::string, HyperparameterSpec> hyperparameters;
+  SearcherConfig searcher;
+  Length max_length;
+  int64_t records_per_epoch = 0;  // 0 = the training loader's size
+  Length min_validation_period;
+  Length min_checkpoint_period;
+  bool perform_initial_validation = false;
+  CheckpointPolicy checkpoint_policy = CheckpointPolicy::kBest;
+  CheckpointStorageConfig checkpoint_storage;
+  ResourcesConfig resources;
+  OptimizationsConfig optimizations;
+  ReproducibilityConfig reproducibility;
+  int64_t scheduling_unit = 100;  // batches between training-metric reports
+  nlohmann::json data = nlohmann::json::object();
+
+  std::string source_path;  // the file it was read from ("" when parsed from text)
+
+  // hyperparameters.global_batch_size (validated positive at parse time).
+  int64_t global_batch_size() const;
+  // The constant hyperparameters as one JSON object. Throws ConfigError naming the first
+  // hyperparameter that is a search space.
+  nlohmann::json constant_hyperparameters() const;
+};
+
+// Reads and validates an experiment file, applying `overrides` ("a.b=value", the value typed by
+// YAML rules) first. Throws ConfigError whose message starts with `file:line:col:` (or
+// `--set a.b:` for an overridden value) and names the key; unknown keys get a "did you mean".
+ExperimentConfig load_experiment_config(const std::string& path,
+                                        const std::vector<std::string>& overrides = {});
+
+// As load_experiment_config, from text; `source_name` stands for the file in messages.
+ExperimentConfig parse_experiment_config(const std::string& yaml_text,
+                                         const std::string& source_name,
+                                         const std::vector<std::string>& overrides = {});
+
+// The config as YAML with every default spelled out. Parsing it gives back an equal config.
+std::string to_yaml(const ExperimentConfig& config);
+
+}  // namespace crucible

@@ -1,0 +1,14 @@
+#pragma once
+
+// Everything a trial author needs.
+#include <crucible/batch.h>
+#include <crucible/config.h>
+#include <crucible/data.h>
+#include <crucible/errors.h>
+#include <crucible/metrics.h>
+#include <crucible/optim.h>
+#include <crucible/registry.h>
+#include <crucible/trainer.h>
+#include <crucible/trial.h>
+#include <crucible/trial_context.h>
+#include <crucible/version.h>

@@ -1,0 +1,132 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <crucible/batch.h>
+
+namespace crucible {
+
+// A finite, indexable source of examples. get() and get_batch() may be called concurrently from
+// several loader threads, so they must not mutate shared state.
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  // Number of examples.
+  virtual int64_t size() const = 0;
+  // Example `index`, 0 <= index < size().
+  virtual Batch get(int64_t index) const = 0;
+  // The examples at `indices`, collated. The default collates get() of each; an in-memory
+  // dataset overrides it with one index_select per tensor.
+  virtual Batch get_batch(const std::vector<int64_t>& indices) const;
+};
+
+// A dataset over tensors that share their first dimension: example i is the i-th row of each.
+// get_batch is a single index_select per tensor.
+class TensorDataset : public Dataset {
+ public:
+  // Requires at least one tensor and equal sizes of dimension 0.
+  explicit TensorDataset(std::vector<torch::Tensor> tensors);
+  int64_t size() const override;
+  Batch get(int64_t index) const override;
+  Batch get_batch(const std::vector<int64_t>& indices) const override;
+
+ private:
+  std::vector<torch::Tensor> tensors_;
+};
+
+struct DataLoaderOptions {
+  DataLoaderOptions() = default;
+  explicit DataLoaderOptions(int64_t batch_size) : batch_size_(batch_size) {}
+
+#define CRUCIBLE_OPTION(type, name)          \
+  DataLoaderOptions& name(type value) {      \
+    name##_ = value;                         \
+    return *this;                            \
+  }                                          \
+  type name() const { return name##_; }
+  // Examples per batch (> 0).
+  CRUCIBLE_OPTION(int64_t, batch_size)
+  // Shuffle each epoch with a permutation drawn from (seed, epoch) alone.
+  CRUCIBLE_OPTION(bool, shuffle)
+  // Drop the last, incomplete batch of an epoch.
+  CRUCIBLE_OPTION(bool, drop_last)
+  // Background threads that build batches; 0 builds them on the caller's thread.
+  CRUCIBLE_OPTION(int64_t, num_workers)
+  // Batches built ahead of the consumer when num_workers > 0.
+  CRUCIBLE_OPTION(int64_t, prefetch)
+  // Seed of the shuffle. The trainer sets it from the trial seed when left at 0.
+  CRUCIBLE_OPTION(uint64_t, seed)
+#undef CRUCIBLE_OPTION
+
+ private:
+  int64_t batch_size_ = 1;
+  bool shuffle_ = false;
+  bool drop_last_ = false;
+  int64_t num_workers_ = 0;
+  int64_t prefetch_ = 2;
+  uint64_t seed_ = 0;
+};
+
+// Where a loader stands: the next batch it yields is batch `batch` of epoch `epoch`.
+struct DataPosition {
+  int64_t epoch = 0;
+  int64_t batch = 0;
+  bool operator==(const DataPosition& o) const { return epoch == o.epoch && batch == o.batch; }
+};
+
+// Batches of a Dataset, in an order that is a pure function of (seed, epoch). The loader is an
+// endless stream: next() moves to the following epoch after the last batch of one. Copies share
+// the same underlying stream.
+class DataLoader {
+ public:
+  DataLoader();
+  DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options);
+  ~DataLoader();
+
+  const DataLoaderOptions& options() const;
+  // Changes the shuffle seed; resets the position to (0, 0).
+  void set_seed(uint64_t seed);
+  const std::shared_ptr<Dataset>& dataset() const;
+  // Examples in the dataset.
+  int64_t num_records() const;
+  // Batches per epoch (drop_last taken into account).
+  int64_t batches_per_epoch() const;
+
+  // Moves to `position` in O(1): nothing before it is read.
+  void seek(DataPosition position);
+  DataPosition position() const;
+  // The batch at position(), then advances by one.
+  Batch next();
+
+  // The dataset indices of batch `batch` of epoch `epoch`.
+  std::vector<int64_t> batch_indices(int64_t epoch, int64_t batch) const;
+
+  // Iterates the batches of the current epoch from position() to its end, e.g.
+  // `for (Batch& b : loader)` over a fresh validation loader.
+  class Iterator;
+  Iterator begin();
+  Iterator end();
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+class DataLoader::Iterator {
+ public:
+  Iterator(DataLoader* loader, int64_t epoch, bool at_end);
+  Batch& operator*() { return current_; }
+  Iterator& operator++();
+  bool operator!=(const Iterator& other) const { return done_ != other.done_; }
+
+ private:
+  void fetch();
+  DataLoader* loader_;
+  int64_t epoch_;
+  bool done_;
+  Batch current_;
+};
+
+}  // namespace crucible

@@ -1,0 +1,52 @@
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace crucible {
+
+// Process exit codes of the `trainer` command. Every Error carries the code it maps to.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitTrainingFailed = 1,  // the trial threw, a loss became NaN, a file could not be written
+  kExitBadUsage = 2,        // bad command line or experiment configuration
+  kExitPlugin = 3,          // the trial library could not be loaded or the trial not created
+};
+
+// Base of every error Crucible reports to a user. what() is a complete, user-facing message
+// (cause and place); the CLI prints it without a stack trace and exits with exit_code().
+class Error : public std::runtime_error {
+ public:
+  Error(const std::string& message, int exit_code = kExitTrainingFailed)
+      : std::runtime_error(message), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int exit_code_;
+};
+
+// A bad experiment file or override. The message starts with the location: `file:line:col:`.
+class ConfigError : public Error {
+ public:
+  explicit ConfigError(const std::string& message) : Error(message, kExitBadUsage) {}
+};
+
+// A bad command line.
+class UsageError : public Error {
+ public:
+  explicit UsageError(const std::string& message) : Error(message, kExitBadUsage) {}
+};
+
+// A trial library that cannot be found, loaded, matched or instantiated.
+class PluginError : public Error {
+ public:
+  explicit PluginError(const std::string& message) : Error(message, kExitPlugin) {}
+};
+
+// Training could not go on: the trial threw, a metric is not finite, data is missing, I/O failed.
+class TrainingError : public Error {
+ public:
+  explicit TrainingError(const std::string& message) : Error(message, kExitTrainingFailed) {}
+};
+
+}  // namespace crucible

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <crucible/config.h>
+#include <crucible/registry.h>
+
+namespace crucible {
+
+struct FitOptions {
+#define CRUCIBLE_OPTION(type, name) \
+  FitOptions& name(type value) {    \
+    name##_ = std::move(value);     \
+    return *this;                   \
+  }                                 \
+  const type& name() const { return name##_; }
+  // One training batch, one validation batch, a checkpoint saved and loaded back.
+  CRUCIBLE_OPTION(bool, test_mode)
+  // The run directory to write; default <host_path>/<name>/<run-id>. Must not hold a run.
+  CRUCIBLE_OPTION(std::string, output_dir)
+  // A run directory to continue from its latest checkpoint, writing into it.
+  CRUCIBLE_OPTION(std::string, resume_dir)
+  // Print reports on stdout as well as into the run's log.
+  CRUCIBLE_OPTION(bool, console)
+#undef CRUCIBLE_OPTION
+
+ private:
+  bool test_mode_ = false;
+  std::string output_dir_;
+  std::string resume_dir_;
+  bool console_ = true;
+};
+
+struct FitResult {
+  std::string run_dir;
+  int64_t batches_trained = 0;
+  nlohmann::json last_validation;  // reduced metrics of the last validation ({} if none)
+  std::string last_checkpoint;     // directory of the last checkpoint ("" if none)
+};
+
+// Runs one trial of an experiment: the fit loop of DESIGN.md §3, from the library. `trainer fit`
+// is a thin shell around it.
+class Trainer {
+ public:
+  // Requires a config whose hyperparameters are all constants.
+  Trainer(ExperimentConfig config, TrialFactory factory);
+  // Trains until max_length (or the test-mode round trip). Throws crucible::Error subclasses
+  // with a user-facing message; the last checkpoint written stays loadable.
+  FitResult fit(const FitOptions& options = FitOptions());
+
+ private:
+  ExperimentConfig config_;
+  TrialFactory factory_;
+};
+
+}  // namespace crucible

@@ -1,0 +1,48 @@
+#pragma once
+
+#include <cstdint>
+
+#include <torch/torch.h>
+
+#include <crucible/batch.h>
+#include <crucible/data.h>
+#include <crucible/metrics.h>
+
+namespace crucible {
+
+// A user's training code. Crucible constructs it with a TrialContext& (the constructor wraps
+// models, optimizers and schedulers there), then drives the fit loop. A trial overrides exactly
+// one of evaluate_batch and evaluate_full_dataset; neither or both is an error at start-up.
+class Trial {
+ public:
+  virtual ~Trial() = default;
+
+  // The training data. Crucible sets the loader's shuffle seed from the trial seed when the
+  // trial left it at 0, and positions it (O(1)) when resuming.
+  virtual DataLoader build_training_data_loader() = 0;
+  // The validation data; iterated from its start at every validation.
+  virtual DataLoader build_validation_data_loader() = 0;
+
+  // Trains on one batch (already on ctx.device()). batch_idx counts the batches this trial
+  // trained before this one; epoch_idx = batch_idx / epoch length. Returns metrics to average
+  // over the reporting period.
+  virtual Metrics train_batch(Batch& batch, int64_t epoch_idx, int64_t batch_idx) = 0;
+
+  // Evaluates one validation batch; Crucible reduces the results with evaluation_reducer().
+  virtual Metrics evaluate_batch(Batch& batch, int64_t batch_idx);
+  // Evaluates the whole validation set at once; returns the final metrics.
+  virtual Metrics evaluate_full_dataset(DataLoader& loader);
+
+  // How evaluate_batch metrics are reduced. Default: AVG for all.
+  virtual EvaluationReducer evaluation_reducer() { return Reducer::AVG; }
+  // Records in a batch, for record counting and AVG weighting. Default: dimension 0 of the first
+  // tensor leaf.
+  virtual int64_t get_batch_length(const Batch& batch);
+
+  // Saves and restores state of the trial's own beyond its wrapped models, optimizers and
+  // schedulers. Both default to nothing.
+  virtual void save_state(torch::serialize::OutputArchive& archive);
+  virtual void load_state(torch::serialize::InputArchive& archive);
+};
+
+}  // namespace crucible

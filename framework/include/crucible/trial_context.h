@@ -1,0 +1,114 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <crucible/batch.h>
+#include <crucible/config.h>
+#include <crucible/json_value.h>
+#include <crucible/optim.h>
+
+namespace crucible {
+
+namespace detail {
+struct TrialState;
+}
+
+// What a trial sees of the run: hyperparameters, the device, counters, and the wrappers through
+// which Crucible learns which models, optimizers and schedulers to checkpoint, step and sync.
+// Owned by the trainer; valid for the trial's whole life.
+class TrialContext {
+ public:
+  explicit TrialContext(detail::TrialState* state) : state_(state) {}
+
+  // Moves `model` to device() and registers it for checkpointing. Returns the same holder.
+  template <class ModuleHolder>
+  ModuleHolder wrap_model(ModuleHolder model) {
+    register_model(module_ptr(model));
+    return model;
+  }
+
+  // Takes ownership of an optimizer built over wrapped models' parameters and registers it.
+  template <class O>
+  Optimizer wrap_optimizer(O optimizer) {
+    static_assert(std::is_base_of_v<torch::optim::Optimizer, O>,
+                  "wrap_optimizer takes a torch::optim optimizer");
+    auto owned = std::make_shared<O>(std::move(optimizer));
+    register_optimizer(owned);
+    return owned;
+  }
+  template <class O>
+  Optimizer wrap_optimizer(std::shared_ptr<O> optimizer) {
+    register_optimizer(optimizer);
+    return optimizer;
+  }
+
+  // Takes ownership of a scheduler and steps it per `mode`. Returns it for Manual stepping and
+  // inspection. Its optimizer must have been wrapped.
+  template <class S>
+  std::shared_ptr<S> wrap_lr_scheduler(S scheduler, StepMode mode) {
+    auto owned = std::make_shared<S>(std::move(scheduler));
+    register_lr_scheduler(owned, mode);
+    return owned;
+  }
+
+  // loss.backward(), divided by aggregation_frequency when gradients are averaged over an
+  // accumulation window.
+  void backward(const torch::Tensor& loss);
+  // Steps `optimizer` and zeroes its gradients, on batches that end an accumulation window
+  // (every batch when aggregation_frequency is 1); does nothing on the others.
+  void step_optimizer(const Optimizer& optimizer);
+
+  // The hyperparameter `name` as T (bool, integers, floats, std::string, std::vector of those,
+  // nlohmann::json). Throws ConfigError naming the hyperparameter when it is missing or has
+  // another type.
+  template <class T>
+  T hparam(const std::string& name) const {
+    return detail::json_as<T>(hparam_value(name), "hyperparameter '" + name + "'");
+  }
+  // All hyperparameters of this trial.
+  const nlohmann::json& hparams() const;
+
+  int64_t global_batch_size() const;
+  // Batch size each process trains on (global_batch_size / slots).
+  int64_t per_slot_batch_size() const;
+
+  torch::Device device() const;
+  Batch to_device(const Batch& batch) const;
+
+  // True while the current batch is the first / last of its epoch.
+  bool is_epoch_start() const;
+  bool is_epoch_end() const;
+  // The batch being trained (batches trained before it) and its epoch.
+  int64_t current_train_batch() const;
+  int64_t current_train_epoch() const;
+
+  const ExperimentConfig& experiment_config() const;
+  // The experiment file's `data` block.
+  const nlohmann::json& data_config() const;
+  // This trial's seed, derived from reproducibility.experiment_seed.
+  uint64_t trial_seed() const;
+
+ private:
+  template <class Holder>
+  static std::shared_ptr<torch::nn::Module> module_ptr(const Holder& model) {
+    if constexpr (std::is_convertible_v<Holder, std::shared_ptr<torch::nn::Module>>) {
+      return model;
+    } else {
+      return model.ptr();
+    }
+  }
+  void register_model(std::shared_ptr<torch::nn::Module> model);
+  void register_optimizer(Optimizer optimizer);
+  void register_lr_scheduler(std::shared_ptr<LRScheduler> scheduler, StepMode mode);
+  const nlohmann::json& hparam_value(const std::string& name) const;
+
+  detail::TrialState* state_;
+};
+
+}  // namespace crucible

@@ -1,0 +1,234 @@
+#include "config/yaml_reader.h"
+
+#include <cmath>
+#include <limits>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+
+#include "config/suggest.h"
+
+namespace crucible::config {
+
+ScalarType classify_scalar(const std::string& text, bool quoted) {
+  if (quoted) return ScalarType::kString;
+  static const std::regex null_re("~|null|Null|NULL|");
+  static const std::regex bool_re("true|True|TRUE|false|False|FALSE");
+  static const std::regex int_re("[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+");
+  static const std::regex float_re(
+      "[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\\.(inf|Inf|INF)|\\.(nan|NaN|NAN)");
+  if (std::regex_match(text, null_re)) return ScalarType::kNull;
+  if (std::regex_match(text, bool_re)) return ScalarType::kBool;
+  if (std::regex_match(text, int_re)) return ScalarType::kInt;
+  if (std::regex_match(text, float_re)) return ScalarType::kFloat;
+  return ScalarType::kString;
+}
+
+ScalarType classify_scalar(const YAML::Node& node) {
+  if (node.IsNull()) return ScalarType::kNull;
+  return classify_scalar(node.Scalar(), node.Tag() == "!");
+}
+
+namespace {
+
+nlohmann::json scalar_to_json(const YAML::Node& node) {
+  const std::string& s = node.Scalar();
+  switch (classify_scalar(node)) {
+    case ScalarType::kNull:
+      return nullptr;
+    case ScalarType::kBool:
+      return s[0] == 't' || s[0] == 'T';
+    case ScalarType::kInt: {
+      int base = 10;
+      std::string digits = s;
+      if (s.rfind("0x", 0) == 0) base = 16, digits = s.substr(2);
+      if (s.rfind("0o", 0) == 0) base = 8, digits = s.substr(2);
+      errno = 0;
+      const long long v = std::strtoll(digits.c_str(), nullptr, base);
+      if (errno == ERANGE) return std::strtod(s.c_str(), nullptr);
+      return static_cast<int64_t>(v);
+    }
+    case ScalarType::kFloat: {
+      if (s.find("nan") != std::string::npos || s.find("NaN") != std::string::npos ||
+          s.find("NAN") != std::string::npos) {
+        return std::numeric_limits<double>::quiet_NaN();
+      }
+      if (s.find("inf") != std::string::npos || s.find("Inf") != std::string::npos ||
+          s.find("INF") != std::string::npos) {
+        return s[0] == '-' ? -std::numeric_limits<double>::infinity()
+                           : std::numeric_limits<double>::infinity();
+      }
+      return std::strtod(s.c_str(), nullptr);
+    }
+    case ScalarType::kString:
+      break;
+  }
+  return s;
+}
+
+std::string describe(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return "nothing (null)";
+  if (node.IsMap()) return "a mapping";
+  if (node.IsSequence()) return "a list";
+  const char* type = "a string";
+  switch (classify_scalar(node)) {
+    case ScalarType::kBool: type = "a bool"; break;
+    case ScalarType::kInt: type = "an integer"; break;
+    case ScalarType::kFloat: type = "a float"; break;
+    default: break;
+  }
+  return fmt::format("'{}' ({})", node.Scalar(), type);
+}
+
+std::vector<std::string> sorted_keys(const YAML::Node& node) {
+  std::vector<std::string> keys;
+  for (const auto& kv : node) keys.push_back(kv.first.Scalar());
+  return keys;
+}
+
+}  // namespace
+
+nlohmann::json yaml_to_json(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return nullptr;
+  if (node.IsScalar()) return scalar_to_json(node);
+  if (node.IsSequence()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& item : node) out.push_back(yaml_to_json(item));
+    return out;
+  }
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& kv : node) out[kv.first.Scalar()] = yaml_to_json(kv.second);
+  return out;
+}
+
+std::string Source::where(const std::string& path, const YAML::Node& node) const {
+  for (const auto& [key, text] : overrides_) {
+    if (path == key || path.rfind(key + ".", 0) == 0) return "--set " + text;
+  }
+  const YAML::Mark mark = node.Mark();
+  if (mark.is_null()) return file_;
+  return fmt::format("{}:{}:{}", file_, mark.line + 1, mark.column + 1);
+}
+
+void Source::fail(const std::string& path, const YAML::Node& node,
+                  const std::string& message) const {
+  throw ConfigError(fmt::format("{}: {}: {}", where(path, node), path.empty() ? "(top level)" : path,
+                                message));
+}
+
+MapReader::MapReader(const Source& source, const YAML::Node& node, std::string path,
+                     std::vector<std::string> allowed)
+    : source_(source), node_(node), path_(std::move(path)) {
+  if (!node_.IsMap()) {
+    source_.fail(path_, node_, "expected a mapping, got " + describe(node_));
+  }
+  for (const auto& kv : node_) {
+    const std::string key = kv.first.Scalar();
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      std::string valid;
+      for (const auto& a : allowed) valid += (valid.empty() ? "" : ", ") + a;
+      source_.fail(child_path(key), kv.first,
+                   fmt::format("unknown key '{}'{}; valid keys here: {}", key,
+                               did_you_mean(key, allowed), valid));
+    }
+  }
+}
+
+bool MapReader::has(const std::string& key) const {
+  const YAML::Node n = node_[key];
+  return n.IsDefined() && !n.IsNull();
+}
+
+std::string MapReader::child_path(const std::string& key) const {
+  return path_.empty() ? key : path_ + "." + key;
+}
+
+void MapReader::fail(const std::string& key, const std::string& message) const {
+  source_.fail(child_path(key), node_[key], message);
+}
+
+void MapReader::fail_missing(const std::string& key) const {
+  source_.fail(child_path(key), node_, "required key '" + key + "' is missing");
+}
+
+std::string MapReader::string(const std::string& key, const std::string& fallback) const {
+  if (!has(key)) return fallback;
+  const YAML::Node n = node_[key];
+  if (!n.IsScalar()) fail(key, "expected a string, got " + describe(n));
+  return n.Scalar();
+}
+
+std::string MapReader::required_string(const std::string& key) const {
+  if (!has(key)) fail_missing(key);
+  std::string value = string(key, "");
+  if (value.empty()) fail(key, "must not be empty");
+  return value;
+}
+
+int64_t MapReader::integer(const std::string& key, int64_t fallback, int64_t min_value) const {
+  if (!has(key)) return fallback;
+  const YAML::Node n = node_[key];
+  if (!n.IsScalar() || classify_scalar(n) != ScalarType::kInt) {
+    fail(key, "expected an integer, got " + describe(n));
+  }
+  const nlohmann::json v = scalar_to_json(n);
+  if (!v.is_number_integer()) fail(key, "integer out of range: " + n.Scalar());
+  const int64_t value = v.get<int64_t>();
+  if (value < min_value) {
+    fail(key, min_value == 0 ? fmt::format("must be non-negative, got {}", value)
+                             : fmt::format("must be at least {}, got {}", min_value, value));
+  }
+  return value;
+}
+
+bool MapReader::boolean(const std::string& key, bool fallback) const {
+  if (!has(key)) return fallback;
+  const YAML::Node n = node_[key];
+  if (!n.IsScalar() || classify_scalar(n) != ScalarType::kBool) {
+    fail(key, "expected true or false, got " + describe(n));
+  }
+  return scalar_to_json(n).get<bool>();
+}
+
+double MapReader::number(const std::string& key, double fallback) const {
+  if (!has(key)) return fallback;
+  const YAML::Node n = node_[key];
+  const ScalarType t = n.IsScalar() ? classify_scalar(n) : ScalarType::kString;
+  if (t != ScalarType::kInt && t != ScalarType::kFloat) {
+    fail(key, "expected a number, got " + describe(n));
+  }
+  return scalar_to_json(n).get<double>();
+}
+
+std::string MapReader::choice(const std::string& key, const std::string& fallback,
+                              const std::vector<std::string>& choices) const {
+  const std::string value = string(key, fallback);
+  if (std::find(choices.begin(), choices.end(), value) == choices.end()) {
+    std::string valid;
+    for (const auto& c : choices) valid += (valid.empty() ? "" : ", ") + c;
+    fail(key, fmt::format("'{}' is not one of {}{}", value, valid, did_you_mean(value, choices)));
+  }
+  return value;
+}
+
+Length MapReader::length(const std::string& key, const Length& fallback,
+                         int64_t min_value) const {
+  if (!has(key)) return fallback;
+  static const std::vector<std::string> units = {"batches", "epochs", "records"};
+  MapReader unit_reader(source_, node_[key], child_path(key), units);
+  if (node_[key].size() != 1) {
+    fail(key, "expected exactly one of batches, epochs or records, e.g. {epochs: 5}; got " +
+                  std::to_string(node_[key].size()) + " keys");
+  }
+  const std::string unit = sorted_keys(node_[key]).front();
+  Length out;
+  out.unit = unit == "batches"  ? LengthUnit::kBatches
+             : unit == "epochs" ? LengthUnit::kEpochs
+                                : LengthUnit::kRecords;
+  out.value = unit_reader.integer(unit, 0, min_value);
+  return out;
+}
+
+}  // namespace crucible::config

@@ -1,0 +1,77 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <crucible/config.h>
+
+namespace crucible::config {
+
+// The type a YAML 1.2 core-schema resolver gives a scalar; quoted scalars are always strings.
+enum class ScalarType { kNull, kBool, kInt, kFloat, kString };
+ScalarType classify_scalar(const std::string& text, bool quoted);
+ScalarType classify_scalar(const YAML::Node& node);
+
+// A YAML node as JSON, scalars typed by the core schema. Throws ConfigError (via `where`) for
+// unrepresentable numbers.
+nlohmann::json yaml_to_json(const YAML::Node& node);
+
+// Where values come from: the file, and the `--set` overrides applied on top of it.
+class Source {
+ public:
+  explicit Source(std::string file) : file_(std::move(file)) {}
+  void add_override(const std::string& key_path, const std::string& text) {
+    overrides_[key_path] = text;
+  }
+  // "file:line:col" for `node`, or "--set k=v" when `path` lies under an override.
+  std::string where(const std::string& path, const YAML::Node& node) const;
+  // Throws ConfigError "<where>: <path>: <message>".
+  [[noreturn]] void fail(const std::string& path, const YAML::Node& node,
+                         const std::string& message) const;
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string file_;
+  std::map<std::string, std::string> overrides_;
+};
+
+// Reads one YAML mapping against a fixed set of keys. Construction rejects a non-map and any
+// key outside `allowed` (with the nearest valid key suggested).
+class MapReader {
+ public:
+  MapReader(const Source& source, const YAML::Node& node, std::string path,
+            std::vector<std::string> allowed);
+
+  bool has(const std::string& key) const;
+  YAML::Node node(const std::string& key) const { return node_[key]; }
+  std::string child_path(const std::string& key) const;
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+  [[noreturn]] void fail_missing(const std::string& key) const;
+
+  std::string string(const std::string& key, const std::string& fallback) const;
+  std::string required_string(const std::string& key) const;
+  int64_t integer(const std::string& key, int64_t fallback, int64_t min_value) const;
+  bool boolean(const std::string& key, bool fallback) const;
+  double number(const std::string& key, double fallback) const;
+  // One of `choices`, with a did-you-mean for near misses.
+  std::string choice(const std::string& key, const std::string& fallback,
+                     const std::vector<std::string>& choices) const;
+  // `{batches|epochs|records: n}` with n >= min_value.
+  Length length(const std::string& key, const Length& fallback, int64_t min_value) const;
+
+  const Source& source() const { return source_; }
+  const YAML::Node& self() const { return node_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  const Source& source_;
+  YAML::Node node_;
+  std::string path_;
+};
+
+}  // namespace crucible::config

@@ -1,0 +1,226 @@
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include <crucible/data.h>
+#include <crucible/errors.h>
+
+#include "data/shuffle.h"
+
+namespace crucible {
+
+// Background batch building. Sequence number s is the s-th batch after the position the pool
+// started at; workers claim sequence numbers in order and build at most `prefetch` batches ahead
+// of the consumer, who takes them strictly in order.
+class BatchPool {
+ public:
+  using Build = std::function<Batch(int64_t seq)>;
+
+  BatchPool(int64_t workers, int64_t prefetch, Build build)
+      : prefetch_(std::max<int64_t>(1, prefetch)), build_(std::move(build)) {
+    for (int64_t i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
+  }
+  ~BatchPool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  Batch take() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return ready_.count(consumed_) > 0; });
+    auto node = ready_.extract(consumed_);
+    ++consumed_;
+    lock.unlock();
+    cv_.notify_all();
+    if (node.mapped().error) std::rethrow_exception(node.mapped().error);
+    return std::move(node.mapped().batch);
+  }
+
+ private:
+  struct Slot {
+    Batch batch;
+    std::exception_ptr error;
+  };
+
+  void work() {
+    for (;;) {
+      int64_t seq;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || claimed_ < consumed_ + prefetch_; });
+        if (stop_) return;
+        seq = claimed_++;
+      }
+      Slot slot;
+      try {
+        slot.batch = build_(seq);
+      } catch (...) {
+        slot.error = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ready_.emplace(seq, std::move(slot));
+      }
+      cv_.notify_all();
+    }
+  }
+
+  const int64_t prefetch_;
+  Build build_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  int64_t claimed_ = 0;
+  int64_t consumed_ = 0;
+  std::map<int64_t, Slot> ready_;
+  std::vector<std::thread> threads_;
+};
+
+struct DataLoader::Impl {
+  std::shared_ptr<Dataset> dataset;
+  DataLoaderOptions options;
+  DataPosition position;
+  std::mutex perm_mu;
+  std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> perms;  // by epoch, last few
+  std::unique_ptr<BatchPool> pool;  // last: its threads use the members above
+
+  ~Impl() { pool.reset(); }
+
+  int64_t batches_per_epoch() const {
+    const int64_t n = dataset->size();
+    const int64_t bs = options.batch_size();
+    return options.drop_last() ? n / bs : (n + bs - 1) / bs;
+  }
+
+  DataPosition advance(DataPosition p, int64_t steps) const {
+    const int64_t bpe = batches_per_epoch();
+    const int64_t flat = p.batch + steps;
+    return {p.epoch + flat / bpe, flat % bpe};
+  }
+
+  std::shared_ptr<const std::vector<int64_t>> permutation(int64_t epoch) {
+    std::lock_guard<std::mutex> lock(perm_mu);
+    auto it = perms.find(epoch);
+    if (it != perms.end()) return it->second;
+    auto p = std::make_shared<const std::vector<int64_t>>(
+        data::permutation(dataset->size(), options.seed(), epoch));
+    perms[epoch] = p;
+    while (perms.size() > 3) perms.erase(perms.begin());
+    return p;
+  }
+
+  std::vector<int64_t> indices(int64_t epoch, int64_t batch) {
+    const int64_t n = dataset->size();
+    const int64_t start = batch * options.batch_size();
+    const int64_t end = std::min(n, start + options.batch_size());
+    std::vector<int64_t> out;
+    out.reserve(static_cast<size_t>(end - start));
+    if (options.shuffle()) {
+      auto perm = permutation(epoch);
+      for (int64_t i = start; i < end; ++i) out.push_back((*perm)[static_cast<size_t>(i)]);
+    } else {
+      for (int64_t i = start; i < end; ++i) out.push_back(i);
+    }
+    return out;
+  }
+
+  Batch build(DataPosition p) { return dataset->get_batch(indices(p.epoch, p.batch)); }
+};
+
+DataLoader::DataLoader() = default;
+
+DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options)
+    : impl_(std::make_shared<Impl>()) {
+  if (!dataset) throw Error("DataLoader: the dataset is null");
+  if (options.batch_size() <= 0) {
+    throw Error(fmt::format("DataLoader: batch_size must be positive, got {}", options.batch_size()));
+  }
+  if (options.num_workers() < 0) throw Error("DataLoader: num_workers must not be negative");
+  impl_->dataset = std::move(dataset);
+  impl_->options = options;
+  if (impl_->batches_per_epoch() == 0) {
+    throw Error(fmt::format("DataLoader: {} records make no batch of {}{}", impl_->dataset->size(),
+                            options.batch_size(), options.drop_last() ? " with drop_last" : ""));
+  }
+}
+
+DataLoader::~DataLoader() = default;
+
+const DataLoaderOptions& DataLoader::options() const { return impl_->options; }
+
+void DataLoader::set_seed(uint64_t seed) {
+  impl_->pool.reset();
+  impl_->options.seed(seed);
+  std::lock_guard<std::mutex> lock(impl_->perm_mu);
+  impl_->perms.clear();
+  impl_->position = {};
+}
+
+const std::shared_ptr<Dataset>& DataLoader::dataset() const { return impl_->dataset; }
+
+int64_t DataLoader::num_records() const { return impl_->dataset->size(); }
+
+int64_t DataLoader::batches_per_epoch() const { return impl_->batches_per_epoch(); }
+
+void DataLoader::seek(DataPosition position) {
+  if (position.epoch < 0 || position.batch < 0 || position.batch >= batches_per_epoch()) {
+    throw Error(fmt::format("DataLoader: cannot seek to epoch {} batch {} ({} batches per epoch)",
+                            position.epoch, position.batch, batches_per_epoch()));
+  }
+  impl_->pool.reset();
+  impl_->position = position;
+}
+
+DataPosition DataLoader::position() const { return impl_->position; }
+
+Batch DataLoader::next() {
+  Impl& impl = *impl_;
+  const DataPosition current = impl.position;
+  impl.position = impl.advance(current, 1);
+  if (impl.options.num_workers() == 0) return impl.build(current);
+  if (!impl.pool) {
+    Impl* raw = impl_.get();
+    impl.pool = std::make_unique<BatchPool>(
+        impl.options.num_workers(), impl.options.prefetch(),
+        [raw, current](int64_t seq) { return raw->build(raw->advance(current, seq)); });
+  }
+  return impl.pool->take();
+}
+
+std::vector<int64_t> DataLoader::batch_indices(int64_t epoch, int64_t batch) const {
+  return impl_->indices(epoch, batch);
+}
+
+DataLoader::Iterator DataLoader::begin() { return Iterator(this, position().epoch, false); }
+
+DataLoader::Iterator DataLoader::end() { return Iterator(this, position().epoch, true); }
+
+DataLoader::Iterator::Iterator(DataLoader* loader, int64_t epoch, bool at_end)
+    : loader_(loader), epoch_(epoch), done_(at_end) {
+  if (!done_) fetch();
+}
+
+void DataLoader::Iterator::fetch() {
+  if (loader_->position().epoch != epoch_) {
+    done_ = true;
+    current_ = Batch();
+    return;
+  }
+  current_ = loader_->next();
+}
+
+DataLoader::Iterator& DataLoader::Iterator::operator++() {
+  fetch();
+  return *this;
+}
+
+}  // namespace crucible

@@ -1,0 +1,104 @@
+#include "metrics/reducer.h"
+
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+
+namespace crucible::metrics {
+namespace {
+
+std::string key_list(const std::map<std::string, torch::Tensor>& m) {
+  std::string out;
+  for (const auto& [k, v] : m) out += (out.empty() ? "" : ", ") + k;
+  return "{" + out + "}";
+}
+
+torch::Tensor scalar_of(const std::string& name, const torch::Tensor& t, const char* where,
+                        int64_t batch_idx) {
+  if (!t.defined() || t.numel() != 1) {
+    throw TrainingError(fmt::format("{} returned metric '{}' at batch {} with {} elements; a "
+                                    "metric must be a one-element tensor",
+                                    where, name, batch_idx, t.defined() ? t.numel() : 0));
+  }
+  return t.detach().reshape({}).to(torch::kDouble);
+}
+
+}  // namespace
+
+void ValidationAccumulator::add(const Metrics& batch_metrics, int64_t batch_length,
+                                int64_t batch_idx) {
+  if (batches_ > 0) {
+    bool same = batch_metrics.size() == acc_.size();
+    for (const auto& [k, v] : batch_metrics) same = same && acc_.count(k);
+    if (!same) {
+      throw TrainingError(fmt::format(
+          "evaluate_batch returned keys {} at validation batch {}, but {} at batch 0; every batch "
+          "must report the same metrics",
+          key_list(batch_metrics), batch_idx, key_list(acc_)));
+    }
+  }
+  for (const auto& [name, tensor] : batch_metrics) {
+    torch::Tensor v = scalar_of(name, tensor, "evaluate_batch", batch_idx);
+    const Reducer r = reducer_.for_metric(name);
+    if (r == Reducer::AVG) v = v * static_cast<double>(batch_length);
+    auto it = acc_.find(name);
+    if (it == acc_.end()) {
+      acc_.emplace(name, v);
+      continue;
+    }
+    switch (r) {
+      case Reducer::AVG:
+      case Reducer::SUM: it->second = it->second + v; break;
+      case Reducer::MAX: it->second = torch::maximum(it->second, v); break;
+      case Reducer::MIN: it->second = torch::minimum(it->second, v); break;
+    }
+  }
+  records_ += batch_length;
+  ++batches_;
+}
+
+Values ValidationAccumulator::result() const {
+  Values out;
+  for (const auto& [name, tensor] : acc_) {
+    double v = tensor.item<double>();
+    if (reducer_.for_metric(name) == Reducer::AVG) {
+      v = records_ > 0 ? v / static_cast<double>(records_) : 0.0;
+    }
+    out[name] = v;
+  }
+  return out;
+}
+
+void TrainingAccumulator::add(const Metrics& batch_metrics, int64_t batch_idx) {
+  for (const auto& [name, tensor] : batch_metrics) {
+    torch::Tensor v = scalar_of(name, tensor, "train_batch", batch_idx);
+    auto it = sums_.find(name);
+    if (it == sums_.end()) {
+      sums_.emplace(name, std::make_pair(v, int64_t{1}));
+    } else {
+      it->second.first = it->second.first + v;
+      ++it->second.second;
+    }
+  }
+  ++batches_;
+}
+
+Values TrainingAccumulator::flush() {
+  Values out;
+  for (const auto& [name, sum] : sums_) {
+    out[name] = sum.first.item<double>() / static_cast<double>(sum.second);
+  }
+  sums_.clear();
+  batches_ = 0;
+  return out;
+}
+
+Values to_values(const Metrics& metrics, const std::string& where) {
+  Values out;
+  for (const auto& [name, tensor] : metrics) {
+    out[name] = scalar_of(name, tensor, where.c_str(), 0).item<double>();
+  }
+  return out;
+}
+
+}  // namespace crucible::metrics

@@ -1,0 +1,48 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <crucible/metrics.h>
+
+namespace crucible::metrics {
+
+using Values = std::map<std::string, double>;
+
+// Reduces evaluate_batch metrics over a validation pass. Tensors stay where they are until
+// result(); AVG is weighted by batch length.
+class ValidationAccumulator {
+ public:
+  explicit ValidationAccumulator(EvaluationReducer reducer) : reducer_(std::move(reducer)) {}
+  // Adds one batch. Throws TrainingError when its keys differ from the first batch's or a metric
+  // is not a one-element tensor.
+  void add(const Metrics& batch_metrics, int64_t batch_length, int64_t batch_idx);
+  // The reduced metrics (empty when no batch was added).
+  Values result() const;
+
+ private:
+  EvaluationReducer reducer_;
+  std::map<std::string, torch::Tensor> acc_;
+  int64_t records_ = 0;
+  int64_t batches_ = 0;
+};
+
+// Averages train_batch metrics over a reporting period, without host syncs until flush().
+class TrainingAccumulator {
+ public:
+  void add(const Metrics& batch_metrics, int64_t batch_idx);
+  bool empty() const { return batches_ == 0; }
+  int64_t batches() const { return batches_; }
+  // Mean of each metric over the batches that reported it; resets the accumulator.
+  Values flush();
+
+ private:
+  std::map<std::string, std::pair<torch::Tensor, int64_t>> sums_;
+  int64_t batches_ = 0;
+};
+
+// Metrics as plain doubles, or a TrainingError naming the metric that is not a 1-element tensor.
+Values to_values(const Metrics& metrics, const std::string& where);
+
+}  // namespace crucible::metrics

@@ -1,0 +1,157 @@
+#include "plugin/loader.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+
+#include "plugin/registry_state.h"
+
+namespace crucible::plugin {
+namespace fs = std::filesystem;
+
+const char* own_abi_stamp() { return CRUCIBLE_ABI_STAMP; }
+
+namespace {
+
+std::string executable_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? "" : exe.parent_path().string();
+}
+
+std::string crucible_library_dir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&own_abi_stamp), &info) == 0 || !info.dli_fname) return "";
+  return fs::absolute(info.dli_fname).parent_path().string();
+}
+
+bool looks_like_path(const std::string& lib) {
+  return lib.find('/') != std::string::npos ||
+         (lib.size() > 3 && lib.compare(lib.size() - 3, 3, ".so") == 0);
+}
+
+std::string find_library(const std::string& lib, const std::string& config_dir) {
+  std::vector<std::string> tried;
+  auto exists = [&](const fs::path& p) {
+    tried.push_back(p.string());
+    std::error_code ec;
+    return fs::is_regular_file(p, ec);
+  };
+  if (looks_like_path(lib)) {
+    const fs::path p(lib);
+    if (p.is_absolute()) {
+      if (exists(p)) return p.string();
+    } else {
+      if (!config_dir.empty() && exists(fs::path(config_dir) / p)) {
+        return fs::absolute(fs::path(config_dir) / p).string();
+      }
+      if (exists(fs::current_path() / p)) return (fs::current_path() / p).string();
+    }
+  } else {
+    for (const auto& dir : search_directories(config_dir)) {
+      for (const std::string& file : {"lib" + lib + ".so", lib + ".so"}) {
+        if (exists(fs::path(dir) / file)) return fs::absolute(fs::path(dir) / file).string();
+      }
+    }
+  }
+  std::string where;
+  for (const auto& t : tried) where += "\n  " + t;
+  throw PluginError(fmt::format(
+      "trial library '{}' not found; looked in:{}\nBuild it (e.g. crucible_add_trial({} ...)), "
+      "put it in one of these places, set CRUCIBLE_TRIAL_PATH, or give a path in the entrypoint",
+      lib, where, looks_like_path(lib) ? "name" : lib));
+}
+
+struct Loaded {
+  void* handle;
+  std::vector<Registration> registrations;
+};
+
+const Loaded& open_library(const std::string& path) {
+  static std::mutex mu;
+  static std::map<std::string, Loaded> loaded;
+  std::lock_guard<std::mutex> lock(mu);
+  const std::string key = fs::weakly_canonical(path).string();
+  auto it = loaded.find(key);
+  if (it != loaded.end()) return it->second;
+
+  Loaded lib;
+  auto& state = registry_state();
+  {
+    std::lock_guard<std::recursive_mutex> reg_lock(state.mu);
+    state.capture = &lib.registrations;
+    dlerror();
+    lib.handle = dlopen(key.c_str(), RTLD_NOW | RTLD_LOCAL);
+    state.capture = nullptr;
+  }
+  if (!lib.handle) {
+    const char* err = dlerror();
+    throw PluginError(fmt::format("cannot load trial library {}: {}", key,
+                                  err ? err : "unknown dlopen error"));
+  }
+  if (lib.registrations.empty()) {
+    throw PluginError(fmt::format(
+        "{} is not a Crucible trial library: it registers no trial (add "
+        "CRUCIBLE_REGISTER_TRIAL(YourTrial) to one of its sources)",
+        key));
+  }
+  return loaded.emplace(key, std::move(lib)).first->second;
+}
+
+TrialFactory pick(const std::vector<Registration>& registrations, const std::string& class_name,
+                  const std::string& library) {
+  std::string names;
+  for (const auto& r : registrations) {
+    if (r.abi_stamp != own_abi_stamp()) {
+      throw PluginError(fmt::format(
+          "trial library {} was built for a different Crucible/LibTorch ABI and cannot be used "
+          "by this trainer; rebuild it against this installation.\n  library: {}\n  trainer: {}",
+          library, r.abi_stamp, own_abi_stamp()));
+    }
+    if (r.class_name == class_name) return *r.factory;
+    names += (names.empty() ? "" : ", ") + r.class_name;
+  }
+  throw PluginError(fmt::format("trial class '{}' is not registered in {}; it registers: {}",
+                                class_name, library, names));
+}
+
+}  // namespace
+
+std::vector<std::string> search_directories(const std::string& config_dir) {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("CRUCIBLE_TRIAL_PATH")) {
+    std::stringstream ss(env);
+    for (std::string dir; std::getline(ss, dir, ':');) {
+      if (!dir.empty()) dirs.push_back(dir);
+    }
+  }
+  if (!config_dir.empty()) dirs.push_back(config_dir);
+  const std::string exe = executable_dir();
+  if (!exe.empty()) dirs.push_back(exe);
+  const std::string libdir = crucible_library_dir();
+  if (!libdir.empty()) dirs.push_back((fs::path(libdir) / "crucible" / "trials").string());
+  return dirs;
+}
+
+TrialFactory resolve_entrypoint(const std::string& entrypoint, const std::string& config_dir) {
+  const auto colon = entrypoint.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == entrypoint.size()) {
+    throw PluginError("entrypoint '" + entrypoint + "' is not of the form <library>:<TrialClass>");
+  }
+  const std::string lib = entrypoint.substr(0, colon);
+  const std::string class_name = entrypoint.substr(colon + 1);
+  const std::string path = find_library(lib, config_dir);
+  const Loaded& loaded = open_library(path);
+  return pick(loaded.registrations, class_name, path);
+}
+
+}  // namespace crucible::plugin

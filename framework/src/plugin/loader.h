@@ -1,0 +1,25 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <crucible/registry.h>
+
+namespace crucible::plugin {
+
+// The ABI stamp this build of Crucible was compiled with.
+const char* own_abi_stamp();
+
+// Directories searched for a trial library named without a path, in order: CRUCIBLE_TRIAL_PATH
+// (colon-separated), `config_dir`, the running executable's directory, and the installed trial
+// directory (<prefix>/lib/crucible/trials).
+std::vector<std::string> search_directories(const std::string& config_dir);
+
+// Resolves an entrypoint "<library>:<TrialClass>" to the trial's factory, loading the library
+// when needed. <library> is a name (lib<name>.so looked up in search_directories) or a path to a
+// .so (relative to `config_dir`, then to the working directory). Throws PluginError for: library
+// not found (listing where it looked), not loadable, not a Crucible trial library, ABI mismatch
+// (both stamps), class not registered (listing those registered).
+TrialFactory resolve_entrypoint(const std::string& entrypoint, const std::string& config_dir);
+
+}  // namespace crucible::plugin

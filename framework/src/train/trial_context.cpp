@@ -1,0 +1,108 @@
+#include <crucible/errors.h>
+#include <crucible/trial.h>
+#include <crucible/trial_context.h>
+
+#include <fmt/format.h>
+
+#include "train/trial_state.h"
+
+namespace crucible {
+
+Metrics Trial::evaluate_batch(Batch&, int64_t) {
+  throw Error("the trial does not implement evaluate_batch");
+}
+
+Metrics Trial::evaluate_full_dataset(DataLoader&) {
+  throw Error("the trial does not implement evaluate_full_dataset");
+}
+
+int64_t Trial::get_batch_length(const Batch& batch) {
+  const torch::Tensor& t = batch.first_tensor();
+  return t.dim() == 0 ? 1 : t.size(0);
+}
+
+void Trial::save_state(torch::serialize::OutputArchive&) {}
+void Trial::load_state(torch::serialize::InputArchive&) {}
+
+void TrialContext::register_model(std::shared_ptr<torch::nn::Module> model) {
+  if (!model) throw Error("wrap_model: the model is null");
+  model->to(state_->device);
+  state_->models.push_back(std::move(model));
+}
+
+void TrialContext::register_optimizer(Optimizer optimizer) {
+  if (!optimizer) throw Error("wrap_optimizer: the optimizer is null");
+  state_->optimizers.push_back(std::move(optimizer));
+}
+
+void TrialContext::register_lr_scheduler(std::shared_ptr<LRScheduler> scheduler, StepMode mode) {
+  bool wrapped = false;
+  for (const auto& o : state_->optimizers) wrapped = wrapped || o == scheduler->optimizer();
+  if (!wrapped) {
+    throw Error("wrap_lr_scheduler: the scheduler's optimizer was not wrapped with "
+                "wrap_optimizer; wrap the optimizer first and build the scheduler on the result");
+  }
+  state_->schedulers.push_back({std::move(scheduler), mode});
+}
+
+void TrialContext::backward(const torch::Tensor& loss) {
+  const int64_t k = state_->config->optimizations.aggregation_frequency;
+  if (k > 1 && state_->config->optimizations.average_aggregated_gradients) {
+    (loss / static_cast<double>(k)).backward();
+  } else {
+    loss.backward();
+  }
+}
+
+void TrialContext::step_optimizer(const Optimizer& optimizer) {
+  const int64_t k = state_->config->optimizations.aggregation_frequency;
+  if ((state_->batch_idx + 1) % k != 0) return;
+  optimizer->step();
+  optimizer->zero_grad();
+  state_->stepped_this_batch.insert(optimizer.get());
+  state_->stepped_this_epoch.insert(optimizer.get());
+}
+
+const nlohmann::json& TrialContext::hparam_value(const std::string& name) const {
+  auto it = state_->hparams.find(name);
+  if (it == state_->hparams.end()) {
+    std::string names;
+    for (const auto& [k, v] : state_->hparams.items()) names += (names.empty() ? "" : ", ") + k;
+    throw ConfigError(fmt::format("hyperparameter '{}' is not in the experiment file's "
+                                  "hyperparameters (it has: {})",
+                                  name, names));
+  }
+  return *it;
+}
+
+const nlohmann::json& TrialContext::hparams() const { return state_->hparams; }
+
+int64_t TrialContext::global_batch_size() const { return state_->config->global_batch_size(); }
+
+int64_t TrialContext::per_slot_batch_size() const {
+  return state_->config->global_batch_size() / state_->slots;
+}
+
+torch::Device TrialContext::device() const { return state_->device; }
+
+Batch TrialContext::to_device(const Batch& batch) const { return batch.to(state_->device); }
+
+bool TrialContext::is_epoch_start() const { return state_->batch_idx % state_->epoch_len == 0; }
+
+bool TrialContext::is_epoch_end() const {
+  return (state_->batch_idx + 1) % state_->epoch_len == 0;
+}
+
+int64_t TrialContext::current_train_batch() const { return state_->batch_idx; }
+
+int64_t TrialContext::current_train_epoch() const {
+  return state_->batch_idx / state_->epoch_len;
+}
+
+const ExperimentConfig& TrialContext::experiment_config() const { return *state_->config; }
+
+const nlohmann::json& TrialContext::data_config() const { return state_->config->data; }
+
+uint64_t TrialContext::trial_seed() const { return state_->trial_seed; }
+
+}  // namespace crucible

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include <crucible/config.h>
+#include <crucible/optim.h>
+
+namespace crucible::detail {
+
+// The trainer's side of a TrialContext: what the trial wrapped, and where training stands.
+struct TrialState {
+  struct Scheduler {
+    std::shared_ptr<LRScheduler> scheduler;
+    StepMode mode;
+  };
+
+  const ExperimentConfig* config = nullptr;
+  nlohmann::json hparams;
+  torch::Device device = torch::kCPU;
+  uint64_t trial_seed = 0;
+  int64_t slots = 1;
+
+  std::vector<std::shared_ptr<torch::nn::Module>> models;
+  std::vector<Optimizer> optimizers;
+  std::vector<Scheduler> schedulers;
+
+  int64_t batch_idx = 0;  // the batch being trained
+  int64_t epoch_len = 1;
+  std::set<const torch::optim::Optimizer*> stepped_this_batch;
+  std::set<const torch::optim::Optimizer*> stepped_this_epoch;
+};
+
+}  // namespace crucible::detail

@@ -1,0 +1,112 @@
+// Fashion-MNIST classifiers: an MLP and a CNN over the IDX files of dataset-fashion-mnist.
+// Both share one trial body; only the network differs.
+#include <crucible/crucible.h>
+
+#include "idx.h"
+
+namespace fashion_mnist {
+
+struct MLPImpl : torch::nn::Module {
+  explicit MLPImpl(const crucible::TrialContext& ctx)
+      : fc1(register_module("fc1", torch::nn::Linear(784, ctx.hparam<int64_t>("hidden1")))),
+        fc2(register_module("fc2", torch::nn::Linear(ctx.hparam<int64_t>("hidden1"),
+                                                     ctx.hparam<int64_t>("hidden2")))),
+        out(register_module("out", torch::nn::Linear(ctx.hparam<int64_t>("hidden2"), 10))),
+        dropout(register_module("dropout", torch::nn::Dropout(ctx.hparam<double>("dropout")))) {}
+
+  torch::Tensor forward(torch::Tensor x) {
+    x = dropout(torch::relu(fc1(x.flatten(1))));
+    x = dropout(torch::relu(fc2(x)));
+    return out(x);
+  }
+
+  torch::nn::Linear fc1, fc2, out;
+  torch::nn::Dropout dropout;
+};
+TORCH_MODULE(MLP);
+
+struct CNNImpl : torch::nn::Module {
+  explicit CNNImpl(const crucible::TrialContext& ctx)
+      : conv1(register_module("conv1", conv(1, ctx.hparam<int64_t>("filters1")))),
+        conv2(register_module("conv2", conv(ctx.hparam<int64_t>("filters1"),
+                                            ctx.hparam<int64_t>("filters2")))),
+        fc(register_module("fc", torch::nn::Linear(ctx.hparam<int64_t>("filters2") * 7 * 7,
+                                                   ctx.hparam<int64_t>("hidden")))),
+        out(register_module("out", torch::nn::Linear(ctx.hparam<int64_t>("hidden"), 10))),
+        dropout(register_module("dropout", torch::nn::Dropout(ctx.hparam<double>("dropout")))) {}
+
+  static torch::nn::Conv2d conv(int64_t in, int64_t out) {
+    return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1));
+  }
+
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::max_pool2d(torch::relu(conv1(x)), 2);  // 14x14
+    x = torch::max_pool2d(torch::relu(conv2(x)), 2);  // 7x7
+    x = dropout(torch::relu(fc(x.flatten(1))));
+    return out(x);
+  }
+
+  torch::nn::Conv2d conv1, conv2;
+  torch::nn::Linear fc, out;
+  torch::nn::Dropout dropout;
+};
+TORCH_MODULE(CNN);
+
+// Adam with a per-epoch StepLR decay, cross-entropy loss, accuracy on the 10k test images.
+template <class Net>
+class ClassifierTrial : public crucible::Trial {
+ public:
+  explicit ClassifierTrial(crucible::TrialContext& ctx)
+      : ctx_(ctx),
+        data_dir_(ctx.data_config().value("path", "/usr/share/datasets/fashion-mnist")),
+        model_(ctx.wrap_model(Net(ctx))),
+        opt_(ctx.wrap_optimizer(torch::optim::Adam(
+            model_->parameters(), torch::optim::AdamOptions(ctx.hparam<double>("lr"))))) {
+    ctx.wrap_lr_scheduler(crucible::lr::StepLR(opt_, 1, ctx.hparam<double>("lr_decay")),
+                          crucible::StepMode::EveryEpoch);
+  }
+
+  crucible::DataLoader build_training_data_loader() override {
+    return loader("train", true);
+  }
+  crucible::DataLoader build_validation_data_loader() override {
+    return loader("t10k", false);
+  }
+
+  crucible::Metrics train_batch(crucible::Batch& batch, int64_t, int64_t) override {
+    auto loss = torch::nn::functional::cross_entropy(model_->forward(batch[0]), batch[1]);
+    ctx_.backward(loss);
+    ctx_.step_optimizer(opt_);
+    return {{"loss", loss}};
+  }
+
+  crucible::Metrics evaluate_batch(crucible::Batch& batch, int64_t) override {
+    auto logits = model_->forward(batch[0]);
+    const torch::Tensor& labels = batch[1];
+    return {{"loss", torch::nn::functional::cross_entropy(logits, labels)},
+            {"accuracy", logits.argmax(1).eq(labels).to(torch::kFloat).mean()}};
+  }
+
+ private:
+  crucible::DataLoader loader(const std::string& split, bool train) {
+    auto [x, y] = load_split(data_dir_, split);
+    auto options = crucible::DataLoaderOptions(train ? ctx_.per_slot_batch_size() : 1000)
+                       .shuffle(train)
+                       .num_workers(ctx_.data_config().value("workers", 1));
+    return crucible::DataLoader(
+        std::make_shared<crucible::TensorDataset>(std::vector<torch::Tensor>{x, y}), options);
+  }
+
+  crucible::TrialContext& ctx_;
+  std::string data_dir_;
+  Net model_;
+  crucible::Optimizer opt_;
+};
+
+using FashionMLP = ClassifierTrial<MLP>;
+using FashionCNN = ClassifierTrial<CNN>;
+
+}  // namespace fashion_mnist
+
+CRUCIBLE_REGISTER_TRIAL(fashion_mnist::FashionMLP);
+CRUCIBLE_REGISTER_TRIAL(fashion_mnist::FashionCNN);
