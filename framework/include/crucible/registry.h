@@ -46,8 +46,8 @@ struct TrialFactory {
 #ifndef CRUCIBLE_ABI_STAMP
 // What a trial library must share with the `trainer` that loads it.
 #define CRUCIBLE_ABI_STAMP                                                        \
-  "crucible " CRUCIBLE_VERSION_STRING "; libtorch " CRUCIBLE_STRINGIFY(           \
-      TORCH_VERSION_MAJOR) "." CRUCIBLE_STRINGIFY(TORCH_VERSION_MINOR) "; cxx11-abi " \
+  "crucible " CRUCIBLE_VERSION_STRING ", libtorch " CRUCIBLE_STRINGIFY(           \
+      TORCH_VERSION_MAJOR) "." CRUCIBLE_STRINGIFY(TORCH_VERSION_MINOR) ", cxx11-abi " \
       CRUCIBLE_STRINGIFY(_GLIBCXX_USE_CXX11_ABI)
 #endif
 

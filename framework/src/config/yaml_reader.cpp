@@ -108,7 +108,13 @@ std::string Source::where(const std::string& path, const YAML::Node& node) const
     if (path == key || path.rfind(key + ".", 0) == 0) return "--set " + text;
   }
   const YAML::Mark mark = node.Mark();
-  if (mark.is_null()) return file_;
+  if (mark.is_null()) {
+    // A node without a mark was created by an override (a new key on its path).
+    for (const auto& [key, text] : overrides_) {
+      if (key.rfind(path + ".", 0) == 0) return "--set " + text;
+    }
+    return file_;
+  }
   return fmt::format("{}:{}:{}", file_, mark.line + 1, mark.column + 1);
 }
 

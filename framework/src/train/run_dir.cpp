@@ -37,7 +37,7 @@ RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_
                  : output_dir;
   std::error_code ec;
   if (fs::exists(fs::path(run.path) / "config.yaml", ec)) {
-    throw TrainingError(fmt::format(
+    throw UsageError(fmt::format(
         "{} already holds a run; continue it with `trainer fit --resume {}` or choose another "
         "--output",
         run.path, run.path));

@@ -17,8 +17,8 @@ struct RunDir {
 };
 
 // Creates a fresh run directory (`output_dir`, or a new <host_path>/<name>/<run-id>) and writes
-// config.yaml into it. Throws TrainingError when `output_dir` already holds a run or a path
-// cannot be created.
+// config.yaml into it. Throws UsageError when `output_dir` already holds a run, TrainingError
+// when a path cannot be created.
 RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_dir);
 
 // Opens an existing run directory for resuming; throws UsageError when it holds no run.

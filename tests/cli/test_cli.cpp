@@ -1,0 +1,183 @@
+// End-to-end tests of the real `trainer` binary on real configs.
+#include <catch2/catch.hpp>
+
+#include "process.h"
+
+using namespace crucible::testing;
+
+namespace {
+
+const std::string kTrainer = std::string(CRUCIBLE_BIN_DIR) + "/trainer";
+const std::string kConfigs = std::string(CRUCIBLE_SOURCE_DIR) + "/configs";
+
+CommandResult trainer(const std::string& args) { return run_command(kTrainer + " " + args); }
+
+// An experiment file in `dir` for a trial of the test library.
+std::string test_config(const TempDir& dir, const std::string& trial,
+                        const std::string& extra = "") {
+  const std::string path = dir / (trial + ".yaml");
+  write_file(path, "name: cli\nentrypoint: crucible_test_trials:" + trial + R"(
+hyperparameters: {global_batch_size: 8, records: 40, validation_records: 10, validation_batch_size: 5}
+max_length: {batches: 10}
+checkpoint_storage: {host_path: )" + dir.str() + "/runs}\n" + extra);
+  return path;
+}
+
+// One "error: " message at the start of a line, and no stack trace.
+void check_one_clean_error(const CommandResult& r) {
+  const auto pos = r.output.find("error: ");
+  REQUIRE(pos != std::string::npos);
+  CHECK((pos == 0 || r.output[pos - 1] == '\n'));
+  CHECK(r.output.find("error: ", pos + 1) == std::string::npos);
+  CHECK_THAT(r.output, !Catch::Contains("Exception raised from"));
+  CHECK_THAT(r.output, !Catch::Contains("terminate called"));
+}
+
+}  // namespace
+
+TEST_CASE("trainer --version, --help and bad usage", "[cli]") {
+  auto version = trainer("--version");
+  CHECK(version.exit_code == 0);
+  CHECK_THAT(version.output, Catch::StartsWith("trainer (Crucible) 0.1.0, LibTorch "));
+  CHECK(trainer("--help").exit_code == 0);
+  auto fit_help = trainer("fit --help");
+  CHECK(fit_help.exit_code == 0);
+  CHECK_THAT(fit_help.output, Catch::Contains("--test-mode"));
+  CHECK_THAT(trainer("check --help").output, Catch::Contains("usage: trainer check CONFIG"));
+  CHECK(trainer("").exit_code == 2);
+  auto unknown = trainer("frobnicate x.yaml");
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.output == "error: unknown command 'frobnicate'; commands: fit, check\n");
+  auto bad_flag = trainer("fit " + kConfigs + "/linear.yaml --fast");
+  CHECK(bad_flag.exit_code == 2);
+  CHECK_THAT(bad_flag.output, Catch::Contains("unknown option '--fast' for fit"));
+  CHECK(trainer("fit").exit_code == 2);
+}
+
+TEST_CASE("trainer fit trains the linear trial to the known weight", "[cli]") {
+  TempDir tmp;
+  auto r = trainer("fit " + kConfigs + "/linear.yaml --output " + (tmp / "run"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("[validation]"));
+  auto rows = read_metrics(tmp / "run/metrics.jsonl");
+  const auto& last = rows.back();
+  REQUIRE(last["type"] == "validation");
+  CHECK(last["batches"] == 252);
+  CHECK(last["metrics"]["validation_weight"].get<double>() == Approx(2.5).margin(0.03));
+  CHECK(last["metrics"]["validation_bias"].get<double>() == Approx(-0.7).margin(0.03));
+  CHECK(last["metrics"]["validation_loss"].get<double>() < 0.02);  // noise variance is 0.01
+  CHECK(std::filesystem::exists(tmp / "run/config.yaml"));
+  CHECK(std::filesystem::exists(tmp / "run/trainer.log"));
+  CHECK(std::filesystem::exists(tmp / "run/checkpoints/batch-0000000252/model_0.pt"));
+  CHECK(std::filesystem::exists(tmp / "run/checkpoints/batch-0000000252/metadata.json"));
+}
+
+TEST_CASE("the same config and seed give the same metrics", "[cli]") {
+  TempDir tmp;
+  REQUIRE(trainer("fit " + kConfigs + "/linear.yaml --quiet --output " + (tmp / "a")).exit_code == 0);
+  REQUIRE(trainer("fit " + kConfigs + "/linear.yaml --quiet --output " + (tmp / "b")).exit_code == 0);
+  CHECK(read_file(tmp / "a/metrics.jsonl") == read_file(tmp / "b/metrics.jsonl"));
+  REQUIRE(trainer("fit " + kConfigs +
+                  "/linear.yaml --quiet --set reproducibility.experiment_seed=8 --output " +
+                  (tmp / "c"))
+              .exit_code == 0);
+  CHECK(read_file(tmp / "a/metrics.jsonl") != read_file(tmp / "c/metrics.jsonl"));
+}
+
+TEST_CASE("trainer fit --resume continues a run from its latest checkpoint", "[cli]") {
+  TempDir tmp;
+  REQUIRE(trainer("fit " + kConfigs + "/linear.yaml --quiet --output " + (tmp / "run")).exit_code == 0);
+  const std::string full = read_file(tmp / "run/metrics.jsonl");
+  std::filesystem::remove_all(tmp / "run/checkpoints/batch-0000000252");
+  auto r = trainer("fit --resume " + (tmp / "run"));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("continuing from") && Catch::Contains("at batch 126"));
+  CHECK(read_file(tmp / "run/metrics.jsonl") == full);
+  CHECK(trainer("fit --resume " + (tmp / "nothing")).exit_code == 2);
+}
+
+TEST_CASE("trainer check prints the resolved config", "[cli]") {
+  auto r = trainer("check " + kConfigs + "/linear.yaml --set hyperparameters.learning_rate=0.1");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("OK (trial LinearTrial)"));
+  CHECK_THAT(r.output, Catch::Contains("learning_rate: 0.1\n"));
+  CHECK_THAT(r.output, Catch::Contains("perform_initial_validation: false"));
+}
+
+TEST_CASE("config errors exit 2 with file, line and column", "[cli]") {
+  auto r = trainer("check " + std::string(CRUCIBLE_TEST_DATA) + "/config/bad/unknown_top_key.yaml");
+  CHECK(r.exit_code == 2);
+  check_one_clean_error(r);
+  CHECK_THAT(r.output, Catch::Contains("unknown_top_key.yaml:6:1: max_lenght: unknown key"));
+  auto missing = trainer("fit /nonexistent/config.yaml");
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.output, Catch::Contains("/nonexistent/config.yaml: cannot open"));
+  auto bad_set = trainer("fit " + kConfigs + "/linear.yaml --set max_length.epochs=-1");
+  CHECK(bad_set.exit_code == 2);
+  CHECK_THAT(bad_set.output, Catch::Contains("--set max_length.epochs=-1: max_length.epochs: "
+                                             "must be at least 1, got -1"));
+}
+
+TEST_CASE("a wrongly typed hyperparameter exits 2 naming it", "[cli]") {
+  TempDir tmp;
+  auto r = trainer("fit " + kConfigs + "/linear.yaml --set hyperparameters.learning_rate=fast " +
+                   "--output " + (tmp / "run"));
+  CHECK(r.exit_code == 2);
+  check_one_clean_error(r);
+  CHECK_THAT(r.output, Catch::Contains("trial LinearTrial: constructor failed: hyperparameter "
+                                       "'learning_rate' is string \"fast\", expected float"));
+}
+
+TEST_CASE("plugin errors exit 3", "[cli]") {
+  TempDir tmp;
+  auto not_found = trainer("check " + kConfigs + "/linear.yaml --set entrypoint=missing_lib:T");
+  CHECK(not_found.exit_code == 3);
+  check_one_clean_error(not_found);
+  CHECK_THAT(not_found.output, Catch::Contains("trial library 'missing_lib' not found"));
+  auto no_class = trainer("check " + kConfigs + "/linear.yaml --set entrypoint=linear:Nope");
+  CHECK(no_class.exit_code == 3);
+  CHECK_THAT(no_class.output, Catch::Contains("it registers: LinearTrial"));
+  auto ctor = trainer("fit " + test_config(tmp, "ThrowingCtorTrial"));
+  CHECK(ctor.exit_code == 3);
+  CHECK_THAT(ctor.output, Catch::Contains("error: trial ThrowingCtorTrial: constructor threw: "
+                                          "cannot build the model: out of llamas"));
+  auto neither = trainer("check " + test_config(tmp, "NeitherEvalTrial"));
+  CHECK(neither.exit_code == 3);
+  CHECK_THAT(neither.output, Catch::Contains("overrides neither"));
+}
+
+TEST_CASE("a trial failure exits 1 and leaves the last checkpoint", "[cli]") {
+  TempDir tmp;
+  auto config = test_config(tmp, "RecordingTrial", "min_checkpoint_period: {batches: 3}\n");
+  auto r = trainer("fit " + config + " --set hyperparameters.fail_at=7 --output " + (tmp / "run"));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("error: train_batch (batch 7) threw: injected failure"));
+  CHECK(std::filesystem::exists(tmp / "run/checkpoints/batch-0000000006/metadata.json"));
+  auto resumed = trainer("fit --resume " + (tmp / "run"));
+  CHECK_THAT(resumed.output, Catch::Contains("at batch 6"));
+}
+
+TEST_CASE("test mode smoke-tests the Fashion-MNIST CNN on the real data", "[cli]") {
+  TempDir tmp;
+  auto r = trainer("fit " + kConfigs + "/fashion_mnist_test_mode.yaml --test-mode --output " +
+                   (tmp / "run"));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("test mode: checkpoint round trip OK"));
+  auto rows = read_metrics(tmp / "run/metrics.jsonl");
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[1]["metrics"]["validation_accuracy"].get<double>() >= 0.0);
+}
+
+TEST_CASE("a missing dataset names the path and the Debian package", "[cli]") {
+  TempDir tmp;
+  auto r = trainer("fit " + kConfigs + "/fashion_mnist_test_mode.yaml --test-mode " +
+                   "--set data.path=/nonexistent/fm --output " + (tmp / "run"));
+  CHECK(r.exit_code == 1);
+  check_one_clean_error(r);
+  CHECK_THAT(r.output, Catch::Contains("/nonexistent/fm/train-images-idx3-ubyte.gz not found") &&
+                           Catch::Contains("dataset-fashion-mnist"));
+}

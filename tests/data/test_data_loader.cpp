@@ -1,0 +1,145 @@
+#include <set>
+
+#include <catch2/catch.hpp>
+
+#include <crucible/data.h>
+#include <crucible/errors.h>
+
+#include "data/shuffle.h"
+
+using crucible::Batch;
+using crucible::DataLoader;
+using crucible::DataLoaderOptions;
+using crucible::DataPosition;
+
+namespace {
+
+std::shared_ptr<crucible::TensorDataset> indices_dataset(int64_t n) {
+  return std::make_shared<crucible::TensorDataset>(
+      std::vector<torch::Tensor>{torch::arange(n), torch::arange(n) * 10});
+}
+
+std::vector<int64_t> ids(const Batch& b) {
+  auto t = b[0].tensor();
+  return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+}
+
+// A dataset without get_batch: the loader collates get() results.
+class ExampleDataset : public crucible::Dataset {
+ public:
+  int64_t size() const override { return 10; }
+  Batch get(int64_t i) const override {
+    return Batch::dict({{"x", torch::full({2}, static_cast<float>(i))}, {"i", torch::tensor(i)}});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the permutation depends on (seed, epoch) alone", "[data]") {
+  using crucible::data::permutation;
+  CHECK(permutation(1000, 5, 3) == permutation(1000, 5, 3));
+  CHECK(permutation(1000, 5, 3) != permutation(1000, 5, 4));
+  CHECK(permutation(1000, 5, 3) != permutation(1000, 6, 3));
+  auto p = permutation(1000, 1, 0);
+  CHECK(std::set<int64_t>(p.begin(), p.end()).size() == 1000);
+  // Pinned values: a change of the shuffle algorithm changes every run's data order.
+  CHECK(permutation(8, 42, 0) == std::vector<int64_t>{5, 7, 0, 2, 6, 3, 4, 1});
+  CHECK(permutation(8, 42, 1) == std::vector<int64_t>{7, 2, 4, 6, 5, 1, 0, 3});
+  auto a = DataLoader(indices_dataset(100), DataLoaderOptions(10).shuffle(true).seed(9));
+  auto b = DataLoader(indices_dataset(100), DataLoaderOptions(10).shuffle(true).seed(9));
+  for (int i = 0; i < 25; ++i) CHECK(ids(a.next()) == ids(b.next()));
+}
+
+TEST_CASE("every epoch visits each record once, in a new order", "[data]") {
+  DataLoader loader(indices_dataset(100), DataLoaderOptions(8).shuffle(true).seed(3));
+  CHECK(loader.batches_per_epoch() == 13);
+  std::vector<int64_t> epoch0, epoch1;
+  for (int i = 0; i < 13; ++i) {
+    auto v = ids(loader.next());
+    epoch0.insert(epoch0.end(), v.begin(), v.end());
+  }
+  CHECK(loader.position() == DataPosition{1, 0});
+  for (int i = 0; i < 13; ++i) {
+    auto v = ids(loader.next());
+    epoch1.insert(epoch1.end(), v.begin(), v.end());
+  }
+  CHECK(epoch0.size() == 100);
+  CHECK(std::set<int64_t>(epoch0.begin(), epoch0.end()).size() == 100);
+  CHECK(std::set<int64_t>(epoch1.begin(), epoch1.end()).size() == 100);
+  CHECK(epoch0 != epoch1);
+}
+
+TEST_CASE("drop_last drops the incomplete batch; otherwise it is kept", "[data]") {
+  DataLoader keep(indices_dataset(10), DataLoaderOptions(4));
+  DataLoader drop(indices_dataset(10), DataLoaderOptions(4).drop_last(true));
+  CHECK(keep.batches_per_epoch() == 3);
+  CHECK(drop.batches_per_epoch() == 2);
+  keep.seek({0, 2});
+  CHECK(ids(keep.next()) == std::vector<int64_t>{8, 9});
+  drop.seek({0, 1});
+  CHECK(ids(drop.next()) == std::vector<int64_t>{4, 5, 6, 7});
+  CHECK(ids(drop.next()) == std::vector<int64_t>{0, 1, 2, 3});  // the next epoch
+  CHECK_THROWS_AS(DataLoader(indices_dataset(3), DataLoaderOptions(4).drop_last(true)),
+                  crucible::Error);
+}
+
+TEST_CASE("seek restores a position in O(1) and matches sequential reading", "[data]") {
+  auto options = DataLoaderOptions(7).shuffle(true).seed(11);
+  DataLoader sequential(indices_dataset(50), options);
+  std::vector<std::vector<int64_t>> seen;
+  for (int i = 0; i < 30; ++i) seen.push_back(ids(sequential.next()));
+  for (int start : {0, 5, 7, 8, 20, 29}) {
+    DataLoader resumed(indices_dataset(50), options);
+    resumed.seek({start / 8, start % 8});
+    for (int i = start; i < 30; ++i) {
+      INFO("start " << start << " batch " << i);
+      CHECK(ids(resumed.next()) == seen[i]);
+    }
+  }
+  DataLoader loader(indices_dataset(50), options);
+  CHECK_THROWS_WITH(loader.seek({0, 8}), Catch::Contains("cannot seek to epoch 0 batch 8"));
+}
+
+TEST_CASE("worker threads yield exactly the single-threaded sequence", "[data]") {
+  auto base = DataLoaderOptions(6).shuffle(true).seed(21);
+  DataLoader single(indices_dataset(100), base);
+  DataLoader threaded(indices_dataset(100), DataLoaderOptions(base).num_workers(3).prefetch(4));
+  for (int i = 0; i < 60; ++i) CHECK(ids(single.next()) == ids(threaded.next()));
+  threaded.seek({2, 3});
+  single.seek({2, 3});
+  for (int i = 0; i < 10; ++i) CHECK(ids(single.next()) == ids(threaded.next()));
+}
+
+TEST_CASE("an exception in a worker reaches the consumer", "[data]") {
+  class Broken : public crucible::Dataset {
+   public:
+    int64_t size() const override { return 10; }
+    Batch get(int64_t i) const override {
+      if (i == 7) throw std::runtime_error("bad record 7");
+      return torch::tensor(i);
+    }
+  };
+  DataLoader loader(std::make_shared<Broken>(), DataLoaderOptions(5).num_workers(2));
+  CHECK_NOTHROW(loader.next());
+  CHECK_THROWS_WITH(loader.next(), Catch::Contains("bad record 7"));
+}
+
+TEST_CASE("a dataset without get_batch is collated example by example", "[data]") {
+  DataLoader loader(std::make_shared<ExampleDataset>(), DataLoaderOptions(4));
+  Batch b = loader.next();
+  CHECK(b["x"].tensor().sizes() == std::vector<int64_t>{4, 2});
+  CHECK(b["i"].tensor().equal(torch::arange(4)));
+}
+
+TEST_CASE("range-for iterates the rest of the current epoch", "[data]") {
+  DataLoader loader(indices_dataset(10), DataLoaderOptions(3));
+  int batches = 0;
+  int64_t records = 0;
+  for (Batch& b : loader) {
+    ++batches;
+    records += b[0].tensor().size(0);
+  }
+  CHECK(batches == 4);
+  CHECK(records == 10);
+  CHECK(loader.position() == DataPosition{1, 0});
+}

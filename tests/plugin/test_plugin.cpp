@@ -1,0 +1,83 @@
+#include <cstdlib>
+
+#include <catch2/catch.hpp>
+
+#include <crucible/errors.h>
+
+#include "plugin/loader.h"
+
+using crucible::plugin::resolve_entrypoint;
+
+namespace {
+
+std::string plugin_error(const std::string& entrypoint) {
+  try {
+    resolve_entrypoint(entrypoint, "");
+  } catch (const crucible::PluginError& e) {
+    CHECK(e.exit_code() == crucible::kExitPlugin);
+    return e.what();
+  }
+  FAIL("expected a PluginError for " << entrypoint);
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a registered trial is found by library name and class", "[plugin]") {
+  auto factory = resolve_entrypoint("crucible_test_trials:RecordingTrial", "");
+  CHECK(factory.name == "RecordingTrial");
+  CHECK(factory.overrides_evaluate_batch);
+  CHECK_FALSE(factory.overrides_evaluate_full_dataset);
+  auto both = resolve_entrypoint("crucible_test_trials:BothEvalTrial", "");
+  CHECK(both.overrides_evaluate_batch);
+  CHECK(both.overrides_evaluate_full_dataset);
+  auto neither = resolve_entrypoint("crucible_test_trials:NeitherEvalTrial", "");
+  CHECK_FALSE(neither.overrides_evaluate_batch);
+  CHECK_FALSE(neither.overrides_evaluate_full_dataset);
+}
+
+TEST_CASE("a trial library can be named by path", "[plugin]") {
+  const std::string path = std::string(CRUCIBLE_BIN_DIR) + "/libcrucible_test_trials.so";
+  CHECK(resolve_entrypoint(path + ":RecordingTrial", "").name == "RecordingTrial");
+}
+
+TEST_CASE("a missing library lists where the loader looked", "[plugin]") {
+  const std::string message = plugin_error("no_such_trials:X");
+  CHECK_THAT(message, Catch::StartsWith("trial library 'no_such_trials' not found; looked in:"));
+  CHECK_THAT(message, Catch::Contains(std::string(CRUCIBLE_BIN_DIR) + "/libno_such_trials.so"));
+  CHECK_THAT(plugin_error("./nowhere/lib.so:X"), Catch::Contains("nowhere/lib.so"));
+}
+
+TEST_CASE("CRUCIBLE_TRIAL_PATH directories are searched first", "[plugin]") {
+  setenv("CRUCIBLE_TRIAL_PATH", "/opt/a:/opt/b", 1);
+  auto dirs = crucible::plugin::search_directories("/cfg");
+  unsetenv("CRUCIBLE_TRIAL_PATH");
+  REQUIRE(dirs.size() >= 3);
+  CHECK(dirs[0] == "/opt/a");
+  CHECK(dirs[1] == "/opt/b");
+  CHECK(dirs[2] == "/cfg");
+}
+
+TEST_CASE("a file that is not a shared library cannot be loaded", "[plugin]") {
+  CHECK_THAT(plugin_error("crucible_garbage:X"), Catch::StartsWith("cannot load trial library"));
+}
+
+TEST_CASE("a shared library without trials is not a trial library", "[plugin]") {
+  CHECK_THAT(plugin_error("crucible_not_a_trial:X"),
+             Catch::Contains("is not a Crucible trial library: it registers no trial"));
+}
+
+TEST_CASE("an ABI stamp mismatch is refused, showing both stamps", "[plugin]") {
+  const std::string message = plugin_error("crucible_abi_mismatch:RecordingTrial");
+  CHECK_THAT(message, Catch::Contains("built for a different Crucible/LibTorch ABI"));
+  CHECK_THAT(message, Catch::Contains("library: crucible 0.0.1, libtorch 9.9, cxx11-abi 0"));
+  CHECK_THAT(message, Catch::Contains(std::string("trainer: ") +
+                                      crucible::plugin::own_abi_stamp()));
+}
+
+TEST_CASE("an unknown class lists the classes the library registers", "[plugin]") {
+  CHECK_THAT(plugin_error("crucible_test_trials:RecordngTrial"),
+             Catch::Contains("trial class 'RecordngTrial' is not registered in") &&
+                 Catch::Contains("it registers: RecordingTrial, BothEvalTrial, NeitherEvalTrial, "
+                                 "ThrowingCtorTrial"));
+}

@@ -1,0 +1,12 @@
+// The test trials as a plugin library, for `trainer` and loader tests.
+#include "test_trials.h"
+
+using crucible::testing::BothEvalTrial;
+using crucible::testing::NeitherEvalTrial;
+using crucible::testing::RecordingTrial;
+using crucible::testing::ThrowingCtorTrial;
+
+CRUCIBLE_REGISTER_TRIAL(RecordingTrial);
+CRUCIBLE_REGISTER_TRIAL(BothEvalTrial);
+CRUCIBLE_REGISTER_TRIAL(NeitherEvalTrial);
+CRUCIBLE_REGISTER_TRIAL(ThrowingCtorTrial);

@@ -1,0 +1,111 @@
+#pragma once
+
+// Small trials the tests drive, in process (TrialFactory::of) and as a plugin library
+// (libcrucible_test_trials.so, registered in test_trials.cpp).
+
+#include <atomic>
+#include <cmath>
+#include <vector>
+
+#include <crucible/crucible.h>
+
+namespace crucible::testing {
+
+// Dataset whose example i is {x = [i], y = [2 i]}: batch contents reveal the indices.
+inline std::shared_ptr<TensorDataset> index_dataset(int64_t n) {
+  auto x = torch::arange(n, torch::kFloat).unsqueeze(1);
+  return std::make_shared<TensorDataset>(std::vector<torch::Tensor>{x, 2 * x});
+}
+
+// Records what the fit loop asks of it. Hyperparameters: records, validation_records,
+// validation_batch_size, and optional fail_at / nan_at (batch indices, -1 = never).
+class RecordingTrial : public Trial {
+ public:
+  struct Call {
+    int64_t batch_idx, epoch_idx;
+    bool epoch_start, epoch_end;
+    std::vector<int64_t> indices;
+  };
+
+  explicit RecordingTrial(TrialContext& ctx)
+      : ctx_(ctx),
+        model_(ctx.wrap_model(torch::nn::Linear(1, 1))),
+        opt_(ctx.wrap_optimizer(torch::optim::SGD(model_->parameters(), 0.001))) {}
+
+  DataLoader build_training_data_loader() override {
+    return DataLoader(index_dataset(ctx_.hparam<int64_t>("records")),
+                      DataLoaderOptions(ctx_.per_slot_batch_size()).shuffle(true));
+  }
+  DataLoader build_validation_data_loader() override {
+    return DataLoader(index_dataset(ctx_.hparam<int64_t>("validation_records")),
+                      DataLoaderOptions(ctx_.hparam<int64_t>("validation_batch_size")));
+  }
+
+  Metrics train_batch(Batch& batch, int64_t epoch_idx, int64_t batch_idx) override {
+    auto x = batch[0].tensor();
+    std::vector<int64_t> idx;
+    for (int64_t i = 0; i < x.size(0); ++i) idx.push_back(x[i][0].item<int64_t>());
+    calls().push_back({batch_idx, epoch_idx, ctx_.is_epoch_start(), ctx_.is_epoch_end(), idx});
+    if (batch_idx == hparam_or("fail_at", -1)) throw std::runtime_error("injected failure");
+    const double scale = static_cast<double>(ctx_.hparam<int64_t>("records"));
+    auto loss = torch::mse_loss(model_->forward(x / scale), batch[1].tensor() / scale);
+    ctx_.backward(loss);
+    ctx_.step_optimizer(opt_);
+    if (batch_idx == hparam_or("nan_at", -1)) loss = loss * std::nan("");
+    return {{"loss", loss}};
+  }
+
+  // x is the example index, so the reduced values are known in closed form.
+  Metrics evaluate_batch(Batch& batch, int64_t) override {
+    const torch::Tensor& x = batch[0];
+    return {{"avg_x", x.mean()},
+            {"sum_len", torch::tensor(static_cast<double>(x.size(0)))},
+            {"max_x", x.max()},
+            {"min_x", x.min()}};
+  }
+  EvaluationReducer evaluation_reducer() override {
+    return EvaluationReducer(
+        {{"sum_len", Reducer::SUM}, {"max_x", Reducer::MAX}, {"min_x", Reducer::MIN}});
+  }
+
+  // Every train_batch call of every RecordingTrial in this process, in order.
+  static std::vector<Call>& calls() {
+    static std::vector<Call> all;
+    return all;
+  }
+
+ private:
+  int64_t hparam_or(const std::string& name, int64_t fallback) const {
+    return ctx_.hparams().contains(name) ? ctx_.hparam<int64_t>(name) : fallback;
+  }
+  TrialContext& ctx_;
+  torch::nn::Linear model_;
+  Optimizer opt_;
+};
+
+// Overrides both evaluation methods: must be refused at start-up.
+class BothEvalTrial : public RecordingTrial {
+ public:
+  using RecordingTrial::RecordingTrial;
+  Metrics evaluate_full_dataset(DataLoader&) override { return {}; }
+};
+
+// Overrides neither evaluation method: must be refused at start-up.
+class NeitherEvalTrial : public Trial {
+ public:
+  explicit NeitherEvalTrial(TrialContext&) {}
+  DataLoader build_training_data_loader() override { return {}; }
+  DataLoader build_validation_data_loader() override { return {}; }
+  Metrics train_batch(Batch&, int64_t, int64_t) override { return {}; }
+};
+
+// Its constructor throws.
+class ThrowingCtorTrial : public NeitherEvalTrial {
+ public:
+  explicit ThrowingCtorTrial(TrialContext& ctx) : NeitherEvalTrial(ctx) {
+    throw std::runtime_error("cannot build the model: out of llamas");
+  }
+  Metrics evaluate_batch(Batch&, int64_t) override { return {}; }
+};
+
+}  // namespace crucible::testing

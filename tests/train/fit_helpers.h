@@ -1,0 +1,49 @@
+#pragma once
+
+// Running the RecordingTrial through the library's Trainer, into a scratch run directory.
+
+#include <string>
+#include <vector>
+
+#include <crucible/crucible.h>
+
+#include "process.h"
+#include "test_trials.h"
+
+namespace crucible::testing {
+
+// An experiment for RecordingTrial with `extra` YAML lines appended and `overrides` applied.
+inline ExperimentConfig recording_config(const std::string& extra,
+                                         const std::vector<std::string>& overrides = {}) {
+  return parse_experiment_config(R"(name: recording
+entrypoint: crucible_test_trials:RecordingTrial
+hyperparameters:
+  global_batch_size: 8
+  records: 100
+  validation_records: 25
+  validation_batch_size: 4
+reproducibility: {experiment_seed: 3}
+)" + extra,
+                                 "recording.yaml", overrides);
+}
+
+template <class T = RecordingTrial>
+FitResult fit_recording(const ExperimentConfig& config, const std::string& run_dir,
+                        FitOptions options = FitOptions()) {
+  RecordingTrial::calls().clear();
+  return Trainer(config, TrialFactory::of<T>("RecordingTrial"))
+      .fit(options.output_dir(run_dir).console(false));
+}
+
+// Batch counts of the checkpoints a run directory holds.
+inline std::vector<int64_t> checkpoint_batches(const std::string& run_dir) {
+  std::vector<int64_t> out;
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir + "/checkpoints")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("batch-", 0) == 0) out.push_back(std::stoll(name.substr(6)));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace crucible::testing

@@ -1,0 +1,157 @@
+#include <catch2/catch.hpp>
+
+#include "checkpoint/checkpoint.h"
+#include "fit_helpers.h"
+
+using namespace crucible::testing;
+using V = std::vector<int64_t>;
+
+namespace {
+
+std::string error_of(const std::function<void()>& fn, int* exit_code = nullptr) {
+  try {
+    fn();
+  } catch (const crucible::Error& e) {
+    if (exit_code) *exit_code = e.exit_code();
+    return e.what();
+  }
+  FAIL("expected a crucible::Error");
+  return "";
+}
+
+const nlohmann::json& last_validation(const std::vector<nlohmann::json>& rows) {
+  for (auto it = rows.rbegin(); it != rows.rend(); ++it) {
+    if ((*it)["type"] == "validation") return (*it)["metrics"];
+  }
+  FAIL("no validation row");
+  return rows.front();
+}
+
+}  // namespace
+
+TEST_CASE("validation metrics are reduced with AVG weighted by records, SUM, MAX, MIN",
+          "[train]") {
+  TempDir tmp;
+  // 25 validation records in batches of 4: the last batch holds one record.
+  auto result = fit_recording(recording_config("max_length: {batches: 2}\n"), tmp / "run");
+  const auto rows = read_metrics(tmp / "run/metrics.jsonl");
+  const auto& m = last_validation(rows);
+  CHECK(m["validation_avg_x"].get<double>() == Approx(12.0).epsilon(1e-12));
+  CHECK(m["validation_sum_len"].get<double>() == 25.0);
+  CHECK(m["validation_max_x"].get<double>() == 24.0);
+  CHECK(m["validation_min_x"].get<double>() == 0.0);
+  CHECK(result.last_validation["validation_sum_len"] == 25.0);
+}
+
+TEST_CASE("test mode trains one batch, validates one batch and round-trips a checkpoint",
+          "[train]") {
+  TempDir tmp;
+  auto result = fit_recording(recording_config("max_length: {epochs: 5}\n"), tmp / "run",
+                              crucible::FitOptions().test_mode(true));
+  CHECK(RecordingTrial::calls().size() == 1);
+  CHECK(result.batches_trained == 1);
+  CHECK(checkpoint_batches(tmp / "run") == V{1});
+  auto rows = read_metrics(tmp / "run/metrics.jsonl");
+  CHECK(batches_of(rows, "validation") == V{1});
+  // One validation batch of 4 records: indices 0..3.
+  CHECK(last_validation(rows)["validation_sum_len"] == 4.0);
+}
+
+TEST_CASE("a NaN loss stops training with a clear error; the last good checkpoint loads",
+          "[train]") {
+  TempDir tmp;
+  auto config = recording_config(R"(max_length: {batches: 20}
+min_checkpoint_period: {batches: 2}
+scheduling_unit: 100
+hyperparameters: {global_batch_size: 8, records: 100, validation_records: 25,
+                  validation_batch_size: 4, nan_at: 3}
+)");
+  int code = 0;
+  const std::string message = error_of([&] { fit_recording(config, tmp / "run"); }, &code);
+  CHECK(code == crucible::kExitTrainingFailed);
+  CHECK_THAT(message, Catch::Contains("training metric 'loss' is nan over batches 2..3"));
+  CHECK_THAT(message, Catch::Contains("checkpoints/batch-0000000002"));
+  CHECK(checkpoint_batches(tmp / "run") == V{2});
+  auto model = torch::nn::Linear(1, 1);
+  crucible::checkpoint::Contents contents;
+  contents.models = {model.ptr()};
+  contents.optimizers = {std::make_shared<torch::optim::SGD>(model->parameters(), 0.1)};
+  auto meta = crucible::checkpoint::load(tmp / "run/checkpoints/batch-0000000002", contents);
+  CHECK(meta["batches"] == 2);
+}
+
+TEST_CASE("a trial that throws in train_batch fails naming the method and batch", "[train]") {
+  TempDir tmp;
+  auto config = recording_config("max_length: {batches: 20}\n",
+                                 {"hyperparameters.fail_at=5"});
+  int code = 0;
+  const std::string message = error_of([&] { fit_recording(config, tmp / "run"); }, &code);
+  CHECK(code == crucible::kExitTrainingFailed);
+  CHECK(message == "train_batch (batch 5) threw: injected failure");
+}
+
+TEST_CASE("a trial overriding both or neither evaluation method is refused", "[train]") {
+  TempDir tmp;
+  auto config = recording_config("max_length: {batches: 2}\n");
+  int code = 0;
+  CHECK_THAT(error_of([&] { fit_recording<BothEvalTrial>(config, tmp / "a"); }, &code),
+             Catch::Contains("must override exactly one of evaluate_batch and "
+                             "evaluate_full_dataset; it overrides both"));
+  CHECK(code == crucible::kExitPlugin);
+  auto neither = crucible::Trainer(config, crucible::TrialFactory::of<NeitherEvalTrial>("N"));
+  CHECK_THAT(error_of([&] { neither.fit(crucible::FitOptions().output_dir(tmp / "b")); }),
+             Catch::Contains("it overrides neither"));
+}
+
+TEST_CASE("a constructor that throws is reported with the trial's name", "[train]") {
+  TempDir tmp;
+  auto trainer = crucible::Trainer(recording_config("max_length: {batches: 2}\n"),
+                                   crucible::TrialFactory::of<ThrowingCtorTrial>("Throwing"));
+  int code = 0;
+  CHECK(error_of([&] { trainer.fit(crucible::FitOptions().output_dir(tmp / "r").console(false)); },
+                 &code) == "trial Throwing: constructor threw: cannot build the model: out of llamas");
+  CHECK(code == crucible::kExitPlugin);
+}
+
+TEST_CASE("a run continued from a checkpoint ends where the uninterrupted run ends", "[train]") {
+  TempDir tmp;
+  auto config = recording_config(R"(max_length: {epochs: 3}
+min_validation_period: {epochs: 1}
+min_checkpoint_period: {epochs: 1}
+scheduling_unit: 5
+)");
+  fit_recording(config, tmp / "full");
+  const auto full_calls = RecordingTrial::calls();
+
+  // A copy of the run that "died" after its first checkpoint, with a torn metrics line.
+  std::filesystem::copy(tmp / "full", tmp / "cut", std::filesystem::copy_options::recursive);
+  std::filesystem::remove_all(tmp / "cut/checkpoints/batch-0000000026");
+  std::filesystem::remove_all(tmp / "cut/checkpoints/batch-0000000039");
+  std::ofstream(tmp / "cut/metrics.jsonl", std::ios::app) << "{\"type\": \"trai";
+
+  RecordingTrial::calls().clear();
+  crucible::Trainer(config, crucible::TrialFactory::of<RecordingTrial>("RecordingTrial"))
+      .fit(crucible::FitOptions().resume_dir(tmp / "cut").console(false));
+  const auto& resumed = RecordingTrial::calls();
+  REQUIRE(resumed.size() == 26);
+  for (size_t i = 0; i < resumed.size(); ++i) {
+    CHECK(resumed[i].batch_idx == full_calls[i + 13].batch_idx);
+    CHECK(resumed[i].indices == full_calls[i + 13].indices);
+  }
+  CHECK(read_file(tmp / "cut/metrics.jsonl") == read_file(tmp / "full/metrics.jsonl"));
+  CHECK(read_file(tmp / "cut/checkpoints/batch-0000000039/model_0.pt") ==
+        read_file(tmp / "full/checkpoints/batch-0000000039/model_0.pt"));
+}
+
+TEST_CASE("resuming a directory without a run or checkpoint is a usage error", "[train]") {
+  TempDir tmp;
+  auto config = recording_config("max_length: {batches: 2}\n");
+  int code = 0;
+  CHECK_THAT(error_of([&] { fit_recording(config, "", crucible::FitOptions().resume_dir(tmp.str())); },
+                      &code),
+             Catch::Contains("not a run directory"));
+  CHECK(code == crucible::kExitBadUsage);
+  fit_recording(config, tmp / "run");
+  CHECK_THAT(error_of([&] { fit_recording(config, tmp / "run"); }),
+             Catch::Contains("already holds a run"));
+}
