@@ -19,7 +19,8 @@ std::string test_config(const TempDir& dir, const std::string& trial,
   write_file(path, "name: cli\nentrypoint: crucible_test_trials:" + trial + R"(
 hyperparameters: {global_batch_size: 8, records: 40, validation_records: 10, validation_batch_size: 5}
 max_length: {batches: 10}
-checkpoint_storage: {host_path: )" + dir.str() + "/runs}\n" + extra);
+checkpoint_storage: {host_path: )" +
+                       dir.str() + "/runs}\n" + extra);
   return path;
 }
 
@@ -75,8 +76,10 @@ TEST_CASE("trainer fit trains the linear trial to the known weight", "[cli]") {
 
 TEST_CASE("the same config and seed give the same metrics", "[cli]") {
   TempDir tmp;
-  REQUIRE(trainer("fit " + kConfigs + "/linear.yaml --quiet --output " + (tmp / "a")).exit_code == 0);
-  REQUIRE(trainer("fit " + kConfigs + "/linear.yaml --quiet --output " + (tmp / "b")).exit_code == 0);
+  REQUIRE(trainer("fit " + kConfigs + "/linear.yaml --quiet --output " + (tmp / "a")).exit_code ==
+          0);
+  REQUIRE(trainer("fit " + kConfigs + "/linear.yaml --quiet --output " + (tmp / "b")).exit_code ==
+          0);
   CHECK(read_file(tmp / "a/metrics.jsonl") == read_file(tmp / "b/metrics.jsonl"));
   REQUIRE(trainer("fit " + kConfigs +
                   "/linear.yaml --quiet --set reproducibility.experiment_seed=8 --output " +
@@ -87,7 +90,8 @@ TEST_CASE("the same config and seed give the same metrics", "[cli]") {
 
 TEST_CASE("trainer fit --resume continues a run from its latest checkpoint", "[cli]") {
   TempDir tmp;
-  REQUIRE(trainer("fit " + kConfigs + "/linear.yaml --quiet --output " + (tmp / "run")).exit_code == 0);
+  REQUIRE(trainer("fit " + kConfigs + "/linear.yaml --quiet --output " + (tmp / "run")).exit_code ==
+          0);
   const std::string full = read_file(tmp / "run/metrics.jsonl");
   std::filesystem::remove_all(tmp / "run/checkpoints/batch-0000000252");
   auto r = trainer("fit --resume " + (tmp / "run"));

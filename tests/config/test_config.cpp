@@ -128,8 +128,9 @@ TEST_CASE("a bad --set names the override, not the file", "[config]") {
   CHECK_THAT(error_of([] { parse_experiment_config(kMinimal, "m.yaml", {"max_lenght.epochs=3"}); }),
              Catch::StartsWith("--set max_lenght.epochs=3: max_lenght: unknown key 'max_lenght' "
                                "(did you mean 'max_length'?)"));
-  CHECK_THAT(error_of([] { parse_experiment_config(kMinimal, "m.yaml", {"max_length.epochs=x"}); }),
-             Catch::StartsWith("--set max_length.epochs=x: max_length.epochs: expected an integer"));
+  CHECK_THAT(
+      error_of([] { parse_experiment_config(kMinimal, "m.yaml", {"max_length.epochs=x"}); }),
+      Catch::StartsWith("--set max_length.epochs=x: max_length.epochs: expected an integer"));
   CHECK_THAT(error_of([] { parse_experiment_config(kMinimal, "m.yaml", {"no_equals_sign"}); }),
              Catch::Contains("expected KEY=VALUE"));
   CHECK_THAT(error_of([] { parse_experiment_config(kMinimal, "m.yaml", {"name.x=1"}); }),

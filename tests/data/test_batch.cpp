@@ -6,8 +6,8 @@
 using crucible::Batch;
 
 TEST_CASE("a batch nests tensors, lists and dicts with positional and keyed access", "[data]") {
-  Batch b = Batch::dict({{"image", torch::ones({2, 3})},
-                         {"targets", Batch{torch::zeros({2}), torch::arange(2)}}});
+  Batch b = Batch::dict(
+      {{"image", torch::ones({2, 3})}, {"targets", Batch{torch::zeros({2}), torch::arange(2)}}});
   CHECK(b.is_dict());
   CHECK(b.keys() == std::vector<std::string>{"image", "targets"});
   CHECK(b["image"].tensor().sum().item<float>() == 6);

@@ -71,8 +71,8 @@ TEST_CASE("an ABI stamp mismatch is refused, showing both stamps", "[plugin]") {
   const std::string message = plugin_error("crucible_abi_mismatch:RecordingTrial");
   CHECK_THAT(message, Catch::Contains("built for a different Crucible/LibTorch ABI"));
   CHECK_THAT(message, Catch::Contains("library: crucible 0.0.1, libtorch 9.9, cxx11-abi 0"));
-  CHECK_THAT(message, Catch::Contains(std::string("trainer: ") +
-                                      crucible::plugin::own_abi_stamp()));
+  CHECK_THAT(message,
+             Catch::Contains(std::string("trainer: ") + crucible::plugin::own_abi_stamp()));
 }
 
 TEST_CASE("an unknown class lists the classes the library registers", "[plugin]") {

@@ -12,7 +12,7 @@ entrypoint: l:T
 hyperparameters: {global_batch_size: 12, lr: 0.1, layers: 3, act: relu, sizes: [1, 2]}
 max_length: {batches: 1}
 )",
-                                                                         "c.yaml");
+                                                                        "c.yaml");
   crucible::detail::TrialState state;
   crucible::TrialContext ctx{&state};
   Fixture() {

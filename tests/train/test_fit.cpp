@@ -29,8 +29,7 @@ const nlohmann::json& last_validation(const std::vector<nlohmann::json>& rows) {
 
 }  // namespace
 
-TEST_CASE("validation metrics are reduced with AVG weighted by records, SUM, MAX, MIN",
-          "[train]") {
+TEST_CASE("validation metrics are reduced with AVG weighted by records, SUM, MAX, MIN", "[train]") {
   TempDir tmp;
   // 25 validation records in batches of 4: the last batch holds one record.
   auto result = fit_recording(recording_config("max_length: {batches: 2}\n"), tmp / "run");
@@ -82,8 +81,7 @@ hyperparameters: {global_batch_size: 8, records: 100, validation_records: 25,
 
 TEST_CASE("a trial that throws in train_batch fails naming the method and batch", "[train]") {
   TempDir tmp;
-  auto config = recording_config("max_length: {batches: 20}\n",
-                                 {"hyperparameters.fail_at=5"});
+  auto config = recording_config("max_length: {batches: 20}\n", {"hyperparameters.fail_at=5"});
   int code = 0;
   const std::string message = error_of([&] { fit_recording(config, tmp / "run"); }, &code);
   CHECK(code == crucible::kExitTrainingFailed);
@@ -109,7 +107,8 @@ TEST_CASE("a constructor that throws is reported with the trial's name", "[train
                                    crucible::TrialFactory::of<ThrowingCtorTrial>("Throwing"));
   int code = 0;
   CHECK(error_of([&] { trainer.fit(crucible::FitOptions().output_dir(tmp / "r").console(false)); },
-                 &code) == "trial Throwing: constructor threw: cannot build the model: out of llamas");
+                 &code) ==
+        "trial Throwing: constructor threw: cannot build the model: out of llamas");
   CHECK(code == crucible::kExitPlugin);
 }
 
@@ -147,9 +146,10 @@ TEST_CASE("resuming a directory without a run or checkpoint is a usage error", "
   TempDir tmp;
   auto config = recording_config("max_length: {batches: 2}\n");
   int code = 0;
-  CHECK_THAT(error_of([&] { fit_recording(config, "", crucible::FitOptions().resume_dir(tmp.str())); },
-                      &code),
-             Catch::Contains("not a run directory"));
+  CHECK_THAT(
+      error_of([&] { fit_recording(config, "", crucible::FitOptions().resume_dir(tmp.str())); },
+               &code),
+      Catch::Contains("not a run directory"));
   CHECK(code == crucible::kExitBadUsage);
   fit_recording(config, tmp / "run");
   CHECK_THAT(error_of([&] { fit_recording(config, tmp / "run"); }),

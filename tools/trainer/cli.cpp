@@ -117,8 +117,8 @@ int fit(const Args& a) {
   }
   const std::string path = a.resume.empty() ? a.config : a.resume + "/config.yaml";
   if (!a.resume.empty() && !fs::exists(path)) {
-    throw UsageError(fmt::format("--resume {}: not a run directory (no config.yaml in it)",
-                                 a.resume));
+    throw UsageError(
+        fmt::format("--resume {}: not a run directory (no config.yaml in it)", a.resume));
   }
   ExperimentConfig config = load_experiment_config(path, a.overrides);
   TrialFactory factory = plugin::resolve_entrypoint(config.entrypoint, config_dir(path));
@@ -132,12 +132,7 @@ int check(const Args& a) {
   if (a.config.empty()) throw UsageError("trainer check needs a CONFIG file");
   ExperimentConfig config = load_experiment_config(a.config, a.overrides);
   TrialFactory factory = plugin::resolve_entrypoint(config.entrypoint, config_dir(a.config));
-  if (factory.overrides_evaluate_batch == factory.overrides_evaluate_full_dataset) {
-    throw PluginError(fmt::format(
-        "trial {} must override exactly one of evaluate_batch and evaluate_full_dataset; it "
-        "overrides {}",
-        factory.name, factory.overrides_evaluate_batch ? "both" : "neither"));
-  }
+  factory.check_evaluation_methods();
   std::cout << "# " << a.config << ": OK (trial " << factory.name << ")\n" << to_yaml(config);
   return kExitOk;
 }

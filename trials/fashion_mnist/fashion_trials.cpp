@@ -28,8 +28,8 @@ TORCH_MODULE(MLP);
 struct CNNImpl : torch::nn::Module {
   explicit CNNImpl(const crucible::TrialContext& ctx)
       : conv1(register_module("conv1", conv(1, ctx.hparam<int64_t>("filters1")))),
-        conv2(register_module("conv2", conv(ctx.hparam<int64_t>("filters1"),
-                                            ctx.hparam<int64_t>("filters2")))),
+        conv2(register_module(
+            "conv2", conv(ctx.hparam<int64_t>("filters1"), ctx.hparam<int64_t>("filters2")))),
         fc(register_module("fc", torch::nn::Linear(ctx.hparam<int64_t>("filters2") * 7 * 7,
                                                    ctx.hparam<int64_t>("hidden")))),
         out(register_module("out", torch::nn::Linear(ctx.hparam<int64_t>("hidden"), 10))),
@@ -66,12 +66,8 @@ class ClassifierTrial : public crucible::Trial {
                           crucible::StepMode::EveryEpoch);
   }
 
-  crucible::DataLoader build_training_data_loader() override {
-    return loader("train", true);
-  }
-  crucible::DataLoader build_validation_data_loader() override {
-    return loader("t10k", false);
-  }
+  crucible::DataLoader build_training_data_loader() override { return loader("train", true); }
+  crucible::DataLoader build_validation_data_loader() override { return loader("t10k", false); }
 
   crucible::Metrics train_batch(crucible::Batch& batch, int64_t, int64_t) override {
     auto loss = torch::nn::functional::cross_entropy(model_->forward(batch[0]), batch[1]);

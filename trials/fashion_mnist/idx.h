@@ -13,6 +13,7 @@ torch::Tensor read_idx_gz(const std::string& path);
 
 // Images of a split ("train" or "t10k") as float [n, 1, 28, 28], normalised with the training
 // set's mean and standard deviation, and labels as int64 [n].
-std::pair<torch::Tensor, torch::Tensor> load_split(const std::string& dir, const std::string& split);
+std::pair<torch::Tensor, torch::Tensor> load_split(const std::string& dir,
+                                                   const std::string& split);
 
 }  // namespace fashion_mnist

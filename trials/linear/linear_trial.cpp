@@ -42,8 +42,9 @@ class LinearTrial : public crucible::Trial {
 
  private:
   crucible::DataLoader loader(int64_t n, uint64_t stream, bool shuffle) {
-    auto data = line_samples(n, ctx_.hparam<double>("true_weight"), ctx_.hparam<double>("true_bias"),
-                             ctx_.hparam<double>("noise"), ctx_.trial_seed() + stream);
+    auto data =
+        line_samples(n, ctx_.hparam<double>("true_weight"), ctx_.hparam<double>("true_bias"),
+                     ctx_.hparam<double>("noise"), ctx_.trial_seed() + stream);
     return crucible::DataLoader(
         data, crucible::DataLoaderOptions(ctx_.per_slot_batch_size()).shuffle(shuffle));
   }

@@ -17,9 +17,7 @@ struct Length {
   LengthUnit unit = LengthUnit::kBatches;
   int64_t value = 0;
 
-  bool operator==(const Length& other) const {
-    return unit == other.unit && value == other.value;
-  }
+  bool operator==(const Length& other) const { return unit == other.unit && value == other.value; }
   // "5 epochs", "100 batches".
   std::string str() const;
 };

@@ -40,11 +40,11 @@ struct DataLoaderOptions {
   DataLoaderOptions() = default;
   explicit DataLoaderOptions(int64_t batch_size) : batch_size_(batch_size) {}
 
-#define CRUCIBLE_OPTION(type, name)          \
-  DataLoaderOptions& name(type value) {      \
-    name##_ = value;                         \
-    return *this;                            \
-  }                                          \
+#define CRUCIBLE_OPTION(type, name)     \
+  DataLoaderOptions& name(type value) { \
+    name##_ = value;                    \
+    return *this;                       \
+  }                                     \
   type name() const { return name##_; }
   // Examples per batch (> 0).
   CRUCIBLE_OPTION(int64_t, batch_size)

@@ -44,7 +44,8 @@ T json_as(const nlohmann::json& value, const std::string& what) {
     if (!value.is_array()) throw_json_type_error(what, value, "list");
     T out;
     for (size_t i = 0; i < value.size(); ++i) {
-      out.push_back(json_as<typename T::value_type>(value[i], what + "[" + std::to_string(i) + "]"));
+      out.push_back(
+          json_as<typename T::value_type>(value[i], what + "[" + std::to_string(i) + "]"));
     }
     return out;
   }

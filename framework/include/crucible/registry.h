@@ -20,6 +20,10 @@ struct TrialFactory {
   bool overrides_evaluate_batch = false;
   bool overrides_evaluate_full_dataset = false;
 
+  // Throws PluginError naming the trial unless it overrides exactly one of evaluate_batch and
+  // evaluate_full_dataset.
+  void check_evaluation_methods() const;
+
   // The factory of T, a Trial with a constructor T(TrialContext&). `name` is the class name
   // entrypoints use; a namespace qualification ("ns::MyTrial") is dropped.
   template <class T>
@@ -45,10 +49,10 @@ struct TrialFactory {
 #define CRUCIBLE_STRINGIFY(x) CRUCIBLE_STRINGIFY_(x)
 #ifndef CRUCIBLE_ABI_STAMP
 // What a trial library must share with the `trainer` that loads it.
-#define CRUCIBLE_ABI_STAMP                                                        \
-  "crucible " CRUCIBLE_VERSION_STRING ", libtorch " CRUCIBLE_STRINGIFY(           \
-      TORCH_VERSION_MAJOR) "." CRUCIBLE_STRINGIFY(TORCH_VERSION_MINOR) ", cxx11-abi " \
-      CRUCIBLE_STRINGIFY(_GLIBCXX_USE_CXX11_ABI)
+#define CRUCIBLE_ABI_STAMP                                                      \
+  "crucible " CRUCIBLE_VERSION_STRING                                           \
+  ", libtorch " CRUCIBLE_STRINGIFY(TORCH_VERSION_MAJOR) "." CRUCIBLE_STRINGIFY( \
+      TORCH_VERSION_MINOR) ", cxx11-abi " CRUCIBLE_STRINGIFY(_GLIBCXX_USE_CXX11_ABI)
 #endif
 
 // Registers a trial with a loader that is opening its library. C linkage and plain C strings
@@ -73,7 +77,7 @@ struct TrialRegistrar {
 
 // Registers `Class` (a crucible::Trial) under its name as written, for entrypoints
 // "<library>:<Class>". A library may register several trials.
-#define CRUCIBLE_REGISTER_TRIAL(Class)                                             \
-  static const ::crucible::detail::TrialRegistrar CRUCIBLE_CONCAT(                 \
+#define CRUCIBLE_REGISTER_TRIAL(Class)                                                     \
+  static const ::crucible::detail::TrialRegistrar CRUCIBLE_CONCAT(                         \
       crucible_trial_registrar_, __COUNTER__)(::crucible::TrialFactory::of<Class>(#Class), \
                                               CRUCIBLE_ABI_STAMP)

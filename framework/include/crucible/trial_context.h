@@ -5,8 +5,8 @@
 #include <string>
 #include <utility>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include <crucible/batch.h>
 #include <crucible/config.h>

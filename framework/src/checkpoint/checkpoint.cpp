@@ -61,8 +61,7 @@ void save(const std::string& dir, const Contents& contents, nlohmann::json metad
       archive.save_to((tmp / indexed("optimizer", i)).string());
     }
     torch::serialize::OutputArchive trial_archive;
-    trial_archive.write("cpu_generator_state",
-                        at::detail::getDefaultCPUGenerator().get_state());
+    trial_archive.write("cpu_generator_state", at::detail::getDefaultCPUGenerator().get_state());
     if (contents.trial) contents.trial->save_state(trial_archive);
     trial_archive.save_to((tmp / "trial_state.pt").string());
 

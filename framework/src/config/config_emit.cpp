@@ -139,9 +139,8 @@ std::string to_yaml(const ExperimentConfig& c) {
       << "aggregation_frequency" << YAML::Value << c.optimizations.aggregation_frequency
       << YAML::Key << "average_aggregated_gradients" << YAML::Value
       << (c.optimizations.average_aggregated_gradients ? "true" : "false") << YAML::EndMap;
-  out << YAML::Key << "reproducibility" << YAML::Value << YAML::Flow << YAML::BeginMap
-      << YAML::Key << "experiment_seed" << YAML::Value << c.reproducibility.experiment_seed
-      << YAML::EndMap;
+  out << YAML::Key << "reproducibility" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
+      << "experiment_seed" << YAML::Value << c.reproducibility.experiment_seed << YAML::EndMap;
   out << YAML::Key << "scheduling_unit" << YAML::Value << c.scheduling_unit;
   out << YAML::Key << "data" << YAML::Value;
   if (c.data.empty()) {

@@ -50,9 +50,9 @@ HyperparameterSpec parse_hyperparameter(const Source& source, const YAML::Node& 
     spec.value = config::yaml_to_json(node);
     return spec;
   }
-  const std::string type = MapReader(source, node, path, {"type", "val", "minval", "maxval",
-                                                          "base", "count", "vals"})
-                               .choice("type", "", {"const", "int", "double", "log", "categorical"});
+  const std::string type =
+      MapReader(source, node, path, {"type", "val", "minval", "maxval", "base", "count", "vals"})
+          .choice("type", "", {"const", "int", "double", "log", "categorical"});
   auto allowed = [&](std::vector<std::string> keys) {
     keys.push_back("type");
     return MapReader(source, node, path, keys);
@@ -96,8 +96,8 @@ HyperparameterSpec parse_hyperparameter(const Source& source, const YAML::Node& 
 void apply_override(YAML::Node& root, const std::string& text, Source& source) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0) {
-    throw ConfigError(fmt::format("--set {}: expected KEY=VALUE, e.g. --set hyperparameters.lr=0.01",
-                                  text));
+    throw ConfigError(
+        fmt::format("--set {}: expected KEY=VALUE, e.g. --set hyperparameters.lr=0.01", text));
   }
   const std::string key = text.substr(0, eq);
   YAML::Node value;
@@ -109,7 +109,8 @@ void apply_override(YAML::Node& root, const std::string& text, Source& source) {
   std::vector<std::string> parts;
   std::stringstream ss(key);
   for (std::string part; std::getline(ss, part, '.');) {
-    if (part.empty()) throw ConfigError(fmt::format("--set {}: empty key segment in '{}'", text, key));
+    if (part.empty())
+      throw ConfigError(fmt::format("--set {}: empty key segment in '{}'", text, key));
     parts.push_back(part);
   }
   YAML::Node node;
@@ -145,8 +146,10 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
   c.entrypoint = top.required_string("entrypoint");
   const auto colon = c.entrypoint.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == c.entrypoint.size()) {
-    top.fail("entrypoint", "expected '<library>:<TrialClass>', e.g. 'fashion_mnist:FashionCNN', "
-                           "got '" + c.entrypoint + "'");
+    top.fail("entrypoint",
+             "expected '<library>:<TrialClass>', e.g. 'fashion_mnist:FashionCNN', "
+             "got '" +
+                 c.entrypoint + "'");
   }
 
   if (!top.has("hyperparameters")) top.fail_missing("hyperparameters");
@@ -250,8 +253,8 @@ ExperimentConfig load_experiment_config(const std::string& path,
                                         const std::vector<std::string>& overrides) {
   std::ifstream in(path);
   if (!in) {
-    throw ConfigError(fmt::format("{}: cannot open the experiment file: {}", path,
-                                  std::strerror(errno)));
+    throw ConfigError(
+        fmt::format("{}: cannot open the experiment file: {}", path, std::strerror(errno)));
   }
   std::stringstream text;
   text << in.rdbuf();

@@ -27,8 +27,8 @@ std::string nearest(const std::string& word, const std::vector<std::string>& can
   size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;
   for (const auto& c : candidates) {
     const size_t dist = edit_distance(word, c);
-    const bool prefix = std::min(word.size(), c.size()) >= 3 &&
-                        (c.rfind(word, 0) == 0 || word.rfind(c, 0) == 0);
+    const bool prefix =
+        std::min(word.size(), c.size()) >= 3 && (c.rfind(word, 0) == 0 || word.rfind(c, 0) == 0);
     if (dist < best_distance || (prefix && best.empty())) {
       best = c;
       best_distance = dist;

@@ -18,7 +18,8 @@ ScalarType classify_scalar(const std::string& text, bool quoted) {
   static const std::regex bool_re("true|True|TRUE|false|False|FALSE");
   static const std::regex int_re("[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+");
   static const std::regex float_re(
-      "[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\\.(inf|Inf|INF)|\\.(nan|NaN|NAN)");
+      "[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\\.(inf|Inf|INF)|\\.(nan|NaN|"
+      "NAN)");
   if (std::regex_match(text, null_re)) return ScalarType::kNull;
   if (std::regex_match(text, bool_re)) return ScalarType::kBool;
   if (std::regex_match(text, int_re)) return ScalarType::kInt;
@@ -74,10 +75,17 @@ std::string describe(const YAML::Node& node) {
   if (node.IsSequence()) return "a list";
   const char* type = "a string";
   switch (classify_scalar(node)) {
-    case ScalarType::kBool: type = "a bool"; break;
-    case ScalarType::kInt: type = "an integer"; break;
-    case ScalarType::kFloat: type = "a float"; break;
-    default: break;
+    case ScalarType::kBool:
+      type = "a bool";
+      break;
+    case ScalarType::kInt:
+      type = "an integer";
+      break;
+    case ScalarType::kFloat:
+      type = "a float";
+      break;
+    default:
+      break;
   }
   return fmt::format("'{}' ({})", node.Scalar(), type);
 }
@@ -120,8 +128,8 @@ std::string Source::where(const std::string& path, const YAML::Node& node) const
 
 void Source::fail(const std::string& path, const YAML::Node& node,
                   const std::string& message) const {
-  throw ConfigError(fmt::format("{}: {}: {}", where(path, node), path.empty() ? "(top level)" : path,
-                                message));
+  throw ConfigError(
+      fmt::format("{}: {}: {}", where(path, node), path.empty() ? "(top level)" : path, message));
 }
 
 MapReader::MapReader(const Source& source, const YAML::Node& node, std::string path,
@@ -219,8 +227,7 @@ std::string MapReader::choice(const std::string& key, const std::string& fallbac
   return value;
 }
 
-Length MapReader::length(const std::string& key, const Length& fallback,
-                         int64_t min_value) const {
+Length MapReader::length(const std::string& key, const Length& fallback, int64_t min_value) const {
   if (!has(key)) return fallback;
   static const std::vector<std::string> units = {"batches", "epochs", "records"};
   MapReader unit_reader(source_, node_[key], child_path(key), units);

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include <crucible/config.h>
 

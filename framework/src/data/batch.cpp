@@ -9,10 +9,14 @@ namespace {
 
 const char* kind_name(Batch::Kind kind) {
   switch (kind) {
-    case Batch::Kind::kNone: return "empty";
-    case Batch::Kind::kTensor: return "tensor";
-    case Batch::Kind::kList: return "list";
-    case Batch::Kind::kDict: return "dict";
+    case Batch::Kind::kNone:
+      return "empty";
+    case Batch::Kind::kTensor:
+      return "tensor";
+    case Batch::Kind::kList:
+      return "list";
+    case Batch::Kind::kDict:
+      return "dict";
   }
   return "?";
 }
@@ -73,7 +77,8 @@ bool Batch::contains(const std::string& key) const {
 
 const Batch& Batch::operator[](const std::string& key) const {
   if (kind_ != Kind::kDict) {
-    throw Error(fmt::format("Batch: key '{}' looked up in a {}, not a dict", key, kind_name(kind_)));
+    throw Error(
+        fmt::format("Batch: key '{}' looked up in a {}, not a dict", key, kind_name(kind_)));
   }
   auto it = std::find(keys_.begin(), keys_.end(), key);
   if (it == keys_.end()) {

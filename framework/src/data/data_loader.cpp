@@ -142,7 +142,8 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions optio
     : impl_(std::make_shared<Impl>()) {
   if (!dataset) throw Error("DataLoader: the dataset is null");
   if (options.batch_size() <= 0) {
-    throw Error(fmt::format("DataLoader: batch_size must be positive, got {}", options.batch_size()));
+    throw Error(
+        fmt::format("DataLoader: batch_size must be positive, got {}", options.batch_size()));
   }
   if (options.num_workers() < 0) throw Error("DataLoader: num_workers must not be negative");
   impl_->dataset = std::move(dataset);

@@ -16,9 +16,10 @@ std::string key_list(const std::map<std::string, torch::Tensor>& m) {
 torch::Tensor scalar_of(const std::string& name, const torch::Tensor& t, const char* where,
                         int64_t batch_idx) {
   if (!t.defined() || t.numel() != 1) {
-    throw TrainingError(fmt::format("{} returned metric '{}' at batch {} with {} elements; a "
-                                    "metric must be a one-element tensor",
-                                    where, name, batch_idx, t.defined() ? t.numel() : 0));
+    throw TrainingError(
+        fmt::format("{} returned metric '{}' at batch {} with {} elements; a "
+                    "metric must be a one-element tensor",
+                    where, name, batch_idx, t.defined() ? t.numel() : 0));
   }
   return t.detach().reshape({}).to(torch::kDouble);
 }
@@ -48,9 +49,15 @@ void ValidationAccumulator::add(const Metrics& batch_metrics, int64_t batch_leng
     }
     switch (r) {
       case Reducer::AVG:
-      case Reducer::SUM: it->second = it->second + v; break;
-      case Reducer::MAX: it->second = torch::maximum(it->second, v); break;
-      case Reducer::MIN: it->second = torch::minimum(it->second, v); break;
+      case Reducer::SUM:
+        it->second = it->second + v;
+        break;
+      case Reducer::MAX:
+        it->second = torch::maximum(it->second, v);
+        break;
+      case Reducer::MIN:
+        it->second = torch::minimum(it->second, v);
+        break;
     }
   }
   records_ += batch_length;

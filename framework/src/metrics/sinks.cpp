@@ -27,10 +27,11 @@ void MetricsWriter::write(const std::string& kind, const Progress& progress, con
   out_ << row.dump() << '\n';
   out_.flush();
   if (!out_) {
-    throw TrainingError(fmt::format("cannot write metrics file {}: {}", path_, std::strerror(errno)));
+    throw TrainingError(
+        fmt::format("cannot write metrics file {}: {}", path_, std::strerror(errno)));
   }
-  std::string line = fmt::format("[{:<10}] batch {:>7}  epoch {:>6.2f} ", kind, progress.batches,
-                                 progress.epochs);
+  std::string line =
+      fmt::format("[{:<10}] batch {:>7}  epoch {:>6.2f} ", kind, progress.batches, progress.epochs);
   for (const auto& [name, v] : values) line += fmt::format(" {}={:.5g}", name, v);
   if (!extra.empty()) line += "  " + extra;
   logger_->info(line);
@@ -50,7 +51,8 @@ void truncate_metrics_file(const std::string& path, int64_t batches) {
   std::ofstream out(path, std::ios::trunc);
   for (const auto& line : keep) out << line << '\n';
   if (!out) {
-    throw TrainingError(fmt::format("cannot rewrite metrics file {}: {}", path, std::strerror(errno)));
+    throw TrainingError(
+        fmt::format("cannot rewrite metrics file {}: {}", path, std::strerror(errno)));
   }
 }
 

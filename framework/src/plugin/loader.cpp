@@ -95,14 +95,14 @@ const Loaded& open_library(const std::string& path) {
   }
   if (!lib.handle) {
     const char* err = dlerror();
-    throw PluginError(fmt::format("cannot load trial library {}: {}", key,
-                                  err ? err : "unknown dlopen error"));
+    throw PluginError(
+        fmt::format("cannot load trial library {}: {}", key, err ? err : "unknown dlopen error"));
   }
   if (lib.registrations.empty()) {
-    throw PluginError(fmt::format(
-        "{} is not a Crucible trial library: it registers no trial (add "
-        "CRUCIBLE_REGISTER_TRIAL(YourTrial) to one of its sources)",
-        key));
+    throw PluginError(
+        fmt::format("{} is not a Crucible trial library: it registers no trial (add "
+                    "CRUCIBLE_REGISTER_TRIAL(YourTrial) to one of its sources)",
+                    key));
   }
   return loaded.emplace(key, std::move(lib)).first->second;
 }

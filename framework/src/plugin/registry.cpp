@@ -1,6 +1,22 @@
 #include <mutex>
 
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+
 #include "plugin/registry_state.h"
+
+namespace crucible {
+
+void TrialFactory::check_evaluation_methods() const {
+  if (overrides_evaluate_batch != overrides_evaluate_full_dataset) return;
+  throw PluginError(fmt::format(
+      "trial {} must override exactly one of evaluate_batch and evaluate_full_dataset; it "
+      "overrides {}",
+      name, overrides_evaluate_batch ? "both" : "neither"));
+}
+
+}  // namespace crucible
 
 namespace crucible::plugin {
 

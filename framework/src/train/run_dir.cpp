@@ -32,9 +32,10 @@ std::string new_run_id() {
 
 RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_dir) {
   RunDir run;
-  run.path = output_dir.empty()
-                 ? (fs::path(config.checkpoint_storage.host_path) / config.name / new_run_id()).string()
-                 : output_dir;
+  run.path =
+      output_dir.empty()
+          ? (fs::path(config.checkpoint_storage.host_path) / config.name / new_run_id()).string()
+          : output_dir;
   std::error_code ec;
   if (fs::exists(fs::path(run.path) / "config.yaml", ec)) {
     throw UsageError(fmt::format(

@@ -29,9 +29,12 @@ bool Schedule::fires(const Length& period, int64_t batches) const {
 
 int64_t Schedule::to_batches(const Length& length) const {
   switch (length.unit) {
-    case LengthUnit::kBatches: return length.value;
-    case LengthUnit::kEpochs: return length.value * epoch_len;
-    case LengthUnit::kRecords: return (length.value + global_batch_size - 1) / global_batch_size;
+    case LengthUnit::kBatches:
+      return length.value;
+    case LengthUnit::kEpochs:
+      return length.value * epoch_len;
+    case LengthUnit::kRecords:
+      return (length.value + global_batch_size - 1) / global_batch_size;
   }
   return 0;
 }

@@ -27,19 +27,24 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Runs `fn`, turning what a trial method throws into a TrainingError naming the method.
-template <class Fn>
-auto call_trial(const std::string& what, Fn&& fn) -> decltype(fn()) {
+// Runs `fn`, turning what a trial method throws into an error naming the method; `what()` is
+// called only then, so naming costs nothing per batch.
+template <class Name, class Fn>
+auto call_trial(Name&& what, Fn&& fn) -> decltype(fn()) {
   try {
     return fn();
   } catch (const Error& e) {
-    throw Error(what + ": " + e.what(), e.exit_code());
+    throw Error(std::string(what()) + ": " + e.what(), e.exit_code());
   } catch (const std::exception& e) {
     std::string msg = e.what();
     // LibTorch appends a C++ stack trace after the first line; users need only the message.
     const auto cut = msg.find("\nException raised from");
-    throw TrainingError(what + " threw: " + msg.substr(0, cut));
+    throw TrainingError(std::string(what()) + " threw: " + msg.substr(0, cut));
   }
+}
+
+auto named(const char* name) {
+  return [name] { return name; };
 }
 
 // One fit of one trial: owns the trial, its loaders and the run's outputs.
@@ -67,9 +72,9 @@ class FitLoop {
  private:
   void set_up() {
     if (config_.searcher.name != "single") {
-      throw ConfigError(fmt::format(
-          "{}: searcher.name: '{}' is not available in this release; use 'single'",
-          config_.source_path, config_.searcher.name));
+      throw ConfigError(
+          fmt::format("{}: searcher.name: '{}' is not available in this release; use 'single'",
+                      config_.source_path, config_.searcher.name));
     }
     if (config_.resources.slots_per_trial != 1) {
       throw ConfigError(fmt::format(
@@ -77,28 +82,24 @@ class FitLoop {
           "release does not have yet; use 1",
           config_.source_path, config_.resources.slots_per_trial));
     }
-    if (factory_.overrides_evaluate_batch == factory_.overrides_evaluate_full_dataset) {
-      throw PluginError(fmt::format(
-          "trial {} must override exactly one of evaluate_batch and evaluate_full_dataset; it "
-          "overrides {}",
-          factory_.name, factory_.overrides_evaluate_batch ? "both" : "neither"));
-    }
+    factory_.check_evaluation_methods();
     state_.config = &config_;
     state_.hparams = config_.constant_hyperparameters();
     state_.trial_seed = data::mix64(config_.reproducibility.experiment_seed);
-    state_.device = torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0)
-                                                : torch::Device(torch::kCPU);
+    state_.device =
+        torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
 
     run_ = options_.resume_dir().empty() ? train::create_run_dir(config_, options_.output_dir())
                                          : train::open_run_dir(options_.resume_dir());
     logger_.open(run_.log_file(), options_.console());
-    logger_.info(fmt::format("{} run {}: trial {} on {}", options_.resume_dir().empty() ? "new" : "resuming",
-                             run_.path, config_.entrypoint, state_.device.str()));
+    logger_.info(fmt::format("{} run {}: trial {} on {}",
+                             options_.resume_dir().empty() ? "new" : "resuming", run_.path,
+                             config_.entrypoint, state_.device.str()));
 
     torch::manual_seed(state_.trial_seed);
     context_ = std::make_unique<TrialContext>(&state_);
     trial_ = create_trial();
-    train_loader_ = call_trial("build_training_data_loader",
+    train_loader_ = call_trial(named("build_training_data_loader"),
                                [&] { return trial_->build_training_data_loader(); });
     if (!train_loader_.dataset()) {
       throw TrainingError("build_training_data_loader returned an empty DataLoader");
@@ -130,8 +131,8 @@ class FitLoop {
   void restore_latest() {
     const auto all = checkpoint::list(run_.path);
     if (all.empty()) {
-      throw UsageError(fmt::format("--resume {}: the run has no checkpoint to continue from",
-                                   run_.path));
+      throw UsageError(
+          fmt::format("--resume {}: the run has no checkpoint to continue from", run_.path));
     }
     const nlohmann::json meta = checkpoint::load(all.back(), contents_);
     batches_ = meta.at("batches").get<int64_t>();
@@ -154,9 +155,9 @@ class FitLoop {
     state_.batch_idx = batches_;
     state_.stepped_this_batch.clear();
     const int64_t epoch_idx = schedule_.epoch_of(batches_);
-    Batch batch = call_trial("training data loader", [&] { return train_loader_.next(); });
+    Batch batch = call_trial(named("training data loader"), [&] { return train_loader_.next(); });
     batch = batch.to(state_.device);
-    Metrics m = call_trial(fmt::format("train_batch (batch {})", batches_),
+    Metrics m = call_trial([&] { return fmt::format("train_batch (batch {})", batches_); },
                            [&] { return trial_->train_batch(batch, epoch_idx, batches_); });
     training_.add(m, batches_);
     for (auto& s : state_.schedulers) {
@@ -199,7 +200,7 @@ class FitLoop {
   void validate(int64_t max_batches = -1) {
     report_training();
     const auto started = Clock::now();
-    DataLoader loader = call_trial("build_validation_data_loader",
+    DataLoader loader = call_trial(named("build_validation_data_loader"),
                                    [&] { return trial_->build_validation_data_loader(); });
     if (!loader.dataset()) {
       throw TrainingError("build_validation_data_loader returned an empty DataLoader");
@@ -209,7 +210,7 @@ class FitLoop {
     {
       torch::NoGradGuard no_grad;
       if (factory_.overrides_evaluate_full_dataset) {
-        Metrics m = call_trial("evaluate_full_dataset",
+        Metrics m = call_trial(named("evaluate_full_dataset"),
                                [&] { return trial_->evaluate_full_dataset(loader); });
         values = metrics::to_values(m, "evaluate_full_dataset");
       } else {
@@ -218,8 +219,9 @@ class FitLoop {
         for (Batch& raw : loader) {
           if (max_batches >= 0 && idx >= max_batches) break;
           Batch batch = raw.to(state_.device);
-          Metrics m = call_trial(fmt::format("evaluate_batch (validation batch {})", idx),
-                                 [&] { return trial_->evaluate_batch(batch, idx); });
+          Metrics m =
+              call_trial([&] { return fmt::format("evaluate_batch (validation batch {})", idx); },
+                         [&] { return trial_->evaluate_batch(batch, idx); });
           acc.add(m, trial_->get_batch_length(batch), idx);
           ++idx;
         }

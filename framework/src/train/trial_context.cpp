@@ -39,8 +39,9 @@ void TrialContext::register_lr_scheduler(std::shared_ptr<LRScheduler> scheduler,
   bool wrapped = false;
   for (const auto& o : state_->optimizers) wrapped = wrapped || o == scheduler->optimizer();
   if (!wrapped) {
-    throw Error("wrap_lr_scheduler: the scheduler's optimizer was not wrapped with "
-                "wrap_optimizer; wrap the optimizer first and build the scheduler on the result");
+    throw Error(
+        "wrap_lr_scheduler: the scheduler's optimizer was not wrapped with "
+        "wrap_optimizer; wrap the optimizer first and build the scheduler on the result");
   }
   state_->schedulers.push_back({std::move(scheduler), mode});
 }
@@ -68,9 +69,10 @@ const nlohmann::json& TrialContext::hparam_value(const std::string& name) const 
   if (it == state_->hparams.end()) {
     std::string names;
     for (const auto& [k, v] : state_->hparams.items()) names += (names.empty() ? "" : ", ") + k;
-    throw ConfigError(fmt::format("hyperparameter '{}' is not in the experiment file's "
-                                  "hyperparameters (it has: {})",
-                                  name, names));
+    throw ConfigError(
+        fmt::format("hyperparameter '{}' is not in the experiment file's "
+                    "hyperparameters (it has: {})",
+                    name, names));
   }
   return *it;
 }
@@ -89,15 +91,11 @@ Batch TrialContext::to_device(const Batch& batch) const { return batch.to(state_
 
 bool TrialContext::is_epoch_start() const { return state_->batch_idx % state_->epoch_len == 0; }
 
-bool TrialContext::is_epoch_end() const {
-  return (state_->batch_idx + 1) % state_->epoch_len == 0;
-}
+bool TrialContext::is_epoch_end() const { return (state_->batch_idx + 1) % state_->epoch_len == 0; }
 
 int64_t TrialContext::current_train_batch() const { return state_->batch_idx; }
 
-int64_t TrialContext::current_train_epoch() const {
-  return state_->batch_idx / state_->epoch_len;
-}
+int64_t TrialContext::current_train_epoch() const { return state_->batch_idx / state_->epoch_len; }
 
 const ExperimentConfig& TrialContext::experiment_config() const { return *state_->config; }
 

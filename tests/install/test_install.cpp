@@ -1,0 +1,44 @@
+// `cmake --install`, then a trial outside the tree built with find_package(crucible) and run by
+// the installed `trainer`.
+#include <catch2/catch.hpp>
+
+#include "process.h"
+
+using namespace crucible::testing;
+
+TEST_CASE("an out-of-tree trial builds against the installed package and trains", "[install]") {
+  TempDir tmp;
+  const std::string prefix = tmp / "prefix";
+  const std::string project = std::string(CRUCIBLE_TEST_DATA) + "/install/out_of_tree";
+  auto install =
+      run_command("cmake --install " + std::string(CRUCIBLE_BUILD_DIR) + " --prefix " + prefix);
+  INFO(install.output);
+  REQUIRE(install.exit_code == 0);
+  CHECK(std::filesystem::exists(prefix + "/include/crucible/crucible.h"));
+  CHECK(std::filesystem::exists(prefix + "/lib/cmake/crucible/crucibleConfig.cmake"));
+  CHECK(std::filesystem::exists(prefix + "/lib/crucible/trials/libfashion_mnist.so"));
+
+  const std::string build = tmp / "user-build";
+  auto configure = run_command("cmake -S " + project + " -B " + build +
+                               " -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=" + prefix +
+                               " -DCMAKE_CXX_COMPILER_LAUNCHER=ccache");
+  INFO(configure.output);
+  REQUIRE(configure.exit_code == 0);
+  auto compile = run_command("cmake --build " + build + " -j2");
+  INFO(compile.output);
+  REQUIRE(compile.exit_code == 0);
+
+  auto fit = run_command("CRUCIBLE_TRIAL_PATH=" + build + " " + prefix + "/bin/trainer fit " +
+                         project + "/blobs.yaml --output " + (tmp / "run"));
+  INFO(fit.output);
+  REQUIRE(fit.exit_code == 0);
+  auto rows = read_metrics(tmp / "run/metrics.jsonl");
+  REQUIRE(!rows.empty());
+  CHECK(rows.back()["metrics"]["validation_accuracy"].get<double>() > 0.95);
+
+  // The installed trainer also finds the installed example trials by name.
+  auto check = run_command(prefix + "/bin/trainer check " + std::string(CRUCIBLE_SOURCE_DIR) +
+                           "/configs/fashion_mnist_cnn.yaml");
+  INFO(check.output);
+  CHECK(check.exit_code == 0);
+}

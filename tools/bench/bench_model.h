@@ -1,0 +1,60 @@
+#pragma once
+
+// The workload both sides of the overhead benchmark run: an MLP on in-memory synthetic
+// Fashion-MNIST-shaped data, SGD with momentum. One definition, so the sides cannot drift.
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace bench {
+
+constexpr int64_t kRecords = 16384;
+constexpr int64_t kFeatures = 784;
+constexpr int64_t kClasses = 10;
+
+struct MLPImpl : torch::nn::Module {
+  MLPImpl()
+      : fc1(register_module("fc1", torch::nn::Linear(kFeatures, 256))),
+        fc2(register_module("fc2", torch::nn::Linear(256, 128))),
+        out(register_module("out", torch::nn::Linear(128, kClasses))) {}
+  torch::Tensor forward(torch::Tensor x) { return out(torch::relu(fc2(torch::relu(fc1(x))))); }
+  torch::nn::Linear fc1, fc2, out;
+};
+TORCH_MODULE(MLP);
+
+inline std::pair<torch::Tensor, torch::Tensor> make_data(uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return {torch::randn({kRecords, kFeatures}, gen, torch::kFloat),
+          torch::randint(0, kClasses, {kRecords}, gen, torch::kLong)};
+}
+
+inline torch::optim::SGD make_optimizer(MLP& model) {
+  return torch::optim::SGD(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+}
+
+// Records the start time of every step; step i's duration is start[i+1] - start[i].
+class StepClock {
+ public:
+  void tick() { starts_.push_back(std::chrono::steady_clock::now()); }
+  // Step durations in seconds, skipping the first `warmup`.
+  std::vector<double> durations(size_t warmup) const {
+    std::vector<double> out;
+    for (size_t i = warmup + 1; i < starts_.size(); ++i) {
+      out.push_back(std::chrono::duration<double>(starts_[i] - starts_[i - 1]).count());
+    }
+    return out;
+  }
+  void write(const std::string& path, size_t warmup) const {
+    std::ofstream out(path);
+    for (double d : durations(warmup)) out << d << '\n';
+  }
+
+ private:
+  std::vector<std::chrono::steady_clock::time_point> starts_;
+};
+
+}  // namespace bench

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs Crucible's Debian dependencies (DESIGN.md §4) when missing, then configures and builds
+# a Release tree in build/ with -j2. Idempotent; uses sudo only when not root.
+#
+#   tools/setup.sh            install, configure, build
+#   BUILD_DIR=out tools/setup.sh   build somewhere else
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${BUILD_DIR:-$root/build}
+
+packages=(
+  build-essential cmake ccache
+  libtorch-dev libopenblas0-pthread
+  libyaml-cpp-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
+  catch2
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi
+
+cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
+cmake --build "$build_dir" -j2
