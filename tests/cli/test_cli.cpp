@@ -100,6 +100,9 @@ TEST_CASE("trainer fit --resume continues a run from its latest checkpoint", "[c
   CHECK_THAT(r.output, Catch::Contains("continuing from") && Catch::Contains("at batch 126"));
   CHECK(read_file(tmp / "run/metrics.jsonl") == full);
   CHECK(trainer("fit --resume " + (tmp / "nothing")).exit_code == 2);
+  auto with_set = trainer("fit --resume " + (tmp / "run") + " --set max_length.epochs=9");
+  CHECK(with_set.exit_code == 2);
+  CHECK_THAT(with_set.output, Catch::Contains("--set and --output cannot be combined with it"));
 }
 
 TEST_CASE("trainer check prints the resolved config", "[cli]") {

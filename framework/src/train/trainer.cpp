@@ -83,6 +83,11 @@ class FitLoop {
           config_.source_path, config_.resources.slots_per_trial));
     }
     factory_.check_evaluation_methods();
+    if (!options_.resume_dir().empty() && !options_.output_dir().empty()) {
+      throw UsageError(
+          "FitOptions: resume_dir and output_dir are exclusive; a resumed run writes "
+          "into its own directory");
+    }
     state_.config = &config_;
     state_.hparams = config_.constant_hyperparameters();
     state_.trial_seed = data::mix64(config_.reproducibility.experiment_seed);
