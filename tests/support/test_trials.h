@@ -25,12 +25,23 @@ class RecordingTrial : public Trial {
     int64_t batch_idx, epoch_idx;
     bool epoch_start, epoch_end;
     std::vector<int64_t> indices;
+    double lr;  // the learning rate this batch trained with
   };
 
+  // Optional hyperparameter step_mode: every_batch | every_epoch | manual wraps a
+  // LambdaLR(lr = 0.001 / (1 + steps)); manual steps it on every 4th batch.
   explicit RecordingTrial(TrialContext& ctx)
       : ctx_(ctx),
         model_(ctx.wrap_model(torch::nn::Linear(1, 1))),
-        opt_(ctx.wrap_optimizer(torch::optim::SGD(model_->parameters(), 0.001))) {}
+        opt_(ctx.wrap_optimizer(torch::optim::SGD(model_->parameters(), 0.001))) {
+    if (!ctx.hparams().contains("step_mode")) return;
+    const auto mode = ctx.hparam<std::string>("step_mode");
+    scheduler_ = ctx.wrap_lr_scheduler(
+        lr::LambdaLR(opt_, [](int64_t s) { return 1.0 / static_cast<double>(1 + s); }),
+        mode == "every_batch"   ? StepMode::EveryBatch
+        : mode == "every_epoch" ? StepMode::EveryEpoch
+                                : StepMode::Manual);
+  }
 
   DataLoader build_training_data_loader() override {
     return DataLoader(index_dataset(ctx_.hparam<int64_t>("records")),
@@ -45,7 +56,12 @@ class RecordingTrial : public Trial {
     auto x = batch[0].tensor();
     std::vector<int64_t> idx;
     for (int64_t i = 0; i < x.size(0); ++i) idx.push_back(x[i][0].item<int64_t>());
-    calls().push_back({batch_idx, epoch_idx, ctx_.is_epoch_start(), ctx_.is_epoch_end(), idx});
+    calls().push_back({batch_idx, epoch_idx, ctx_.is_epoch_start(), ctx_.is_epoch_end(), idx,
+                       opt_->param_groups()[0].options().get_lr()});
+    ++trained_;
+    if (scheduler_ && ctx_.hparam<std::string>("step_mode") == "manual" && batch_idx % 4 == 3) {
+      scheduler_->step();
+    }
     if (batch_idx == hparam_or("fail_at", -1)) throw std::runtime_error("injected failure");
     const double scale = static_cast<double>(ctx_.hparam<int64_t>("records"));
     auto loss = torch::mse_loss(model_->forward(x / scale), batch[1].tensor() / scale);
@@ -68,6 +84,21 @@ class RecordingTrial : public Trial {
         {{"sum_len", Reducer::SUM}, {"max_x", Reducer::MAX}, {"min_x", Reducer::MIN}});
   }
 
+  // Counts batches this trial object trained, plus what a restored checkpoint said it had.
+  void save_state(torch::serialize::OutputArchive& archive) override {
+    archive.write("trained", torch::tensor(trained_));
+  }
+  void load_state(torch::serialize::InputArchive& archive) override {
+    torch::Tensor t;
+    archive.read("trained", t);
+    trained_ = t.item<int64_t>();
+    restored_trained() = trained_;
+  }
+  static int64_t& restored_trained() {
+    static int64_t value = -1;
+    return value;
+  }
+
   // Every train_batch call of every RecordingTrial in this process, in order.
   static std::vector<Call>& calls() {
     static std::vector<Call> all;
@@ -81,6 +112,8 @@ class RecordingTrial : public Trial {
   TrialContext& ctx_;
   torch::nn::Linear model_;
   Optimizer opt_;
+  std::shared_ptr<lr::LambdaLR> scheduler_;
+  int64_t trained_ = 0;
 };
 
 // Overrides both evaluation methods: must be refused at start-up.

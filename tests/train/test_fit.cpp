@@ -62,9 +62,8 @@ TEST_CASE("a NaN loss stops training with a clear error; the last good checkpoin
   auto config = recording_config(R"(max_length: {batches: 20}
 min_checkpoint_period: {batches: 2}
 scheduling_unit: 100
-hyperparameters: {global_batch_size: 8, records: 100, validation_records: 25,
-                  validation_batch_size: 4, nan_at: 3}
-)");
+)",
+                                 {"hyperparameters.nan_at=3"});
   int code = 0;
   const std::string message = error_of([&] { fit_recording(config, tmp / "run"); }, &code);
   CHECK(code == crucible::kExitTrainingFailed);
@@ -129,9 +128,11 @@ scheduling_unit: 5
   std::ofstream(tmp / "cut/metrics.jsonl", std::ios::app) << "{\"type\": \"trai";
 
   RecordingTrial::calls().clear();
+  RecordingTrial::restored_trained() = -1;
   crucible::Trainer(config, crucible::TrialFactory::of<RecordingTrial>("RecordingTrial"))
       .fit(crucible::FitOptions().resume_dir(tmp / "cut").console(false));
   const auto& resumed = RecordingTrial::calls();
+  CHECK(RecordingTrial::restored_trained() == 13);  // the trial's own state came back
   REQUIRE(resumed.size() == 26);
   for (size_t i = 0; i < resumed.size(); ++i) {
     CHECK(resumed[i].batch_idx == full_calls[i + 13].batch_idx);
@@ -154,4 +155,30 @@ TEST_CASE("resuming a directory without a run or checkpoint is a usage error", "
   fit_recording(config, tmp / "run");
   CHECK_THAT(error_of([&] { fit_recording(config, tmp / "run"); }),
              Catch::Contains("already holds a run"));
+}
+
+TEST_CASE("LR schedulers step per their mode, never when the optimizer did not", "[train]") {
+  TempDir tmp;
+  auto lrs = [&](const std::string& mode, int aggregation) {
+    auto config =
+        recording_config("max_length: {batches: 30}\n",
+                         {"hyperparameters.step_mode=" + mode,
+                          "optimizations.aggregation_frequency=" + std::to_string(aggregation)});
+    fit_recording(config, tmp / (mode + std::to_string(aggregation)));
+    std::vector<double> out;
+    for (const auto& c : RecordingTrial::calls()) out.push_back(c.lr);
+    return out;
+  };
+  auto expected = [](int64_t steps) { return 0.001 / static_cast<double>(1 + steps); };
+  const auto every_batch = lrs("every_batch", 1);
+  const auto accumulated = lrs("every_batch", 3);
+  const auto every_epoch = lrs("every_epoch", 1);
+  const auto manual = lrs("manual", 1);
+  for (int64_t b = 0; b < 30; ++b) {
+    INFO("batch " << b);
+    CHECK(every_batch[b] == Approx(expected(b)));
+    CHECK(accumulated[b] == Approx(expected(b / 3)));  // steps only after optimizer steps
+    CHECK(every_epoch[b] == Approx(expected(b / 13)));
+    CHECK(manual[b] == Approx(expected(b / 4)));
+  }
 }

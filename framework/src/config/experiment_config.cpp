@@ -155,6 +155,11 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
   if (!top.has("hyperparameters")) top.fail_missing("hyperparameters");
   const YAML::Node hp = root["hyperparameters"];
   if (!hp.IsMap()) top.fail("hyperparameters", "expected a mapping of name: value");
+  MapReader(source, hp, "hyperparameters", [&] {
+    std::vector<std::string> names;  // any name is valid; the reader still rejects duplicates
+    for (const auto& kv : hp) names.push_back(kv.first.Scalar());
+    return names;
+  }());
   for (const auto& kv : hp) {
     const std::string name = kv.first.Scalar();
     c.hyperparameters[name] = parse_hyperparameter(source, kv.second, "hyperparameters." + name);

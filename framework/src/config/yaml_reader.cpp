@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <regex>
 
 #include <fmt/format.h>
@@ -138,8 +139,15 @@ MapReader::MapReader(const Source& source, const YAML::Node& node, std::string p
   if (!node_.IsMap()) {
     source_.fail(path_, node_, "expected a mapping, got " + describe(node_));
   }
+  std::map<std::string, YAML::Mark> seen;
   for (const auto& kv : node_) {
     const std::string key = kv.first.Scalar();
+    const auto [first, inserted] = seen.emplace(key, kv.first.Mark());
+    if (!inserted) {
+      source_.fail(
+          child_path(key), kv.first,
+          fmt::format("duplicate key '{}' (first given at line {})", key, first->second.line + 1));
+    }
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       std::string valid;
       for (const auto& a : allowed) valid += (valid.empty() ? "" : ", ") + a;
