@@ -23,6 +23,9 @@ hyperparameters:
   validation_records: 25
   validation_batch_size: 4
 reproducibility: {experiment_seed: 3}
+searcher: {name: single, metric: validation_avg_x, smaller_is_better: true}
+checkpoint_policy: none
+checkpoint_storage: {save_trial_latest: 1000}
 )" + extra,
                                  "recording.yaml", overrides);
 }

@@ -1,6 +1,8 @@
 #include "cli.h"
 
+#include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -18,14 +20,18 @@ namespace {
 constexpr const char* kUsage = R"(usage: trainer <command> [options]
 
 Commands:
-  fit CONFIG       train the trial an experiment file describes
-  check CONFIG     validate an experiment file, load its trial, print the resolved config
+  fit CONFIG                  train the trial an experiment file describes
+  check CONFIG                validate an experiment file, load its trial, print the resolved config
+  validate --checkpoint DIR   run the trial's validation on a checkpoint, print the metrics
+  predict --checkpoint DIR    write the trial's predictions over its predict data to a file
 
 Options:
   --help           show help (also `trainer <command> --help`)
   --version        print the Crucible and LibTorch versions
 
-Exit codes: 0 done, 1 training failed, 2 bad usage or config, 3 trial library or trial class.
+Exit codes: 0 done, 1 training failed, 2 bad usage or config, 3 trial library or trial class,
+4 stopped by SIGTERM/SIGUSR1/SIGINT after a checkpoint (continue with --resume), 130 a second
+SIGINT (stopped at once).
 )";
 
 constexpr const char* kFitUsage = R"(usage: trainer fit CONFIG [options]
@@ -39,12 +45,30 @@ Options:
   --test-mode        train 1 batch, validate 1 batch, save a checkpoint and load it back
   --set KEY=VALUE    override a config key (dotted path, value typed by YAML); repeatable
   --output DIR       write the run into DIR instead of a new run directory
-  --resume RUN_DIR   continue RUN_DIR from its latest checkpoint (its config.yaml is used)
+  --resume RUN_DIR   continue RUN_DIR from its newest good checkpoint with its config.yaml;
+                     --set changes to it are refused unless safe and --allow-safe-changes
+  --allow-safe-changes
+                     with --resume: accept changed lengths, periods, scheduling_unit and
+                     retention counts
+  --warm-start CKPT  start a new run from the model weights of checkpoint CKPT
   --quiet            write reports to the run's log only
   --help             show this help
 
 Trial libraries named in `entrypoint` are looked up in $CRUCIBLE_TRIAL_PATH, the config's
 directory, the trainer's directory and <prefix>/lib/crucible/trials.
+)";
+
+constexpr const char* kValidateUsage = R"(usage: trainer validate --checkpoint DIR
+
+Restores checkpoint DIR (a run's checkpoints/batch-<N>) with the config it was written with,
+runs the trial's validation and prints the reduced metrics as JSON.
+)";
+
+constexpr const char* kPredictUsage = R"(usage: trainer predict --checkpoint DIR [--output FILE]
+
+Restores checkpoint DIR, runs the trial's predict_batch over build_predict_data_loader() (by
+default the validation data) and writes {"predictions": tensor} to FILE (default
+predictions.pt), readable with torch.load in Python and torch::pickle_load in C++.
 )";
 
 constexpr const char* kCheckUsage = R"(usage: trainer check CONFIG [--set KEY=VALUE]...
@@ -59,6 +83,9 @@ struct Args {
   std::vector<std::string> overrides;
   std::string output;
   std::string resume;
+  std::string warm_start;
+  std::string checkpoint;
+  bool allow_safe_changes = false;
   bool test_mode = false;
   bool quiet = false;
   bool help = false;
@@ -83,9 +110,15 @@ Args parse(const std::vector<std::string>& args) {
       a.test_mode = true;
     } else if (arg == "--quiet" && a.command == "fit") {
       a.quiet = true;
-    } else if (arg == "--set" && !a.command.empty()) {
+    } else if (arg == "--allow-safe-changes" && a.command == "fit") {
+      a.allow_safe_changes = true;
+    } else if (flag == "--warm-start" && a.command == "fit") {
+      a.warm_start = value("--warm-start");
+    } else if (flag == "--checkpoint" && (a.command == "validate" || a.command == "predict")) {
+      a.checkpoint = value("--checkpoint");
+    } else if (arg == "--set" && (a.command == "fit" || a.command == "check")) {
       a.overrides.push_back(value("--set"));
-    } else if (flag == "--output" && a.command == "fit") {
+    } else if (flag == "--output" && (a.command == "fit" || a.command == "predict")) {
       a.output = value("--output");
     } else if (flag == "--resume" && a.command == "fit") {
       a.resume = value("--resume");
@@ -94,8 +127,9 @@ Args parse(const std::vector<std::string>& args) {
                                    a.command.empty() ? "" : " for " + a.command,
                                    a.command.empty() ? "" : a.command + " "));
     } else if (a.command.empty()) {
-      if (arg != "fit" && arg != "check") {
-        throw UsageError(fmt::format("unknown command '{}'; commands: fit, check", arg));
+      if (arg != "fit" && arg != "check" && arg != "validate" && arg != "predict") {
+        throw UsageError(
+            fmt::format("unknown command '{}'; commands: fit, check, validate, predict", arg));
       }
       a.command = arg;
     } else if (a.config.empty()) {
@@ -128,8 +162,47 @@ int fit(const Args& a) {
   ExperimentConfig config = load_experiment_config(path, a.overrides);
   TrialFactory factory = plugin::resolve_entrypoint(config.entrypoint, config_dir(path));
   FitOptions options;
-  options.test_mode(a.test_mode).output_dir(a.output).resume_dir(a.resume).console(!a.quiet);
-  Trainer(std::move(config), std::move(factory)).fit(options);
+  options.test_mode(a.test_mode)
+      .output_dir(a.output)
+      .resume_dir(a.resume)
+      .console(!a.quiet)
+      .allow_safe_changes(a.allow_safe_changes)
+      .warm_start(a.warm_start);
+  const FitResult result = Trainer(std::move(config), std::move(factory)).fit(options);
+  return result.stopped ? kExitStopped : kExitOk;
+}
+
+// The trainer for a checkpoint: the config it was written with, and its trial.
+Trainer trainer_for_checkpoint(const std::string& dir) {
+  if (dir.empty()) throw UsageError("--checkpoint DIR is required");
+  const fs::path meta_path = fs::path(dir) / "metadata.json";
+  std::ifstream in(meta_path);
+  if (!in) {
+    throw UsageError(
+        fmt::format("--checkpoint {}: not a checkpoint (no readable metadata.json)", dir));
+  }
+  const auto meta = nlohmann::json::parse(in, nullptr, false);
+  if (meta.is_discarded() || !meta.contains("config")) {
+    throw TrainingError(
+        fmt::format("{}: damaged or not Crucible checkpoint metadata", meta_path.string()));
+  }
+  ExperimentConfig config =
+      parse_experiment_config(meta["config"].get<std::string>(), meta_path.string());
+  const std::string run_dir = fs::absolute(dir).parent_path().parent_path().string();
+  TrialFactory factory = plugin::resolve_entrypoint(config.entrypoint, run_dir);
+  return Trainer(std::move(config), std::move(factory));
+}
+
+int validate(const Args& a) {
+  const nlohmann::json metrics = trainer_for_checkpoint(a.checkpoint).validate(a.checkpoint);
+  std::cout << metrics.dump(2) << "\n";
+  return kExitOk;
+}
+
+int predict(const Args& a) {
+  const std::string output = a.output.empty() ? "predictions.pt" : a.output;
+  const int64_t rows = trainer_for_checkpoint(a.checkpoint).predict(a.checkpoint, output);
+  std::cout << "wrote " << rows << " predictions to " << output << "\n";
   return kExitOk;
 }
 
@@ -145,6 +218,8 @@ int check(const Args& a) {
 }  // namespace
 
 int run(const std::vector<std::string>& args) {
+  // Past a file-size limit, writes must fail with EFBIG (reported with the path), not kill us.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     if (!args.empty() && args[0] == "--version") {
       std::cout << "trainer (Crucible) " << CRUCIBLE_VERSION_STRING << ", LibTorch "
@@ -157,10 +232,16 @@ int run(const std::vector<std::string>& args) {
       return a.help ? kExitOk : kExitBadUsage;
     }
     if (a.help) {
-      std::cout << (a.command == "fit" ? kFitUsage : kCheckUsage);
+      std::cout << (a.command == "fit"        ? kFitUsage
+                    : a.command == "check"    ? kCheckUsage
+                    : a.command == "validate" ? kValidateUsage
+                                              : kPredictUsage);
       return kExitOk;
     }
-    return a.command == "fit" ? fit(a) : check(a);
+    if (a.command == "fit") return fit(a);
+    if (a.command == "check") return check(a);
+    if (!a.config.empty()) throw UsageError("unexpected argument '" + a.config + "'");
+    return a.command == "validate" ? validate(a) : predict(a);
   } catch (const Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return e.exit_code();

@@ -8,6 +8,12 @@
 
 namespace crucible {
 
+// Inside Dataset::get and Dataset::get_batch called by a DataLoader: a CPU generator seeded from
+// (loader seed, epoch, batch) alone. Draw random augmentation from it and a run is reproducible
+// and resumes exactly, whatever the number of loader threads. Outside a loader call it is a
+// generator seeded with 0.
+torch::Generator& batch_generator();
+
 // A finite, indexable source of examples. get() and get_batch() may be called concurrently from
 // several loader threads, so they must not mutate shared state.
 class Dataset {

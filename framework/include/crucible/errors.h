@@ -11,6 +11,9 @@ enum ExitCode : int {
   kExitTrainingFailed = 1,  // the trial threw, a loss became NaN, a file could not be written
   kExitBadUsage = 2,        // bad command line or experiment configuration
   kExitPlugin = 3,          // the trial library could not be loaded or the trial not created
+  kExitStopped = 4,         // stopped by SIGTERM, SIGUSR1 or SIGINT after writing a checkpoint;
+                            // continue with `trainer fit --resume RUN_DIR`
+  kExitInterrupted = 130,   // a second SIGINT: stopped at once, without a checkpoint
 };
 
 // Base of every error Crucible reports to a user. what() is a complete, user-facing message

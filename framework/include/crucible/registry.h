@@ -19,6 +19,7 @@ struct TrialFactory {
   std::function<std::unique_ptr<Trial>(TrialContext&)> create;
   bool overrides_evaluate_batch = false;
   bool overrides_evaluate_full_dataset = false;
+  bool overrides_predict_batch = false;
 
   // Throws PluginError naming the trial unless it overrides exactly one of evaluate_batch and
   // evaluate_full_dataset.
@@ -39,6 +40,8 @@ struct TrialFactory {
         !std::is_same_v<decltype(&T::evaluate_batch), decltype(&Trial::evaluate_batch)>;
     f.overrides_evaluate_full_dataset = !std::is_same_v<decltype(&T::evaluate_full_dataset),
                                                         decltype(&Trial::evaluate_full_dataset)>;
+    f.overrides_predict_batch =
+        !std::is_same_v<decltype(&T::predict_batch), decltype(&Trial::predict_batch)>;
     return f;
   }
 };

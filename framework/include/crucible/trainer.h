@@ -26,6 +26,12 @@ struct FitOptions {
   CRUCIBLE_OPTION(std::string, resume_dir)
   // Print reports on stdout as well as into the run's log.
   CRUCIBLE_OPTION(bool, console)
+  // With resume_dir: accept a config that differs from the checkpoint's in safe keys only
+  // (max_length, periods, scheduling_unit, retention counts). Other changes are refused.
+  CRUCIBLE_OPTION(bool, allow_safe_changes)
+  // A checkpoint whose model weights initialise the trial's models (fine-tuning); optimizer,
+  // schedulers and counters start fresh.
+  CRUCIBLE_OPTION(std::string, warm_start)
 #undef CRUCIBLE_OPTION
 
  private:
@@ -33,6 +39,8 @@ struct FitOptions {
   std::string output_dir_;
   std::string resume_dir_;
   bool console_ = true;
+  bool allow_safe_changes_ = false;
+  std::string warm_start_;
 };
 
 struct FitResult {
@@ -40,6 +48,7 @@ struct FitResult {
   int64_t batches_trained = 0;
   nlohmann::json last_validation;  // reduced metrics of the last validation ({} if none)
   std::string last_checkpoint;     // directory of the last checkpoint ("" if none)
+  bool stopped = false;            // stopped early by a signal, after checkpointing
 };
 
 // Runs one trial of an experiment: the fit loop of DESIGN.md §3, from the library. `trainer fit`
@@ -50,7 +59,17 @@ class Trainer {
   Trainer(ExperimentConfig config, TrialFactory factory);
   // Trains until max_length (or the test-mode round trip). Throws crucible::Error subclasses
   // with a user-facing message; the last checkpoint written stays loadable.
+  // SIGTERM, SIGUSR1 and a first SIGINT finish the current batch, write a checkpoint and return
+  // with `stopped` set; a second SIGINT exits the process at once with kExitInterrupted.
   FitResult fit(const FitOptions& options = FitOptions());
+
+  // Restores checkpoint `dir` and runs the trial's validation; returns the reduced metrics.
+  nlohmann::json validate(const std::string& checkpoint_dir);
+
+  // Restores checkpoint `dir`, runs predict_batch over build_predict_data_loader() and writes
+  // {"predictions": Tensor} with torch::pickle_save to `output_file` (Python: torch.load).
+  // Returns the number of rows written.
+  int64_t predict(const std::string& checkpoint_dir, const std::string& output_file);
 
  private:
   ExperimentConfig config_;

@@ -39,6 +39,12 @@ class Trial {
   // tensor leaf.
   virtual int64_t get_batch_length(const Batch& batch);
 
+  // The data `trainer predict` runs over. Default: build_validation_data_loader().
+  virtual DataLoader build_predict_data_loader() { return build_validation_data_loader(); }
+  // The model's outputs for one batch, for `trainer predict`; rows are concatenated along
+  // dimension 0 over all batches. Not implemented by default.
+  virtual torch::Tensor predict_batch(Batch& batch, int64_t batch_idx);
+
   // Saves and restores state of the trial's own beyond its wrapped models, optimizers and
   // schedulers. Both default to nothing.
   virtual void save_state(torch::serialize::OutputArchive& archive);

@@ -1,13 +1,16 @@
 #include "checkpoint/checkpoint.h"
 
 #include <algorithm>
-#include <cstring>
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
-#include <crucible/errors.h>
+#include "checkpoint/file_io.h"
+#include "checkpoint/state_dict.h"
 
 namespace crucible::checkpoint {
 namespace fs = std::filesystem;
@@ -16,27 +19,92 @@ namespace {
 
 std::string indexed(const char* stem, size_t i) { return fmt::format("{}_{}.pt", stem, i); }
 
-template <class Fn>
-void io(const std::string& what, const fs::path& path, Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    std::string msg = e.what();
-    msg = msg.substr(0, msg.find('\n'));
-    throw TrainingError(fmt::format("checkpoint: cannot {} {}: {}", what, path.string(), msg));
+std::string first_line(const std::exception& e) {
+  std::string msg = e.what();
+  return msg.substr(0, msg.find('\n'));
+}
+
+// For tests that kill a process while it writes a checkpoint: sleep after every file.
+void test_delay() {
+  static const long ms = [] {
+    const char* env = std::getenv("CRUCIBLE_TEST_CHECKPOINT_DELAY_MS");
+    return env ? std::atol(env) : 0L;
+  }();
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+std::vector<char> archive_bytes(torch::serialize::OutputArchive& archive) {
+  std::ostringstream out;
+  archive.save_to(out);
+  const std::string s = out.str();
+  return std::vector<char>(s.begin(), s.end());
+}
+
+void load_archive(torch::serialize::InputArchive& archive, const std::vector<char>& bytes) {
+  archive.load_from(bytes.data(), bytes.size());
+}
+
+std::vector<torch::Device> cuda_devices() {
+  std::vector<torch::Device> out;
+  if (torch::cuda::is_available()) {
+    for (size_t i = 0; i < torch::cuda::device_count(); ++i) {
+      out.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(i));
+    }
+  }
+  return out;
+}
+
+std::vector<char> trial_state_bytes(Trial* trial) {
+  torch::serialize::OutputArchive archive;
+  archive.write("cpu_generator_state", at::detail::getDefaultCPUGenerator().get_state());
+  const auto devices = cuda_devices();
+  for (size_t i = 0; i < devices.size(); ++i) {
+    archive.write(fmt::format("cuda_generator_state_{}", i),
+                  at::globalContext().defaultGenerator(devices[i]).get_state());
+  }
+  if (trial) trial->save_state(archive);
+  return archive_bytes(archive);
+}
+
+void restore_trial_state(Trial* trial, const std::vector<char>& bytes) {
+  torch::serialize::InputArchive archive;
+  load_archive(archive, bytes);
+  torch::Tensor state;
+  archive.read("cpu_generator_state", state);
+  at::Generator cpu = at::detail::getDefaultCPUGenerator();
+  cpu.set_state(state);
+  const auto devices = cuda_devices();
+  for (size_t i = 0; i < devices.size(); ++i) {
+    torch::Tensor cuda_state;
+    if (archive.try_read(fmt::format("cuda_generator_state_{}", i), cuda_state)) {
+      at::Generator gen = at::globalContext().defaultGenerator(devices[i]);
+      gen.set_state(cuda_state);
+    }
+  }
+  if (trial) trial->load_state(archive);
+}
+
+// Reads a file that verify() has checked.
+std::vector<char> checked_file(const fs::path& dir, const std::string& name) {
+  return read_bytes((dir / name).string());
+}
+
+void expect_count(const fs::path& dir, const nlohmann::json& meta, const char* key, size_t expected,
+                  const char* what) {
+  const size_t found = meta.value(key, size_t{0});
+  if (found != expected) {
+    throw TrainingError(fmt::format(
+        "checkpoint {}: holds {} {}(s), the trial wraps {}; it was written by a different trial",
+        dir.string(), found, what, expected));
   }
 }
 
-void check_count(const fs::path& dir, const char* stem, size_t expected) {
-  size_t found = 0;
-  while (fs::exists(dir / indexed(stem, found))) ++found;
-  if (found != expected) {
-    throw TrainingError(fmt::format(
-        "checkpoint {}: holds {} {} file(s), the trial wraps {}; it was written by a different "
-        "trial or is incomplete",
-        dir.string(), found, stem, expected));
+void load_models(const fs::path& dir, const nlohmann::json& meta,
+                 const std::vector<std::shared_ptr<torch::nn::Module>>& models) {
+  expect_count(dir, meta, "num_models", models.size(), "model");
+  for (size_t i = 0; i < models.size(); ++i) {
+    const std::string name = indexed("model", i);
+    load_state_dict(*models[i], checked_file(dir, name), (dir / name).string());
   }
 }
 
@@ -44,83 +112,117 @@ void check_count(const fs::path& dir, const char* stem, size_t expected) {
 
 std::string directory_name(int64_t batches) { return fmt::format("batch-{:010d}", batches); }
 
-void save(const std::string& dir, const Contents& contents, nlohmann::json metadata) {
-  const fs::path final_dir(dir);
-  const fs::path tmp = final_dir.parent_path() / (".tmp-" + final_dir.filename().string());
-  io("write", tmp, [&] {
+std::string save(const std::string& run_dir, int64_t batches, const Contents& contents,
+                 nlohmann::json metadata) {
+  const fs::path checkpoints = fs::path(run_dir) / "checkpoints";
+  const fs::path final_dir = checkpoints / directory_name(batches);
+  const fs::path tmp = checkpoints / (".tmp-" + directory_name(batches));
+  try {
     fs::remove_all(tmp);
     fs::create_directories(tmp);
+    nlohmann::json files = nlohmann::json::object();
+    auto put = [&](const std::string& name, const std::vector<char>& bytes) {
+      write_durably((tmp / name).string(), bytes);
+      files[name] = {{"size", bytes.size()}, {"crc32", crc32_hex(bytes)}};
+      test_delay();
+    };
     for (size_t i = 0; i < contents.models.size(); ++i) {
-      torch::serialize::OutputArchive archive;
-      contents.models[i]->save(archive);
-      archive.save_to((tmp / indexed("model", i)).string());
+      put(indexed("model", i), save_state_dict(*contents.models[i]));
     }
     for (size_t i = 0; i < contents.optimizers.size(); ++i) {
       torch::serialize::OutputArchive archive;
       contents.optimizers[i]->save(archive);
-      archive.save_to((tmp / indexed("optimizer", i)).string());
+      put(indexed("optimizer", i), archive_bytes(archive));
     }
-    torch::serialize::OutputArchive trial_archive;
-    trial_archive.write("cpu_generator_state", at::detail::getDefaultCPUGenerator().get_state());
-    if (contents.trial) contents.trial->save_state(trial_archive);
-    trial_archive.save_to((tmp / "trial_state.pt").string());
+    put("trial_state.pt", trial_state_bytes(contents.trial));
 
     nlohmann::json steps = nlohmann::json::array();
     for (const auto& s : contents.schedulers) steps.push_back(s->step_count());
     metadata["scheduler_steps"] = steps;
     metadata["num_models"] = contents.models.size();
     metadata["num_optimizers"] = contents.optimizers.size();
-    std::ofstream meta(tmp / "metadata.json");
-    meta << metadata.dump(2) << '\n';
-    meta.close();
-    if (!meta) throw std::runtime_error(std::strerror(errno));
-  });
-  io("publish", final_dir, [&] {
+    metadata["files"] = files;
+    write_durably((tmp / "metadata.json").string(), metadata.dump(2) + "\n");
+    fsync_path(tmp.string());
     fs::remove_all(final_dir);
     fs::rename(tmp, final_dir);
-  });
+    fsync_path(checkpoints.string());
+    replace_atomically((fs::path(run_dir) / "latest").string(), directory_name(batches) + "\n");
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw TrainingError(
+        fmt::format("cannot write checkpoint {}: {}", final_dir.string(), first_line(e)));
+  }
+  return final_dir.string();
+}
+
+nlohmann::json verify(const std::string& dir) {
+  const fs::path root(dir);
+  if (!fs::is_directory(root)) {
+    throw DamagedCheckpoint(fmt::format("checkpoint {}: no such directory", dir));
+  }
+  nlohmann::json meta;
+  try {
+    const auto bytes = read_bytes((root / "metadata.json").string());
+    meta = nlohmann::json::parse(bytes.begin(), bytes.end());
+  } catch (const std::exception& e) {
+    throw DamagedCheckpoint(fmt::format(
+        "checkpoint {}: metadata.json is missing or unreadable ({})", dir, first_line(e)));
+  }
+  if (!meta.contains("files") || !meta["files"].is_object() || !meta.contains("batches")) {
+    throw DamagedCheckpoint(fmt::format("checkpoint {}: metadata.json lacks its file list", dir));
+  }
+  for (const auto& [name, expected] : meta["files"].items()) {
+    const fs::path path = root / name;
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (ec) throw DamagedCheckpoint(fmt::format("checkpoint {}: {} is missing", dir, name));
+    if (size != expected.value("size", uint64_t{0})) {
+      throw DamagedCheckpoint(fmt::format("checkpoint {}: {} has {} bytes, metadata says {}", dir,
+                                          name, size, expected.value("size", uint64_t{0})));
+    }
+    const std::string crc = crc32_hex(read_bytes(path.string()));
+    if (crc != expected.value("crc32", "")) {
+      throw DamagedCheckpoint(
+          fmt::format("checkpoint {}: {} fails its checksum (crc32 {}, metadata says {})", dir,
+                      name, crc, expected.value("crc32", "")));
+    }
+  }
+  return meta;
 }
 
 nlohmann::json load(const std::string& dir, const Contents& contents) {
   const fs::path root(dir);
-  if (!fs::is_directory(root)) {
-    throw TrainingError(fmt::format("checkpoint {}: no such directory", dir));
+  nlohmann::json meta = verify(dir);
+  if (!contents.trial_class.empty() && meta.value("trial_class", "") != contents.trial_class) {
+    throw TrainingError(fmt::format("checkpoint {}: was written by trial class '{}', not '{}'", dir,
+                                    meta.value("trial_class", "?"), contents.trial_class));
   }
-  nlohmann::json metadata;
-  io("read", root / "metadata.json", [&] {
-    std::ifstream in(root / "metadata.json");
-    if (!in) throw std::runtime_error("missing or unreadable");
-    metadata = nlohmann::json::parse(in);
-  });
-  check_count(root, "model", contents.models.size());
-  check_count(root, "optimizer", contents.optimizers.size());
-  for (size_t i = 0; i < contents.models.size(); ++i) {
-    const fs::path path = root / indexed("model", i);
-    io("load", path, [&] {
-      torch::serialize::InputArchive archive;
-      archive.load_from(path.string());
-      contents.models[i]->load(archive);
-    });
-  }
+  load_models(root, meta, contents.models);
+  expect_count(root, meta, "num_optimizers", contents.optimizers.size(), "optimizer");
   for (size_t i = 0; i < contents.optimizers.size(); ++i) {
-    const fs::path path = root / indexed("optimizer", i);
-    io("load", path, [&] {
+    const std::string name = indexed("optimizer", i);
+    try {
       torch::serialize::InputArchive archive;
-      archive.load_from(path.string());
+      load_archive(archive, checked_file(root, name));
       contents.optimizers[i]->load(archive);
-    });
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw TrainingError(fmt::format("checkpoint {}: cannot restore optimizer from {}: {}", dir,
+                                      name, first_line(e)));
+    }
   }
-  const fs::path trial_path = root / "trial_state.pt";
-  io("load", trial_path, [&] {
-    torch::serialize::InputArchive archive;
-    archive.load_from(trial_path.string());
-    torch::Tensor state;
-    archive.read("cpu_generator_state", state);
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    generator.set_state(state);
-    if (contents.trial) contents.trial->load_state(archive);
-  });
-  const auto steps = metadata.value("scheduler_steps", nlohmann::json::array());
+  try {
+    restore_trial_state(contents.trial, checked_file(root, "trial_state.pt"));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw TrainingError(
+        fmt::format("checkpoint {}: cannot restore trial_state.pt: {}", dir, first_line(e)));
+  }
+  const auto steps = meta.value("scheduler_steps", nlohmann::json::array());
   if (steps.size() != contents.schedulers.size()) {
     throw TrainingError(fmt::format("checkpoint {}: holds {} scheduler(s), the trial wraps {}", dir,
                                     steps.size(), contents.schedulers.size()));
@@ -128,7 +230,14 @@ nlohmann::json load(const std::string& dir, const Contents& contents) {
   for (size_t i = 0; i < steps.size(); ++i) {
     contents.schedulers[i]->set_step_count(steps[i].get<int64_t>());
   }
-  return metadata;
+  return meta;
+}
+
+nlohmann::json load_weights(const std::string& dir,
+                            const std::vector<std::shared_ptr<torch::nn::Module>>& models) {
+  nlohmann::json meta = verify(dir);
+  load_models(fs::path(dir), meta, models);
+  return meta;
 }
 
 std::vector<std::string> list(const std::string& run_dir) {
@@ -141,6 +250,23 @@ std::vector<std::string> list(const std::string& run_dir) {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+std::string newest_good(const std::string& run_dir,
+                        const std::function<void(const std::string&)>& warn) {
+  const auto all = list(run_dir);
+  if (all.empty()) throw UsageError(fmt::format("{}: the run has no checkpoint", run_dir));
+  std::string damaged;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      verify(*it);
+      return *it;
+    } catch (const DamagedCheckpoint& e) {
+      warn(std::string(e.what()) + "; falling back to an older checkpoint");
+      damaged += std::string("\n  ") + e.what();
+    }
+  }
+  throw TrainingError(fmt::format("{}: no checkpoint is loadable:{}", run_dir, damaged));
 }
 
 }  // namespace crucible::checkpoint

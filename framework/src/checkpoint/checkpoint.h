@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -7,6 +8,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include <crucible/errors.h>
 #include <crucible/optim.h>
 #include <crucible/trial.h>
 
@@ -14,32 +16,59 @@ namespace crucible::checkpoint {
 
 // Everything a checkpoint holds, by reference to the live objects.
 //
-// On disk, a checkpoint is a directory <run>/checkpoints/batch-<NNNNNNNNNN>/ with
-//   metadata.json      versions, trial, hyperparameters, counters, validation metrics
-//   model_<i>.pt       parameters and buffers of wrapped model i (torch::serialize archive)
-//   optimizer_<i>.pt   state of wrapped optimizer i
-//   trial_state.pt     Trial::save_state, and the CPU generator's state
-// Scheduler step counts, counters and the data position live in metadata.json.
+// On disk a checkpoint is a directory <run>/checkpoints/batch-<NNNNNNNNNN>/:
+//   model_<i>.pt       state dict of wrapped model i (torch.load-able from Python)
+//   optimizer_<i>.pt   state of wrapped optimizer i (torch::serialize archive)
+//   trial_state.pt     the CPU and CUDA generators' states and Trial::save_state
+//   metadata.json      versions, trial class, hyperparameters, config, counters, validation
+//                      metrics, scheduler step counts, trainer state, and the size and CRC-32 of
+//                      every other file
+// It is written into .tmp-batch-<N>/ beside it, fsynced, then renamed: a checkpoint directory
+// either is complete or does not exist. <run>/latest names the newest one.
 struct Contents {
   std::vector<std::shared_ptr<torch::nn::Module>> models;
   std::vector<Optimizer> optimizers;
   std::vector<std::shared_ptr<LRScheduler>> schedulers;
   Trial* trial = nullptr;
+  std::string trial_class;  // checked against metadata on load when not empty
 };
 
-// The directory name of the checkpoint taken after `batches` batches.
+// A checkpoint that fails verification: missing or unreadable metadata, a missing file, a size or
+// checksum mismatch.
+class DamagedCheckpoint : public TrainingError {
+ public:
+  using TrainingError::TrainingError;
+};
+
 std::string directory_name(int64_t batches);
 
-// Writes a checkpoint of `contents` to `dir` atomically: into a temporary sibling, then renamed.
-// `metadata` is extended with the scheduler step counts and written as metadata.json. Throws
-// TrainingError naming the path on any I/O failure; an existing checkpoint is never touched.
-void save(const std::string& dir, const Contents& contents, nlohmann::json metadata);
+// Writes a checkpoint of `contents` as `<checkpoints_dir>/<directory_name(batches)>` and points
+// `<run_dir>/latest` at it. `metadata` is extended and written as metadata.json. Throws
+// TrainingError naming the path on any failure (a full disk included), after removing its
+// temporary directory; existing checkpoints are never touched.
+std::string save(const std::string& run_dir, int64_t batches, const Contents& contents,
+                 nlohmann::json metadata);
 
-// Restores `contents` from `dir` and returns its metadata. Throws TrainingError naming the file
-// when something is missing, unreadable, or does not match the trial (count or shapes).
+// Checks every file of checkpoint `dir` against metadata.json; returns the metadata. Throws
+// DamagedCheckpoint saying what is wrong.
+nlohmann::json verify(const std::string& dir);
+
+// Verifies, then restores `contents` from checkpoint `dir`; returns its metadata. Throws
+// DamagedCheckpoint, or TrainingError when the checkpoint does not fit the trial (another trial
+// class, other model or optimizer count, parameter names or shapes).
 nlohmann::json load(const std::string& dir, const Contents& contents);
+
+// Copies only the model weights of checkpoint `dir` into `models` (warm start). Throws as load().
+nlohmann::json load_weights(const std::string& dir,
+                            const std::vector<std::shared_ptr<torch::nn::Module>>& models);
 
 // The checkpoint directories of a run, oldest first (by batch count).
 std::vector<std::string> list(const std::string& run_dir);
+
+// The newest checkpoint of the run that verifies. Each damaged newer one is reported through
+// `warn` and skipped. Throws TrainingError listing them when none verifies, and UsageError when
+// the run has no checkpoint at all.
+std::string newest_good(const std::string& run_dir,
+                        const std::function<void(const std::string&)>& warn);
 
 }  // namespace crucible::checkpoint

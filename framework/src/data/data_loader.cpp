@@ -85,6 +85,17 @@ class BatchPool {
   std::vector<std::thread> threads_;
 };
 
+namespace {
+
+at::Generator& thread_batch_generator() {
+  thread_local at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(0);
+  return generator;
+}
+
+}  // namespace
+
+torch::Generator& batch_generator() { return thread_batch_generator(); }
+
 struct DataLoader::Impl {
   std::shared_ptr<Dataset> dataset;
   DataLoaderOptions options;
@@ -133,7 +144,12 @@ struct DataLoader::Impl {
     return out;
   }
 
-  Batch build(DataPosition p) { return dataset->get_batch(indices(p.epoch, p.batch)); }
+  Batch build(DataPosition p) {
+    thread_batch_generator().set_current_seed(
+        data::mix64(options.seed() ^ data::mix64(static_cast<uint64_t>(p.epoch) * 0x100000001B3ULL +
+                                                 static_cast<uint64_t>(p.batch))));
+    return dataset->get_batch(indices(p.epoch, p.batch));
+  }
 };
 
 DataLoader::DataLoader() = default;

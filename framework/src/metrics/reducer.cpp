@@ -100,6 +100,22 @@ Values TrainingAccumulator::flush() {
   return out;
 }
 
+nlohmann::json TrainingAccumulator::state() const {
+  nlohmann::json sums = nlohmann::json::object();
+  for (const auto& [name, sum] : sums_) sums[name] = {sum.first.item<double>(), sum.second};
+  return {{"batches", batches_}, {"sums", sums}};
+}
+
+void TrainingAccumulator::restore(const nlohmann::json& state) {
+  sums_.clear();
+  batches_ = state.value("batches", int64_t{0});
+  const nlohmann::json sums = state.value("sums", nlohmann::json::object());
+  for (const auto& [name, pair] : sums.items()) {
+    sums_.emplace(name, std::make_pair(torch::tensor(pair[0].get<double>(), torch::kDouble),
+                                       pair[1].get<int64_t>()));
+  }
+}
+
 Values to_values(const Metrics& metrics, const std::string& where) {
   Values out;
   for (const auto& [name, tensor] : metrics) {

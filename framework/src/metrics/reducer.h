@@ -4,6 +4,8 @@
 #include <map>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include <crucible/metrics.h>
 
 namespace crucible::metrics {
@@ -36,6 +38,9 @@ class TrainingAccumulator {
   int64_t batches() const { return batches_; }
   // Mean of each metric over the batches that reported it; resets the accumulator.
   Values flush();
+  // The pending sums as JSON (exact: doubles round-trip), for checkpoints; and back.
+  nlohmann::json state() const;
+  void restore(const nlohmann::json& state);
 
  private:
   std::map<std::string, std::pair<torch::Tensor, int64_t>> sums_;

@@ -2,153 +2,167 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 
 #include <crucible/errors.h>
-#include <crucible/trial_context.h>
 
 #include "checkpoint/checkpoint.h"
-#include "data/shuffle.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/retention.h"
+#include "config/diff.h"
 #include "metrics/reducer.h"
 #include "metrics/sinks.h"
 #include "train/run_dir.h"
 #include "train/schedule.h"
-#include "train/trial_state.h"
+#include "train/session.h"
+#include "train/stop_signals.h"
 #include "util/logger.h"
 
 namespace crucible {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using train::call_trial;
+using train::named;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Runs `fn`, turning what a trial method throws into an error naming the method; `what()` is
-// called only then, so naming costs nothing per batch.
-template <class Name, class Fn>
-auto call_trial(Name&& what, Fn&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const Error& e) {
-    throw Error(std::string(what()) + ": " + e.what(), e.exit_code());
-  } catch (const std::exception& e) {
-    std::string msg = e.what();
-    // LibTorch appends a C++ stack trace after the first line; users need only the message.
-    const auto cut = msg.find("\nException raised from");
-    throw TrainingError(std::string(what()) + " threw: " + msg.substr(0, cut));
+void check_runnable(const ExperimentConfig& config, const TrialFactory& factory) {
+  if (config.searcher.name != "single") {
+    throw ConfigError(
+        fmt::format("{}: searcher.name: '{}' is not available in this release; use 'single'",
+                    config.source_path, config.searcher.name));
   }
+  if (config.resources.slots_per_trial != 1) {
+    throw ConfigError(
+        fmt::format("{}: resources.slots_per_trial: {} slots need distributed training, which this "
+                    "release does not have yet; use 1",
+                    config.source_path, config.resources.slots_per_trial));
+  }
+  factory.check_evaluation_methods();
 }
 
-auto named(const char* name) {
-  return [name] { return name; };
+// The config a checkpoint was written with.
+ExperimentConfig checkpoint_config(const nlohmann::json& meta, const std::string& dir) {
+  return parse_experiment_config(meta.value("config", ""), dir + "/metadata.json");
 }
 
-// One fit of one trial: owns the trial, its loaders and the run's outputs.
+// One fit of one trial: owns the session, its training loader and the run's outputs.
 class FitLoop {
  public:
   FitLoop(const ExperimentConfig& config, const TrialFactory& factory, const FitOptions& options)
       : config_(config), factory_(factory), options_(options) {}
 
   FitResult run() {
+    train::StopSignals signals;
     set_up();
     FitResult result;
     result.run_dir = run_.path;
     if (options_.test_mode()) {
       test_mode();
     } else {
-      train();
+      result.stopped = train();
     }
     result.batches_trained = batches_;
     result.last_validation = last_validation_;
     result.last_checkpoint = last_checkpoint_;
-    logger_.info(fmt::format("done: {} batches; run directory {}", batches_, run_.path));
+    logger_.info(fmt::format("{}: {} batches; run directory {}",
+                             result.stopped ? "stopped" : "done", batches_, run_.path));
     return result;
   }
 
  private:
   void set_up() {
-    if (config_.searcher.name != "single") {
-      throw ConfigError(
-          fmt::format("{}: searcher.name: '{}' is not available in this release; use 'single'",
-                      config_.source_path, config_.searcher.name));
-    }
-    if (config_.resources.slots_per_trial != 1) {
-      throw ConfigError(fmt::format(
-          "{}: resources.slots_per_trial: {} slots need distributed training, which this "
-          "release does not have yet; use 1",
-          config_.source_path, config_.resources.slots_per_trial));
-    }
-    factory_.check_evaluation_methods();
-    if (!options_.resume_dir().empty() && !options_.output_dir().empty()) {
+    check_runnable(config_, factory_);
+    const bool resuming = !options_.resume_dir().empty();
+    if (resuming && !options_.output_dir().empty()) {
       throw UsageError(
           "FitOptions: resume_dir and output_dir are exclusive; a resumed run writes "
           "into its own directory");
     }
-    state_.config = &config_;
-    state_.hparams = config_.constant_hyperparameters();
-    state_.trial_seed = data::mix64(config_.reproducibility.experiment_seed);
-    state_.device =
-        torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-
-    run_ = options_.resume_dir().empty() ? train::create_run_dir(config_, options_.output_dir())
-                                         : train::open_run_dir(options_.resume_dir());
+    if (resuming && !options_.warm_start().empty()) {
+      throw UsageError("--warm-start starts a new run; it cannot be combined with --resume");
+    }
+    run_ = resuming ? train::open_run_dir(options_.resume_dir())
+                    : train::create_run_dir(config_, options_.output_dir());
     logger_.open(run_.log_file(), options_.console());
-    logger_.info(fmt::format("{} run {}: trial {} on {}",
-                             options_.resume_dir().empty() ? "new" : "resuming", run_.path,
-                             config_.entrypoint, state_.device.str()));
+    std::string resume_from;
+    if (resuming) {
+      resume_from =
+          checkpoint::newest_good(run_.path, [&](const std::string& w) { logger_.warn(w); });
+      accept_config_changes(resume_from);
+    }
+    logger_.info(fmt::format("{} run {}: trial {} on {}", resuming ? "resuming" : "new", run_.path,
+                             config_.entrypoint, torch::cuda::is_available() ? "cuda:0" : "cpu"));
 
-    torch::manual_seed(state_.trial_seed);
-    context_ = std::make_unique<TrialContext>(&state_);
-    trial_ = create_trial();
+    session_ = std::make_unique<train::TrialSession>(config_, factory_);
+    if (!options_.warm_start().empty()) {
+      checkpoint::load_weights(options_.warm_start(), session_->contents().models);
+      logger_.info("model weights from " + options_.warm_start());
+    }
+    Trial& trial = session_->trial();
     train_loader_ = call_trial(named("build_training_data_loader"),
-                               [&] { return trial_->build_training_data_loader(); });
+                               [&] { return trial.build_training_data_loader(); });
     if (!train_loader_.dataset()) {
       throw TrainingError("build_training_data_loader returned an empty DataLoader");
     }
-    if (train_loader_.options().seed() == 0) train_loader_.set_seed(state_.trial_seed);
+    if (train_loader_.options().seed() == 0) train_loader_.set_seed(session_->state().trial_seed);
     schedule_ = train::Schedule::make(config_, train_loader_.batches_per_epoch());
-    state_.epoch_len = schedule_.epoch_len;
+    session_->state().epoch_len = schedule_.epoch_len;
     max_batches_ = schedule_.to_batches(config_.max_length);
-    contents_ = {state_.models, state_.optimizers, {}, trial_.get()};
-    for (const auto& s : state_.schedulers) contents_.schedulers.push_back(s.scheduler);
 
-    if (!options_.resume_dir().empty()) restore_latest();
+    for (const auto& dir : checkpoint::list(run_.path)) track_checkpoint(dir);
+    if (resuming) restore(resume_from);
     writer_ = std::make_unique<metrics::MetricsWriter>(run_.metrics_file(), &logger_);
   }
 
-  std::unique_ptr<Trial> create_trial() {
-    try {
-      return factory_.create(*context_);
-    } catch (const Error& e) {
-      throw Error(fmt::format("trial {}: constructor failed: {}", factory_.name, e.what()),
-                  e.exit_code());
-    } catch (const std::exception& e) {
-      std::string msg = e.what();
-      throw PluginError(fmt::format("trial {}: constructor threw: {}", factory_.name,
-                                    msg.substr(0, msg.find("\nException raised from"))));
+  // Compares the config to the one the checkpoint was written with; refuses unsafe changes.
+  void accept_config_changes(const std::string& dir) {
+    const nlohmann::json meta = checkpoint::verify(dir);
+    const auto changes = config::diff(checkpoint_config(meta, dir), config_);
+    if (changes.empty()) return;
+    std::string list;
+    bool all_safe = true;
+    for (const auto& c : changes) {
+      const bool safe = config::is_safe_change(c.key);
+      all_safe = all_safe && safe;
+      list += fmt::format("\n  {}: {} -> {}{}", c.key, c.before, c.after, safe ? "" : "  (unsafe)");
     }
+    if (!all_safe || !options_.allow_safe_changes()) {
+      throw UsageError(fmt::format(
+          "--resume {}: the config differs from the one checkpoint {} was written with:{}\n{}",
+          run_.path, dir, list,
+          all_safe ? "These changes are safe; pass --allow-safe-changes to accept them."
+                   : "Only lengths, periods, scheduling_unit and retention counts may change on "
+                     "resume; start a new run (or --warm-start) for the others."));
+    }
+    checkpoint::replace_atomically(run_.config_file(), to_yaml(config_));
+    logger_.info("accepted config changes:" + list);
   }
 
-  void restore_latest() {
-    const auto all = checkpoint::list(run_.path);
-    if (all.empty()) {
-      throw UsageError(
-          fmt::format("--resume {}: the run has no checkpoint to continue from", run_.path));
-    }
-    const nlohmann::json meta = checkpoint::load(all.back(), contents_);
+  void restore(const std::string& dir) {
+    const nlohmann::json meta = checkpoint::load(dir, session_->contents());
     batches_ = meta.at("batches").get<int64_t>();
-    last_validation_ = meta.value("validation", nlohmann::json::object());
-    last_validated_at_ = meta.value("validated_at", int64_t{-1});
+    const nlohmann::json state = meta.value("trainer_state", nlohmann::json::object());
+    last_validation_ = state.value("last_validation", nlohmann::json::object());
+    last_validated_at_ = state.value("validated_at", int64_t{-1});
+    if (state.contains("best_metric") && !state["best_metric"].is_null()) {
+      best_metric_ = state["best_metric"].get<double>();
+    }
+    training_.restore(state.value("training", nlohmann::json::object()));
     last_checkpointed_at_ = batches_;
-    last_checkpoint_ = all.back();
+    last_checkpoint_ = dir;
     metrics::truncate_metrics_file(run_.metrics_file(), batches_);
     const int64_t bpe = train_loader_.batches_per_epoch();
     train_loader_.seek({batches_ / bpe, batches_ % bpe});
-    logger_.info(fmt::format("continuing from {} at batch {}", all.back(), batches_));
+    logger_.info(fmt::format("continuing from {} at batch {}", dir, batches_));
   }
 
   metrics::Progress progress() const {
@@ -157,29 +171,31 @@ class FitLoop {
 
   // Trains batch number batches_ and advances the counters.
   void train_one() {
-    state_.batch_idx = batches_;
-    state_.stepped_this_batch.clear();
+    detail::TrialState& state = session_->state();
+    state.batch_idx = batches_;
+    state.stepped_this_batch.clear();
     const int64_t epoch_idx = schedule_.epoch_of(batches_);
     Batch batch = call_trial(named("training data loader"), [&] { return train_loader_.next(); });
-    batch = batch.to(state_.device);
-    Metrics m = call_trial([&] { return fmt::format("train_batch (batch {})", batches_); },
-                           [&] { return trial_->train_batch(batch, epoch_idx, batches_); });
+    batch = batch.to(state.device);
+    Metrics m =
+        call_trial([&] { return fmt::format("train_batch (batch {})", batches_); },
+                   [&] { return session_->trial().train_batch(batch, epoch_idx, batches_); });
     training_.add(m, batches_);
-    for (auto& s : state_.schedulers) {
+    for (auto& s : state.schedulers) {
       if (s.mode == StepMode::EveryBatch &&
-          state_.stepped_this_batch.count(s.scheduler->optimizer().get())) {
+          state.stepped_this_batch.count(s.scheduler->optimizer().get())) {
         s.scheduler->step();
       }
     }
     ++batches_;
     if (batches_ % schedule_.epoch_len == 0) {
-      for (auto& s : state_.schedulers) {
+      for (auto& s : state.schedulers) {
         if (s.mode == StepMode::EveryEpoch &&
-            state_.stepped_this_epoch.count(s.scheduler->optimizer().get())) {
+            state.stepped_this_epoch.count(s.scheduler->optimizer().get())) {
           s.scheduler->step();
         }
       }
-      state_.stepped_this_epoch.clear();
+      state.stepped_this_epoch.clear();
     }
   }
 
@@ -202,78 +218,106 @@ class FitLoop {
     }
   }
 
-  void validate(int64_t max_batches = -1) {
+  // The searcher metric of `values`. Throws ConfigError naming the metrics present when absent.
+  double searcher_metric(const metrics::Values& values) const {
+    auto it = values.find(config_.searcher.metric);
+    if (it == values.end()) {
+      std::string names;
+      for (const auto& [k, v] : values) names += (names.empty() ? "" : ", ") + k;
+      throw ConfigError(
+          fmt::format("{}: searcher.metric: '{}' is not among the validation metrics ({})",
+                      config_.source_path, config_.searcher.metric, names));
+    }
+    return it->second;
+  }
+
+  bool better(double a, double b) const {
+    return config_.searcher.smaller_is_better ? a < b : a > b;
+  }
+
+  // Validates; returns whether the result is the best so far.
+  bool validate(int64_t max_batches = -1) {
     report_training();
     const auto started = Clock::now();
-    DataLoader loader = call_trial(named("build_validation_data_loader"),
-                                   [&] { return trial_->build_validation_data_loader(); });
-    if (!loader.dataset()) {
-      throw TrainingError("build_validation_data_loader returned an empty DataLoader");
-    }
-    for (auto& m : state_.models) m->eval();
-    metrics::Values values;
-    {
-      torch::NoGradGuard no_grad;
-      if (factory_.overrides_evaluate_full_dataset) {
-        Metrics m = call_trial(named("evaluate_full_dataset"),
-                               [&] { return trial_->evaluate_full_dataset(loader); });
-        values = metrics::to_values(m, "evaluate_full_dataset");
-      } else {
-        metrics::ValidationAccumulator acc(trial_->evaluation_reducer());
-        int64_t idx = 0;
-        for (Batch& raw : loader) {
-          if (max_batches >= 0 && idx >= max_batches) break;
-          Batch batch = raw.to(state_.device);
-          Metrics m =
-              call_trial([&] { return fmt::format("evaluate_batch (validation batch {})", idx); },
-                         [&] { return trial_->evaluate_batch(batch, idx); });
-          acc.add(m, trial_->get_batch_length(batch), idx);
-          ++idx;
-        }
-        values = acc.result();
-      }
-    }
-    for (auto& m : state_.models) m->train();
-    metrics::Values prefixed;
-    for (const auto& [k, v] : values) {
-      prefixed[k.rfind("validation_", 0) == 0 ? k : "validation_" + k] = v;
-    }
-    writer_->write("validation", progress(), prefixed,
+    const metrics::Values values = session_->validate(max_batches);
+    writer_->write("validation", progress(), values,
                    fmt::format("({:.1f}s)", seconds_since(started)));
-    last_validation_ = prefixed;
+    last_validation_ = values;
     last_validated_at_ = batches_;
     report_started_ = Clock::now();
+    const double metric = searcher_metric(values);
+    const bool best = !best_metric_ || better(metric, *best_metric_);
+    if (best) best_metric_ = metric;
+    return best;
+  }
+
+  void track_checkpoint(const std::string& dir) {
+    std::ifstream in(dir + "/metadata.json");
+    const auto meta = nlohmann::json::parse(in, nullptr, false);
+    if (meta.is_discarded()) return;  // damaged: never counted, never deleted here
+    checkpoint::Entry entry{dir, meta.value("batches", int64_t{0}), std::nullopt};
+    const auto state = meta.value("trainer_state", nlohmann::json::object());
+    const auto validation = state.value("last_validation", nlohmann::json::object());
+    if (state.value("validated_at", int64_t{-1}) == entry.batches &&
+        validation.contains(config_.searcher.metric)) {
+      entry.metric = validation[config_.searcher.metric].get<double>();
+    }
+    checkpoints_.push_back(entry);
   }
 
   void save_checkpoint() {
-    report_training();
-    const std::string dir =
-        (std::filesystem::path(run_.checkpoints()) / checkpoint::directory_name(batches_)).string();
+    if (last_checkpointed_at_ == batches_) return;
+    const detail::TrialState& state = session_->state();
     nlohmann::json meta = {
         {"crucible_version", CRUCIBLE_VERSION_STRING},
         {"libtorch_version", TORCH_VERSION},
         {"trial_class", factory_.name},
         {"entrypoint", config_.entrypoint},
-        {"hyperparameters", state_.hparams},
+        {"hyperparameters", state.hparams},
         {"config", to_yaml(config_)},
         {"batches", batches_},
         {"records", schedule_.records(batches_)},
         {"epochs", schedule_.epochs(batches_)},
         {"data_position",
          {{"epoch", train_loader_.position().epoch}, {"batch", train_loader_.position().batch}}},
-        {"validation", last_validation_},
-        {"validated_at", last_validated_at_},
+        {"validation",
+         last_validated_at_ == batches_ ? last_validation_ : nlohmann::json::object()},
+        {"trainer_state",
+         {{"training", training_.state()},
+          {"last_validation", last_validation_},
+          {"validated_at", last_validated_at_},
+          {"best_metric", best_metric_ ? nlohmann::json(*best_metric_) : nlohmann::json()}}},
     };
     const auto started = Clock::now();
-    checkpoint::save(dir, contents_, meta);
+    const std::string dir = checkpoint::save(run_.path, batches_, session_->contents(), meta);
     last_checkpoint_ = dir;
     last_checkpointed_at_ = batches_;
     logger_.info(fmt::format("[checkpoint] batch {:>7}  {} ({:.2f}s)", batches_, dir,
                              seconds_since(started)));
+    checkpoints_.erase(std::remove_if(checkpoints_.begin(), checkpoints_.end(),
+                                      [&](const auto& e) { return e.dir == dir; }),
+                       checkpoints_.end());
+    track_checkpoint(dir);
+    apply_retention();
     report_started_ = Clock::now();
   }
 
-  void train() {
+  void apply_retention() {
+    const auto& storage = config_.checkpoint_storage;
+    for (const auto& dir :
+         checkpoint::to_delete(checkpoints_, storage.save_trial_latest, storage.save_trial_best,
+                               config_.searcher.smaller_is_better)) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+      if (ec) logger_.warn(fmt::format("cannot delete old checkpoint {}: {}", dir, ec.message()));
+      checkpoints_.erase(std::remove_if(checkpoints_.begin(), checkpoints_.end(),
+                                        [&](const auto& e) { return e.dir == dir; }),
+                         checkpoints_.end());
+    }
+  }
+
+  // Returns true when a signal stopped training early.
+  bool train() {
     report_started_ = Clock::now();
     if (config_.perform_initial_validation && batches_ == 0 && last_validated_at_ != 0) {
       validate();
@@ -281,17 +325,25 @@ class FitLoop {
     while (batches_ < max_batches_) {
       train_one();
       if (batches_ % config_.scheduling_unit == 0) report_training();
-      if (schedule_.fires(config_.min_validation_period, batches_)) validate();
-      if (schedule_.fires(config_.min_checkpoint_period, batches_) &&
-          config_.checkpoint_policy != CheckpointPolicy::kNone) {
+      if (schedule_.fires(config_.min_validation_period, batches_)) {
+        const bool best = validate();
+        if (config_.checkpoint_policy == CheckpointPolicy::kAll ||
+            (config_.checkpoint_policy == CheckpointPolicy::kBest && best)) {
+          save_checkpoint();
+        }
+      }
+      if (schedule_.fires(config_.min_checkpoint_period, batches_)) save_checkpoint();
+      if (const int sig = train::StopSignals::requested()) {
+        logger_.info(fmt::format("received {}: checkpointing at batch {} and stopping",
+                                 strsignal(sig), batches_));
         save_checkpoint();
+        return true;
       }
     }
     report_training();
     if (last_validated_at_ != batches_) validate();
-    if (last_checkpointed_at_ != batches_ && config_.checkpoint_policy != CheckpointPolicy::kNone) {
-      save_checkpoint();
-    }
+    save_checkpoint();
+    return false;
   }
 
   // One training batch, one validation batch, a checkpoint saved and restored.
@@ -302,20 +354,21 @@ class FitLoop {
     report_training();
     validate(1);
     save_checkpoint();
+    const auto& models = session_->contents().models;
     std::vector<torch::Tensor> before;
-    for (const auto& m : state_.models) {
-      for (const auto& p : m->parameters()) before.push_back(p.detach().clone());
+    for (const auto& m : models) {
+      torch::NoGradGuard g;
       for (auto& p : m->parameters()) {
-        torch::NoGradGuard g;
+        before.push_back(p.detach().clone());
         p.add_(1.0);
       }
     }
-    const nlohmann::json meta = checkpoint::load(last_checkpoint_, contents_);
+    const nlohmann::json meta = checkpoint::load(last_checkpoint_, session_->contents());
     size_t i = 0;
-    for (const auto& m : state_.models) {
+    for (const auto& m : models) {
       for (const auto& p : m->parameters()) {
         if (!torch::equal(p.detach(), before[i++])) {
-          throw TrainingError("test mode: a parameter of model differs after loading checkpoint " +
+          throw TrainingError("test mode: a parameter differs after loading checkpoint " +
                               last_checkpoint_);
         }
       }
@@ -333,18 +386,17 @@ class FitLoop {
   train::RunDir run_;
   util::Logger logger_;
   std::unique_ptr<metrics::MetricsWriter> writer_;
-  detail::TrialState state_;
-  std::unique_ptr<TrialContext> context_;
-  std::unique_ptr<Trial> trial_;
+  std::unique_ptr<train::TrialSession> session_;
   DataLoader train_loader_;
   train::Schedule schedule_;
-  checkpoint::Contents contents_;
   metrics::TrainingAccumulator training_;
+  std::vector<checkpoint::Entry> checkpoints_;
 
   int64_t batches_ = 0;
   int64_t max_batches_ = 0;
   int64_t last_validated_at_ = -1;
   int64_t last_checkpointed_at_ = -1;
+  std::optional<double> best_metric_;
   nlohmann::json last_validation_ = nlohmann::json::object();
   std::string last_checkpoint_;
   Clock::time_point report_started_;
@@ -357,6 +409,50 @@ Trainer::Trainer(ExperimentConfig config, TrialFactory factory)
 
 FitResult Trainer::fit(const FitOptions& options) {
   return FitLoop(config_, factory_, options).run();
+}
+
+nlohmann::json Trainer::validate(const std::string& checkpoint_dir) {
+  check_runnable(config_, factory_);
+  train::TrialSession session(config_, factory_);
+  checkpoint::load(checkpoint_dir, session.contents());
+  return session.validate();
+}
+
+int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& output_file) {
+  check_runnable(config_, factory_);
+  if (!factory_.overrides_predict_batch) {
+    throw PluginError(fmt::format(
+        "trial {} does not implement predict_batch(batch, batch_idx), which trainer predict runs",
+        factory_.name));
+  }
+  train::TrialSession session(config_, factory_);
+  checkpoint::load(checkpoint_dir, session.contents());
+  Trial& trial = session.trial();
+  DataLoader loader = call_trial(named("build_predict_data_loader"),
+                                 [&] { return trial.build_predict_data_loader(); });
+  std::vector<torch::Tensor> outputs;
+  for (auto& m : session.state().models) m->eval();
+  {
+    torch::NoGradGuard no_grad;
+    int64_t idx = 0;
+    for (Batch& raw : loader) {
+      Batch batch = raw.to(session.state().device);
+      outputs.push_back(call_trial([&] { return fmt::format("predict_batch (batch {})", idx); },
+                                   [&] { return trial.predict_batch(batch, idx); })
+                            .detach()
+                            .to(torch::kCPU));
+      ++idx;
+    }
+  }
+  const torch::Tensor all = torch::cat(outputs, 0);
+  c10::Dict<std::string, at::Tensor> dict;
+  dict.insert("predictions", all);
+  try {
+    checkpoint::write_durably(output_file, torch::pickle_save(dict));
+  } catch (const std::exception& e) {
+    throw TrainingError(fmt::format("cannot write predictions: {}", e.what()));
+  }
+  return all.size(0);
 }
 
 }  // namespace crucible

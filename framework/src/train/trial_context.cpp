@@ -16,6 +16,10 @@ Metrics Trial::evaluate_full_dataset(DataLoader&) {
   throw Error("the trial does not implement evaluate_full_dataset");
 }
 
+torch::Tensor Trial::predict_batch(Batch&, int64_t) {
+  throw Error("the trial does not implement predict_batch");
+}
+
 int64_t Trial::get_batch_length(const Batch& batch) {
   const torch::Tensor& t = batch.first_tensor();
   return t.dim() == 0 ? 1 : t.size(0);

@@ -1,0 +1,70 @@
+#include "train/session.h"
+
+#include "data/shuffle.h"
+
+namespace crucible::train {
+
+TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& factory)
+    : config_(config), factory_(factory) {
+  state_.config = &config_;
+  state_.hparams = config_.constant_hyperparameters();
+  state_.trial_seed = data::mix64(config_.reproducibility.experiment_seed);
+  state_.device =
+      torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  torch::manual_seed(state_.trial_seed);
+  context_ = std::make_unique<TrialContext>(&state_);
+  try {
+    trial_ = factory_.create(*context_);
+  } catch (const Error& e) {
+    throw Error(fmt::format("trial {}: constructor failed: {}", factory_.name, e.what()),
+                e.exit_code());
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    throw PluginError(fmt::format("trial {}: constructor threw: {}", factory_.name,
+                                  msg.substr(0, msg.find("\nException raised from"))));
+  }
+  contents_.models = state_.models;
+  contents_.optimizers = state_.optimizers;
+  for (const auto& s : state_.schedulers) contents_.schedulers.push_back(s.scheduler);
+  contents_.trial = trial_.get();
+  contents_.trial_class = factory_.name;
+}
+
+metrics::Values TrialSession::validate(int64_t max_batches) {
+  DataLoader loader = call_trial(named("build_validation_data_loader"),
+                                 [&] { return trial_->build_validation_data_loader(); });
+  if (!loader.dataset()) {
+    throw TrainingError("build_validation_data_loader returned an empty DataLoader");
+  }
+  for (auto& m : state_.models) m->eval();
+  metrics::Values values;
+  {
+    torch::NoGradGuard no_grad;
+    if (factory_.overrides_evaluate_full_dataset) {
+      Metrics m = call_trial(named("evaluate_full_dataset"),
+                             [&] { return trial_->evaluate_full_dataset(loader); });
+      values = metrics::to_values(m, "evaluate_full_dataset");
+    } else {
+      metrics::ValidationAccumulator acc(trial_->evaluation_reducer());
+      int64_t idx = 0;
+      for (Batch& raw : loader) {
+        if (max_batches >= 0 && idx >= max_batches) break;
+        Batch batch = raw.to(state_.device);
+        Metrics m =
+            call_trial([&] { return fmt::format("evaluate_batch (validation batch {})", idx); },
+                       [&] { return trial_->evaluate_batch(batch, idx); });
+        acc.add(m, trial_->get_batch_length(batch), idx);
+        ++idx;
+      }
+      values = acc.result();
+    }
+  }
+  for (auto& m : state_.models) m->train();
+  metrics::Values prefixed;
+  for (const auto& [k, v] : values) {
+    prefixed[k.rfind("validation_", 0) == 0 ? k : "validation_" + k] = v;
+  }
+  return prefixed;
+}
+
+}  // namespace crucible::train

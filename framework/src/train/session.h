@@ -1,0 +1,62 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+#include <crucible/registry.h>
+
+#include "checkpoint/checkpoint.h"
+#include "metrics/reducer.h"
+#include "train/trial_state.h"
+
+namespace crucible::train {
+
+// Runs `fn`, turning what a trial method throws into an error naming the method; `what()` is
+// called only then, so naming costs nothing per batch.
+template <class Name, class Fn>
+auto call_trial(Name&& what, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const Error& e) {
+    throw Error(std::string(what()) + ": " + e.what(), e.exit_code());
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    // LibTorch appends a C++ stack trace after the first line; users need only the message.
+    const auto cut = msg.find("\nException raised from");
+    throw TrainingError(std::string(what()) + " threw: " + msg.substr(0, cut));
+  }
+}
+
+inline auto named(const char* name) {
+  return [name] { return name; };
+}
+
+// One trial, constructed: its state, its context, and the checkpointable contents it wrapped.
+class TrialSession {
+ public:
+  // Seeds the CPU generator with the trial seed, then constructs the trial. Throws the errors
+  // of DESIGN.md (constructor failures name the trial).
+  TrialSession(const ExperimentConfig& config, const TrialFactory& factory);
+
+  Trial& trial() { return *trial_; }
+  detail::TrialState& state() { return state_; }
+  const checkpoint::Contents& contents() const { return contents_; }
+  const TrialFactory& factory() const { return factory_; }
+
+  // Builds the validation loader and evaluates at most `max_batches` batches (all when < 0) in
+  // eval mode without gradients; returns the metrics, each named "validation_<name>".
+  metrics::Values validate(int64_t max_batches = -1);
+
+ private:
+  const ExperimentConfig& config_;
+  const TrialFactory& factory_;
+  detail::TrialState state_;
+  std::unique_ptr<TrialContext> context_;
+  std::unique_ptr<Trial> trial_;
+  checkpoint::Contents contents_;
+};
+
+}  // namespace crucible::train

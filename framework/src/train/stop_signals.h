@@ -1,0 +1,19 @@
+#pragma once
+
+namespace crucible::train {
+
+// While alive, SIGTERM, SIGUSR1 and a first SIGINT only record that a graceful stop was asked;
+// a second SIGINT ends the process at once with exit code 130. The previous handlers come back on
+// destruction. One instance at a time.
+class StopSignals {
+ public:
+  StopSignals();
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  // The signal that asked for a stop, or 0.
+  static int requested();
+};
+
+}  // namespace crucible::train
