@@ -13,7 +13,7 @@ packages=(
   build-essential cmake ccache
   libtorch-dev libopenblas0-pthread
   libyaml-cpp-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
-  catch2
+  catch2 python3-torch
   dataset-fashion-mnist
 )
 

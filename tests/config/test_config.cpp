@@ -118,7 +118,9 @@ TEST_CASE("set overrides change any key, typed by YAML", "[config]") {
   CHECK(hp["lr"].get<double>() == 0.5);
   CHECK(hp["layers"] == 7);
   CHECK(hp["new_flag"] == true);
-  CHECK(c.max_length.value == 9);
+  CHECK(c.max_length == crucible::Length{crucible::LengthUnit::kEpochs, 9});
+  auto unit = parse_experiment_config(kMinimal, "mem.yaml", {"max_length.batches=30"});
+  CHECK(unit.max_length == crucible::Length{crucible::LengthUnit::kBatches, 30});
   CHECK(c.checkpoint_storage.host_path == "/tmp/x");
   CHECK(c.min_validation_period == crucible::Length{crucible::LengthUnit::kBatches, 3});
   CHECK(c.data["path"] == "/d");

@@ -2,15 +2,20 @@
 
 // Helpers for tests that run real commands and need scratch directories.
 
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +38,64 @@ inline CommandResult run_command(const std::string& command) {
   const int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+// A command running in the background, output to `log_path`. `command` is a program and its
+// arguments, optionally preceded by VAR=value assignments, as sh would split them; the process
+// is that program itself (exec'd through env), so signals reach it directly.
+class Child {
+ public:
+  Child(const std::string& command, const std::string& log_path) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      const std::string line = "exec env " + command + " > '" + log_path + "' 2>&1";
+      execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  ~Child() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      wait();
+    }
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  void signal(int sig) const { ::kill(pid_, sig); }
+  // Waits for the exit; returns the exit code, or 128 + signal when killed.
+  int wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    reaped_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  // Whether the process has exited (reaping it).
+  bool exited() {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      reaped_ = true;
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return true;
+    }
+    return reaped_;
+  }
+  int exit_code() const { return exit_code_; }
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int exit_code_ = -1;
+};
+
+// Polls `condition` every millisecond for up to `timeout_s`; returns whether it became true.
+inline bool wait_until(const std::function<bool()>& condition, double timeout_s = 60) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
 }
 
 // A fresh directory under the system temp dir, removed when the object dies.
@@ -77,6 +140,17 @@ inline std::vector<nlohmann::json> read_metrics(const std::string& path) {
     if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
   }
   return rows;
+}
+
+// The highest "batches" of a row of type `type` in a metrics.jsonl being written (-1 if none).
+inline int64_t last_batches(const std::string& path, const std::string& type) {
+  int64_t out = -1;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    auto row = nlohmann::json::parse(line, nullptr, false);
+    if (!row.is_discarded() && row.value("type", "") == type) out = row.value("batches", out);
+  }
+  return out;
 }
 
 // The "batches" of each row of type `type`.

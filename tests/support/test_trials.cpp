@@ -4,9 +4,11 @@
 using crucible::testing::BothEvalTrial;
 using crucible::testing::NeitherEvalTrial;
 using crucible::testing::RecordingTrial;
+using crucible::testing::ResumableTrial;
 using crucible::testing::ThrowingCtorTrial;
 
 CRUCIBLE_REGISTER_TRIAL(RecordingTrial);
+CRUCIBLE_REGISTER_TRIAL(ResumableTrial);
 CRUCIBLE_REGISTER_TRIAL(BothEvalTrial);
 CRUCIBLE_REGISTER_TRIAL(NeitherEvalTrial);
 CRUCIBLE_REGISTER_TRIAL(ThrowingCtorTrial);

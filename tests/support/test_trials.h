@@ -4,12 +4,21 @@
 // (libcrucible_test_trials.so, registered in test_trials.cpp).
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include <crucible/crucible.h>
 
 namespace crucible::testing {
+
+// The int64 scalar tensor `key` of a trial's state archive.
+inline int64_t read_int64(torch::serialize::InputArchive& archive, const char* key) {
+  torch::Tensor t;
+  archive.read(key, t);
+  return t.item<int64_t>();
+}
 
 // Dataset whose example i is {x = [i], y = [2 i]}: batch contents reveal the indices.
 inline std::shared_ptr<TensorDataset> index_dataset(int64_t n) {
@@ -89,9 +98,7 @@ class RecordingTrial : public Trial {
     archive.write("trained", torch::tensor(trained_));
   }
   void load_state(torch::serialize::InputArchive& archive) override {
-    torch::Tensor t;
-    archive.read("trained", t);
-    trained_ = t.item<int64_t>();
+    trained_ = read_int64(archive, "trained");
     restored_trained() = trained_;
   }
   static int64_t& restored_trained() {
@@ -114,6 +121,86 @@ class RecordingTrial : public Trial {
   Optimizer opt_;
   std::shared_ptr<lr::LambdaLR> scheduler_;
   int64_t trained_ = 0;
+};
+
+// Noisy regression data; get_batch adds random jitter drawn from batch_generator().
+class JitteredDataset : public Dataset {
+ public:
+  JitteredDataset(int64_t n, uint64_t seed) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    x_ = torch::randn({n, 8}, gen, torch::kFloat);
+    y_ = x_.sum(1, true) * 0.5 + 0.1 * torch::randn({n, 1}, gen, torch::kFloat);
+  }
+  int64_t size() const override { return x_.size(0); }
+  Batch get(int64_t i) const override { return Batch{x_[i], y_[i]}; }
+  Batch get_batch(const std::vector<int64_t>& indices) const override {
+    auto idx = torch::tensor(indices, torch::kLong);
+    auto x = x_.index_select(0, idx);
+    return Batch{x + 0.05 * torch::randn(x.sizes(), batch_generator(), torch::kFloat),
+                 y_.index_select(0, idx)};
+  }
+
+ private:
+  torch::Tensor x_, y_;
+};
+
+// Everything exact resume must get right: dropout (the CPU generator), random augmentation in
+// loader worker threads, Adam state, an epoch LR schedule and a per-batch one, and its own state.
+// Hyperparameters: records, hidden, workers, sleep_ms (per batch, to give tests time to act).
+class ResumableTrial : public Trial {
+ public:
+  explicit ResumableTrial(TrialContext& ctx)
+      : ctx_(ctx),
+        model_(ctx.wrap_model(torch::nn::Sequential(
+            torch::nn::Linear(8, ctx.hparam<int64_t>("hidden")), torch::nn::ReLU(),
+            torch::nn::Dropout(0.2), torch::nn::Linear(ctx.hparam<int64_t>("hidden"), 1)))),
+        opt_(ctx.wrap_optimizer(torch::optim::Adam(model_->parameters(), 0.01))),
+        head_opt_(ctx.wrap_optimizer(torch::optim::SGD(model_->parameters(), 0.0))) {
+    ctx.wrap_lr_scheduler(lr::StepLR(opt_, 1, 0.8), StepMode::EveryEpoch);
+    ctx.wrap_lr_scheduler(lr::LambdaLR(head_opt_, [](int64_t s) { return 1.0 + s; }),
+                          StepMode::EveryBatch);
+  }
+
+  DataLoader build_training_data_loader() override {
+    return DataLoader(std::make_shared<JitteredDataset>(ctx_.hparam<int64_t>("records"), 1),
+                      DataLoaderOptions(ctx_.per_slot_batch_size())
+                          .shuffle(true)
+                          .num_workers(ctx_.hparam<int64_t>("workers")));
+  }
+  DataLoader build_validation_data_loader() override {
+    return DataLoader(std::make_shared<JitteredDataset>(64, 2), DataLoaderOptions(16));
+  }
+
+  Metrics train_batch(Batch& batch, int64_t, int64_t) override {
+    const auto sleep_ms = ctx_.hparam<int64_t>("sleep_ms");
+    if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+    auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]);
+    ctx_.backward(loss);
+    ctx_.step_optimizer(opt_);
+    ctx_.step_optimizer(head_opt_);
+    ++seen_;
+    return {{"loss", loss}, {"seen", torch::tensor(static_cast<double>(seen_))}};
+  }
+  Metrics evaluate_batch(Batch& batch, int64_t) override {
+    return {{"loss", torch::mse_loss(model_->forward(batch[0].tensor()), batch[1])}};
+  }
+  torch::Tensor predict_batch(Batch& batch, int64_t) override {
+    return model_->forward(batch[0].tensor());
+  }
+
+  void save_state(torch::serialize::OutputArchive& archive) override {
+    archive.write("seen", torch::tensor(seen_));
+  }
+  void load_state(torch::serialize::InputArchive& archive) override {
+    seen_ = read_int64(archive, "seen");
+  }
+
+ private:
+  TrialContext& ctx_;
+  torch::nn::Sequential model_;
+  Optimizer opt_;
+  Optimizer head_opt_;
+  int64_t seen_ = 0;
 };
 
 // Overrides both evaluation methods: must be refused at start-up.

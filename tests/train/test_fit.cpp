@@ -182,3 +182,34 @@ TEST_CASE("LR schedulers step per their mode, never when the optimizer did not",
     CHECK(manual[b] == Approx(expected(b / 4)));
   }
 }
+
+TEST_CASE("a resumed run steps an epoch scheduler as the uninterrupted run does", "[train]") {
+  // 13 batches per epoch, an optimizer step every 5 batches (after batches 4, 9, 14, ...): a
+  // checkpoint after batch 10 falls in epoch 0 after its last optimizer step, so only the
+  // checkpointed optimizer counters say that the epoch's end must step the scheduler.
+  TempDir tmp;
+  auto config = recording_config(
+      "max_length: {batches: 30}\nmin_checkpoint_period: {batches: 10}\n",
+      {"hyperparameters.step_mode=every_epoch", "optimizations.aggregation_frequency=5"});
+  fit_recording(config, tmp / "full");
+  const auto full = RecordingTrial::calls();
+  std::filesystem::copy(tmp / "full", tmp / "cut", std::filesystem::copy_options::recursive);
+  std::filesystem::remove_all(tmp / "cut/checkpoints/batch-0000000020");
+  std::filesystem::remove_all(tmp / "cut/checkpoints/batch-0000000030");
+  const auto meta =
+      nlohmann::json::parse(read_file(tmp / "cut/checkpoints/batch-0000000010/metadata.json"));
+  CHECK(meta["optimizer_steps"] == nlohmann::json::array({2}));
+
+  RecordingTrial::calls().clear();
+  crucible::Trainer(config, crucible::TrialFactory::of<RecordingTrial>("RecordingTrial"))
+      .fit(crucible::FitOptions().resume_dir(tmp / "cut").console(false));
+  const auto& resumed = RecordingTrial::calls();
+  REQUIRE(resumed.size() == 20);
+  for (size_t i = 0; i < resumed.size(); ++i) {
+    INFO("batch " << resumed[i].batch_idx);
+    CHECK(resumed[i].lr == full[i + 10].lr);
+  }
+  CHECK(full[13].lr == Approx(0.001 / 2));  // the end of epoch 0 stepped the scheduler
+  CHECK(read_file(tmp / "cut/checkpoints/batch-0000000030/model_0.pt") ==
+        read_file(tmp / "full/checkpoints/batch-0000000030/model_0.pt"));
+}

@@ -149,10 +149,9 @@ int fit(const Args& a) {
   if (a.config.empty() == a.resume.empty()) {
     throw UsageError("trainer fit needs exactly one of CONFIG and --resume RUN_DIR");
   }
-  if (!a.resume.empty() && (!a.overrides.empty() || !a.output.empty())) {
+  if (!a.resume.empty() && !a.output.empty()) {
     throw UsageError(
-        "--resume continues a run with the config.yaml it was started with, in its "
-        "own directory; --set and --output cannot be combined with it");
+        "--resume continues a run in its own directory; --output cannot be combined with it");
   }
   const std::string path = a.resume.empty() ? a.config : a.resume + "/config.yaml";
   if (!a.resume.empty() && !fs::exists(path)) {

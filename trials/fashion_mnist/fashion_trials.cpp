@@ -76,6 +76,11 @@ class ClassifierTrial : public crucible::Trial {
     return {{"loss", loss}};
   }
 
+  // Class probabilities, [batch, 10].
+  torch::Tensor predict_batch(crucible::Batch& batch, int64_t) override {
+    return torch::softmax(model_->forward(batch[0]), 1);
+  }
+
   crucible::Metrics evaluate_batch(crucible::Batch& batch, int64_t) override {
     auto logits = model_->forward(batch[0]);
     const torch::Tensor& labels = batch[1];

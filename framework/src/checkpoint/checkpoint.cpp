@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -33,17 +32,6 @@ void test_delay() {
   if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
-std::vector<char> archive_bytes(torch::serialize::OutputArchive& archive) {
-  std::ostringstream out;
-  archive.save_to(out);
-  const std::string s = out.str();
-  return std::vector<char>(s.begin(), s.end());
-}
-
-void load_archive(torch::serialize::InputArchive& archive, const std::vector<char>& bytes) {
-  archive.load_from(bytes.data(), bytes.size());
-}
-
 std::vector<torch::Device> cuda_devices() {
   std::vector<torch::Device> out;
   if (torch::cuda::is_available()) {
@@ -54,8 +42,7 @@ std::vector<torch::Device> cuda_devices() {
   return out;
 }
 
-std::vector<char> trial_state_bytes(Trial* trial) {
-  torch::serialize::OutputArchive archive;
+void write_trial_state(torch::serialize::OutputArchive& archive, Trial* trial) {
   archive.write("cpu_generator_state", at::detail::getDefaultCPUGenerator().get_state());
   const auto devices = cuda_devices();
   for (size_t i = 0; i < devices.size(); ++i) {
@@ -63,12 +50,11 @@ std::vector<char> trial_state_bytes(Trial* trial) {
                   at::globalContext().defaultGenerator(devices[i]).get_state());
   }
   if (trial) trial->save_state(archive);
-  return archive_bytes(archive);
 }
 
-void restore_trial_state(Trial* trial, const std::vector<char>& bytes) {
+void restore_trial_state(Trial* trial, const std::string& path) {
   torch::serialize::InputArchive archive;
-  load_archive(archive, bytes);
+  archive.load_from(path);
   torch::Tensor state;
   archive.read("cpu_generator_state", state);
   at::Generator cpu = at::detail::getDefaultCPUGenerator();
@@ -121,20 +107,38 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
     fs::remove_all(tmp);
     fs::create_directories(tmp);
     nlohmann::json files = nlohmann::json::object();
-    auto put = [&](const std::string& name, const std::vector<char>& bytes) {
-      write_durably((tmp / name).string(), bytes);
-      files[name] = {{"size", bytes.size()}, {"crc32", crc32_hex(bytes)}};
+    // Writes file `name` through `fill`, which writes its bytes into the DurableFile.
+    auto put = [&](const std::string& name, const std::function<void(DurableFile&)>& fill) {
+      DurableFile file((tmp / name).string());
+      fill(file);
+      file.finish();
+      files[name] = {{"size", file.size()}, {"crc32", file.crc32_hex()}};
       test_delay();
     };
+    // An archive streams into its file: no copy of it is held in memory.
+    auto put_archive = [&](const std::string& name,
+                           const std::function<void(torch::serialize::OutputArchive&)>& fill) {
+      put(name, [&](DurableFile& file) {
+        torch::serialize::OutputArchive archive;
+        fill(archive);
+        archive.save_to([&](const void* data, size_t size) {
+          file.write(data, size);
+          return size;
+        });
+      });
+    };
     for (size_t i = 0; i < contents.models.size(); ++i) {
-      put(indexed("model", i), save_state_dict(*contents.models[i]));
+      put(indexed("model", i), [&](DurableFile& file) {
+        const std::vector<char> bytes = save_state_dict(*contents.models[i]);
+        file.write(bytes.data(), bytes.size());
+      });
     }
     for (size_t i = 0; i < contents.optimizers.size(); ++i) {
-      torch::serialize::OutputArchive archive;
-      contents.optimizers[i]->save(archive);
-      put(indexed("optimizer", i), archive_bytes(archive));
+      put_archive(indexed("optimizer", i),
+                  [&](torch::serialize::OutputArchive& a) { contents.optimizers[i]->save(a); });
     }
-    put("trial_state.pt", trial_state_bytes(contents.trial));
+    put_archive("trial_state.pt",
+                [&](torch::serialize::OutputArchive& a) { write_trial_state(a, contents.trial); });
 
     nlohmann::json steps = nlohmann::json::array();
     for (const auto& s : contents.schedulers) steps.push_back(s->step_count());
@@ -182,7 +186,7 @@ nlohmann::json verify(const std::string& dir) {
       throw DamagedCheckpoint(fmt::format("checkpoint {}: {} has {} bytes, metadata says {}", dir,
                                           name, size, expected.value("size", uint64_t{0})));
     }
-    const std::string crc = crc32_hex(read_bytes(path.string()));
+    const std::string crc = sum_file(path.string()).crc32;
     if (crc != expected.value("crc32", "")) {
       throw DamagedCheckpoint(
           fmt::format("checkpoint {}: {} fails its checksum (crc32 {}, metadata says {})", dir,
@@ -205,7 +209,7 @@ nlohmann::json load(const std::string& dir, const Contents& contents) {
     const std::string name = indexed("optimizer", i);
     try {
       torch::serialize::InputArchive archive;
-      load_archive(archive, checked_file(root, name));
+      archive.load_from((root / name).string());
       contents.optimizers[i]->load(archive);
     } catch (const Error&) {
       throw;
@@ -215,7 +219,7 @@ nlohmann::json load(const std::string& dir, const Contents& contents) {
     }
   }
   try {
-    restore_trial_state(contents.trial, checked_file(root, "trial_state.pt"));
+    restore_trial_state(contents.trial, (root / "trial_state.pt").string());
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -6,6 +6,31 @@
 
 namespace crucible::checkpoint {
 
+// A file being written durably: bytes go straight to the file while its size and CRC-32 are
+// counted; finish() fsyncs and closes it. Every failure throws std::runtime_error with the path
+// and strerror (a full disk included); a partial file may remain. Closes without fsync when
+// destroyed unfinished.
+class DurableFile {
+ public:
+  explicit DurableFile(const std::string& path);
+  ~DurableFile();
+  DurableFile(const DurableFile&) = delete;
+  DurableFile& operator=(const DurableFile&) = delete;
+
+  void write(const void* data, size_t size);
+  // fsyncs and closes the file.
+  void finish();
+  uint64_t size() const { return size_; }
+  // CRC-32 (zlib's) of the bytes written, as 8 lowercase hex digits.
+  std::string crc32_hex() const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  unsigned long crc_ = 0;
+};
+
 // Writes `bytes` to `path` and fsyncs it. Throws std::runtime_error with strerror on failure
 // (a full disk included); a partial file may remain.
 void write_durably(const std::string& path, const std::vector<char>& bytes);
@@ -19,6 +44,14 @@ std::vector<char> read_bytes(const std::string& path);
 
 // CRC-32 (zlib's) of a file's bytes as 8 lowercase hex digits.
 std::string crc32_hex(const std::vector<char>& bytes);
+
+// The size and CRC-32 of the file at `path`, read in fixed-size chunks. Throws
+// std::runtime_error when it cannot be read.
+struct FileSum {
+  uint64_t size = 0;
+  std::string crc32;
+};
+FileSum sum_file(const std::string& path);
 
 // Atomically replaces `path` with `text` (temporary file, fsync, rename, fsync of the directory).
 void replace_atomically(const std::string& path, const std::string& text);

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -112,6 +113,12 @@ void apply_override(YAML::Node& root, const std::string& text, Source& source) {
     if (part.empty())
       throw ConfigError(fmt::format("--set {}: empty key segment in '{}'", text, key));
     parts.push_back(part);
+  }
+  // A length or period has exactly one unit: setting one unit replaces the other.
+  static const std::vector<std::string> lengths = {"max_length", "min_validation_period",
+                                                   "min_checkpoint_period"};
+  if (parts.size() == 2 && std::find(lengths.begin(), lengths.end(), parts[0]) != lengths.end()) {
+    root[parts[0]] = YAML::Node(YAML::NodeType::Map);
   }
   YAML::Node node;
   node.reset(root);

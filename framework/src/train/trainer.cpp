@@ -157,6 +157,9 @@ class FitLoop {
       best_metric_ = state["best_metric"].get<double>();
     }
     training_.restore(state.value("training", nlohmann::json::object()));
+    if (state.contains("optimizer_counters")) {
+      detail::restore_optimizer_counters(session_->state(), state["optimizer_counters"]);
+    }
     last_checkpointed_at_ = batches_;
     last_checkpoint_ = dir;
     metrics::truncate_metrics_file(run_.metrics_file(), batches_);
@@ -268,6 +271,7 @@ class FitLoop {
   void save_checkpoint() {
     if (last_checkpointed_at_ == batches_) return;
     const detail::TrialState& state = session_->state();
+    const nlohmann::json optimizer_counters = detail::optimizer_counters(state);
     nlohmann::json meta = {
         {"crucible_version", CRUCIBLE_VERSION_STRING},
         {"libtorch_version", TORCH_VERSION},
@@ -278,6 +282,7 @@ class FitLoop {
         {"batches", batches_},
         {"records", schedule_.records(batches_)},
         {"epochs", schedule_.epochs(batches_)},
+        {"optimizer_steps", optimizer_counters["optimizer_steps"]},
         {"data_position",
          {{"epoch", train_loader_.position().epoch}, {"batch", train_loader_.position().batch}}},
         {"validation",
@@ -286,19 +291,20 @@ class FitLoop {
          {{"training", training_.state()},
           {"last_validation", last_validation_},
           {"validated_at", last_validated_at_},
+          {"optimizer_counters", optimizer_counters},
           {"best_metric", best_metric_ ? nlohmann::json(*best_metric_) : nlohmann::json()}}},
     };
     const auto started = Clock::now();
     const std::string dir = checkpoint::save(run_.path, batches_, session_->contents(), meta);
     last_checkpoint_ = dir;
     last_checkpointed_at_ = batches_;
-    logger_.info(fmt::format("[checkpoint] batch {:>7}  {} ({:.2f}s)", batches_, dir,
-                             seconds_since(started)));
     checkpoints_.erase(std::remove_if(checkpoints_.begin(), checkpoints_.end(),
                                       [&](const auto& e) { return e.dir == dir; }),
                        checkpoints_.end());
     track_checkpoint(dir);
     apply_retention();
+    logger_.info(fmt::format("[checkpoint] batch {:>7}  {} ({:.3f}s)", batches_, dir,
+                             seconds_since(started)));
     report_started_ = Clock::now();
   }
 

@@ -1,9 +1,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <set>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include <crucible/config.h>
 #include <crucible/optim.h>
@@ -31,6 +34,14 @@ struct TrialState {
   int64_t epoch_len = 1;
   std::set<const torch::optim::Optimizer*> stepped_this_batch;
   std::set<const torch::optim::Optimizer*> stepped_this_epoch;
+  std::map<const torch::optim::Optimizer*, int64_t> optimizer_steps;  // steps taken, ever
 };
+
+// The optimizer counters a checkpoint carries, by wrapped-optimizer index:
+// {"optimizer_steps": [n, ...], "stepped_this_epoch": [i, ...]}.
+nlohmann::json optimizer_counters(const TrialState& state);
+// Restores what optimizer_counters() returned. Throws TrainingError when it names an optimizer
+// the trial does not wrap.
+void restore_optimizer_counters(TrialState& state, const nlohmann::json& counters);
 
 }  // namespace crucible::detail

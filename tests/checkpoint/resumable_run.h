@@ -1,0 +1,90 @@
+#pragma once
+
+// Runs of ResumableTrial through the real `trainer`, and comparison of their final state.
+
+#include <sstream>
+#include <string>
+
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include "process.h"
+
+namespace crucible::testing {
+
+inline const std::string kTrainer = std::string(CRUCIBLE_BIN_DIR) + "/trainer";
+
+// 512 records in batches of 16 (32 per epoch), 4 epochs; checkpoints every 20 batches and after
+// every validation; training reports every 7 batches, so reports straddle checkpoints.
+inline std::string resumable_config(const TempDir& dir, int64_t sleep_ms,
+                                    const std::string& extra = "") {
+  const std::string path = dir / "resumable.yaml";
+  write_file(path, R"(name: resumable
+entrypoint: crucible_test_trials:ResumableTrial
+hyperparameters: {global_batch_size: 16, records: 512, hidden: 32, workers: 2, sleep_ms: )" +
+                       std::to_string(sleep_ms) + R"(}
+searcher: {metric: validation_loss}
+max_length: {epochs: 4}
+min_validation_period: {epochs: 1}
+min_checkpoint_period: {batches: 20}
+checkpoint_policy: all
+checkpoint_storage: {save_trial_latest: 3, save_trial_best: 1}
+scheduling_unit: 7
+reproducibility: {experiment_seed: 11}
+)" + extra);
+  return path;
+}
+
+// The name of the checkpoint `run/latest` points at ("" when none).
+inline std::string latest(const std::string& run) {
+  std::string s = read_file(run + "/latest");
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+// The model ResumableTrial builds with hidden = 32.
+inline torch::nn::Sequential resumable_model() {
+  return torch::nn::Sequential(torch::nn::Linear(8, 32), torch::nn::ReLU(), torch::nn::Dropout(0.2),
+                               torch::nn::Linear(32, 1));
+}
+
+// The optimizer state in checkpoint file `file`, loaded into `optimizer` and saved again.
+// LibTorch keys optimizer state by parameter address, so the files two processes write differ
+// even when their states are equal; re-saved through optimizers over one model, equal states
+// give equal bytes.
+inline std::string resaved_optimizer(const std::string& file, torch::optim::Optimizer& optimizer) {
+  torch::serialize::InputArchive in;
+  in.load_from(file);
+  optimizer.load(in);
+  torch::serialize::OutputArchive out;
+  optimizer.save(out);
+  std::ostringstream bytes;
+  out.save_to(bytes);
+  return bytes.str();
+}
+
+// Asserts that two finished runs end bitwise identical: every file of the final checkpoint
+// (weights, generator states, trial state), the optimizers' states, and every metrics row.
+inline void check_same_end(const std::string& reference, const std::string& run) {
+  const std::string last = "/checkpoints/batch-0000000128/";
+  for (const char* file : {"model_0.pt", "trial_state.pt"}) {
+    INFO(file);
+    REQUIRE(std::filesystem::exists(run + last + file));
+    const bool same = read_file(run + last + file) == read_file(reference + last + file);
+    CHECK(same);
+  }
+  auto model = resumable_model();
+  torch::optim::Adam adam_a(model->parameters(), 0.01), adam_b(model->parameters(), 0.01);
+  torch::optim::SGD sgd_a(model->parameters(), 0.0), sgd_b(model->parameters(), 0.0);
+  const bool same_adam = resaved_optimizer(run + last + "optimizer_0.pt", adam_a) ==
+                         resaved_optimizer(reference + last + "optimizer_0.pt", adam_b);
+  const bool same_sgd = resaved_optimizer(run + last + "optimizer_1.pt", sgd_a) ==
+                        resaved_optimizer(reference + last + "optimizer_1.pt", sgd_b);
+  CHECK(same_adam);
+  CHECK(same_sgd);
+  CHECK(adam_a.state().size() == 4);  // Adam's moments for each of the 4 parameter tensors
+  CHECK(read_file(run + "/metrics.jsonl") == read_file(reference + "/metrics.jsonl"));
+}
+
+}  // namespace crucible::testing

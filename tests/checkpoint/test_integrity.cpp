@@ -1,0 +1,156 @@
+// Damaged checkpoints: detected, reported by name, skipped in favour of an older good one.
+#include <catch2/catch.hpp>
+
+#include "checkpoint/checkpoint.h"
+#include "resumable_run.h"
+
+using namespace crucible::testing;
+namespace ckpt = crucible::checkpoint;
+
+namespace {
+
+// A finished ResumableTrial run (checkpoints 120 and 128 kept, plus the best) in `dir`.
+std::string finished_run(const TempDir& dir) {
+  auto r = run_command(kTrainer + " fit " + resumable_config(dir, 0) + " --quiet --output " +
+                       (dir / "run"));
+  REQUIRE(r.exit_code == 0);
+  return dir / "run";
+}
+
+std::string damage_of(const std::string& checkpoint_dir) {
+  try {
+    ckpt::verify(checkpoint_dir);
+  } catch (const ckpt::DamagedCheckpoint& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void flip_byte(const std::string& path, size_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c;
+  f.get(c);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.put(static_cast<char>(c ^ 0x01));
+}
+
+}  // namespace
+
+TEST_CASE("verification names what is wrong with a checkpoint", "[checkpoint]") {
+  TempDir tmp;
+  const std::string run = finished_run(tmp);
+  const std::string last = run + "/checkpoints/batch-0000000128";
+  CHECK(damage_of(last).empty());
+
+  SECTION("a truncated file") {
+    std::filesystem::resize_file(last + "/model_0.pt", 100);
+    CHECK_THAT(damage_of(last), Catch::Contains("model_0.pt has 100 bytes, metadata says"));
+  }
+  SECTION("a flipped byte") {
+    flip_byte(last + "/optimizer_0.pt", 200);
+    CHECK_THAT(damage_of(last), Catch::Contains("optimizer_0.pt fails its checksum"));
+  }
+  SECTION("a missing file") {
+    std::filesystem::remove(last + "/trial_state.pt");
+    CHECK_THAT(damage_of(last), Catch::Contains("trial_state.pt is missing"));
+  }
+  SECTION("unreadable metadata") {
+    write_file(last + "/metadata.json", "{\"files\": ");
+    CHECK_THAT(damage_of(last), Catch::Contains("metadata.json is missing or unreadable"));
+  }
+  SECTION("no directory") {
+    CHECK_THAT(damage_of(run + "/checkpoints/batch-0000000999"),
+               Catch::Contains("no such directory"));
+  }
+}
+
+TEST_CASE("resume falls back from a damaged newest checkpoint, with a warning", "[checkpoint]") {
+  TempDir tmp;
+  const std::string run = finished_run(tmp);
+  flip_byte(run + "/checkpoints/batch-0000000128/model_0.pt", 300);
+  auto r = run_command(kTrainer + " fit --resume " + run);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("warning: checkpoint") &&
+                           Catch::Contains("batch-0000000128: model_0.pt fails its checksum") &&
+                           Catch::Contains("falling back"));
+  CHECK_THAT(r.output, Catch::Contains("continuing from") && Catch::Contains("batch-0000000120"));
+  // Training from 120 rewrote checkpoint 128 as the uninterrupted run had it.
+  CHECK(ckpt::verify(run + "/checkpoints/batch-0000000128")["batches"] == 128);
+}
+
+TEST_CASE("no good checkpoint is a clear error, not a crash loop", "[checkpoint]") {
+  TempDir tmp;
+  const std::string run = finished_run(tmp);
+  for (const auto& dir : ckpt::list(run)) std::filesystem::resize_file(dir + "/model_0.pt", 10);
+  auto r = run_command(kTrainer + " fit --resume " + run);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("no checkpoint is loadable:"));
+}
+
+TEST_CASE("a checkpoint of another trial, or of other shapes, is refused by name", "[checkpoint]") {
+  TempDir tmp;
+  const std::string run = finished_run(tmp);
+  const std::string last = run + "/checkpoints/batch-0000000128";
+  auto model = resumable_model();
+  ckpt::Contents other;
+  other.models = {model.ptr()};
+  other.trial_class = "SomeOtherTrial";
+  CHECK_THROWS_WITH(ckpt::load(last, other),
+                    Catch::Contains("was written by trial class 'ResumableTrial', not "
+                                    "'SomeOtherTrial'"));
+  auto narrow =
+      torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::ReLU(), torch::nn::Dropout(0.2),
+                            torch::nn::Linear(16, 1), torch::nn::Linear(1, 1));
+  CHECK_THROWS_WITH(ckpt::load_weights(last, {narrow.ptr()}),
+                    Catch::Contains("does not match the model") &&
+                        Catch::Contains("shape of 0.weight: checkpoint [32, 8], model [16, 8]") &&
+                        Catch::Contains("missing 4.weight [1, 1]"));
+  CHECK_NOTHROW(ckpt::load_weights(last, {model.ptr()}));
+}
+
+TEST_CASE("a full disk stops training with a clear error; the previous checkpoint loads",
+          "[checkpoint]") {
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  const std::string config = resumable_config(tmp, 0, "");
+  auto first = run_command(kTrainer + " fit " + config + " --quiet --output " + run +
+                           " --set max_length.batches=20 --set hyperparameters.hidden=512");
+  REQUIRE(first.exit_code == 0);
+  // Files may not grow past 16 kB: the next checkpoint's model file cannot be written.
+  auto full = run_command("prlimit --fsize=16000 -- " + kTrainer + " fit --resume " + run +
+                          " --allow-safe-changes --set max_length.batches=40");
+  INFO(full.output);
+  CHECK(full.exit_code == 1);
+  CHECK_THAT(full.output, Catch::Contains("error: cannot write checkpoint " + run +
+                                          "/checkpoints/batch-0000000032") &&
+                              Catch::Contains("File too large"));
+  CHECK(latest(run) == "batch-0000000020");
+  CHECK_NOTHROW(ckpt::verify(run + "/checkpoints/batch-0000000020"));
+  for (const auto& e : std::filesystem::directory_iterator(run + "/checkpoints")) {
+    CHECK(e.path().filename().string().rfind(".tmp-", 0) != 0);  // no debris left
+  }
+}
+
+TEST_CASE("resuming with a changed config is refused, listing the changes", "[checkpoint]") {
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  REQUIRE(run_command(kTrainer + " fit " + resumable_config(tmp, 0) + " --quiet --output " + run +
+                      " --set max_length.batches=20")
+              .exit_code == 0);
+  auto unsafe = run_command(kTrainer + " fit --resume " + run +
+                            " --set hyperparameters.hidden=64 --set max_length.batches=30");
+  CHECK(unsafe.exit_code == 2);
+  CHECK_THAT(unsafe.output, Catch::Contains("hyperparameters.hidden: 32 -> 64  (unsafe)") &&
+                                Catch::Contains("max_length.batches: 20 -> 30"));
+  auto safe = run_command(kTrainer + " fit --resume " + run + " --set max_length.batches=30");
+  CHECK(safe.exit_code == 2);
+  CHECK_THAT(safe.output, Catch::Contains("pass --allow-safe-changes"));
+  auto allowed = run_command(kTrainer + " fit --resume " + run +
+                             " --set max_length.batches=30 --allow-safe-changes");
+  INFO(allowed.output);
+  CHECK(allowed.exit_code == 0);
+  CHECK(latest(run) == "batch-0000000030");
+  CHECK_THAT(read_file(run + "/config.yaml"), Catch::Contains("max_length: {batches: 30}"));
+}

@@ -1,0 +1,122 @@
+// Kill a real `trainer fit` at chosen moments, resume it, and demand the uninterrupted result.
+#include <csignal>
+
+#include "checkpoint/checkpoint.h"
+#include "resumable_run.h"
+
+using namespace crucible::testing;
+
+namespace {
+
+struct Reference {
+  TempDir dir;
+  std::string run;
+  Reference() : run(dir / "run") {
+    auto r =
+        run_command(kTrainer + " fit " + resumable_config(dir, 0) + " --quiet --output " + run);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+  }
+};
+
+// One shared uninterrupted run.
+const Reference& reference() {
+  static Reference ref;
+  return ref;
+}
+
+void resume_and_compare(const std::string& run) {
+  auto resumed = run_command(kTrainer + " fit --resume " + run);
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  check_same_end(reference().run, run);
+}
+
+}  // namespace
+
+TEST_CASE("the uninterrupted reference run is deterministic", "[checkpoint][resume]") {
+  TempDir tmp;
+  auto r = run_command(kTrainer + " fit " + resumable_config(tmp, 0) + " --quiet --output " +
+                       (tmp / "run"));
+  REQUIRE(r.exit_code == 0);
+  check_same_end(reference().run, tmp / "run");
+}
+
+TEST_CASE("SIGKILL at any moment, then --resume, ends bitwise identical", "[checkpoint][resume]") {
+  // Checkpoints of the run: 20, 32 (validation), 40, 60, 64 (validation), 80, 96 (validation),
+  // 100, 120, 128. At 20 ms a batch, each moment below lasts a few hundred milliseconds.
+  reference();
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  std::string env;
+  std::function<bool()> moment;
+  std::string resumes_from;  // the newest checkpoint when the kill lands
+  SECTION("mid-epoch, batches after the last checkpoint") {
+    moment = [&] { return last_batches(run + "/metrics.jsonl", "training") >= 49; };
+    resumes_from = "batch-0000000040";
+  }
+  SECTION("right after a checkpoint is published") {
+    moment = [&] { return latest(run) == "batch-0000000040"; };
+    resumes_from = "batch-0000000040";
+  }
+  SECTION("while a checkpoint is being written") {
+    env = "CRUCIBLE_TEST_CHECKPOINT_DELAY_MS=300 ";
+    moment = [&] { return std::filesystem::exists(run + "/checkpoints/.tmp-batch-0000000080"); };
+    resumes_from = "batch-0000000064";
+  }
+  {
+    Child child(env + kTrainer + " fit " + resumable_config(tmp, 20) + " --quiet --output " + run,
+                tmp / "log");
+    REQUIRE(wait_until(moment));
+    child.signal(SIGKILL);
+    CHECK(child.wait() == 128 + SIGKILL);
+  }
+  REQUIRE(crucible::checkpoint::list(run).back() == run + "/checkpoints/" + resumes_from);
+  resume_and_compare(run);
+}
+
+TEST_CASE("SIGTERM and SIGUSR1 checkpoint at the batch boundary and exit 4",
+          "[checkpoint][resume]") {
+  reference();
+  for (int sig : {SIGTERM, SIGUSR1}) {
+    INFO("signal " << sig);
+    TempDir tmp;
+    const std::string run = tmp / "run";
+    Child child(kTrainer + " fit " + resumable_config(tmp, 5) + " --output " + run, tmp / "log");
+    REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 28; }));
+    child.signal(sig);
+    CHECK(child.wait() == 4);
+    const std::string log = read_file(tmp / "log");
+    CHECK_THAT(log, Catch::Contains("checkpointing at batch") && Catch::Contains("stopped:"));
+    const std::string stopped_at = latest(run);
+    CHECK(stopped_at > "batch-0000000028");
+    CHECK(stopped_at < "batch-0000000128");
+    resume_and_compare(run);
+  }
+}
+
+TEST_CASE("a second SIGINT stops at once; the previous checkpoint stays loadable",
+          "[checkpoint][resume]") {
+  reference();
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  Child child("CRUCIBLE_TEST_CHECKPOINT_DELAY_MS=2000 " + kTrainer + " fit " +
+                  resumable_config(tmp, 5) + " --output " + run,
+              tmp / "log");
+  REQUIRE(wait_until([&] { return latest(run) == "batch-0000000020"; }, 120));
+  child.signal(SIGINT);
+  // The graceful stop starts writing a checkpoint (slowly); interrupt it.
+  REQUIRE(wait_until([&] {
+    for (const auto& e : std::filesystem::directory_iterator(run + "/checkpoints")) {
+      if (e.path().filename().string().rfind(".tmp-", 0) == 0) return true;
+    }
+    return false;
+  }));
+  const auto sent = std::chrono::steady_clock::now();
+  child.signal(SIGINT);
+  CHECK(child.wait() == 130);
+  CHECK(std::chrono::steady_clock::now() - sent < std::chrono::seconds(1));
+  CHECK_THAT(read_file(tmp / "log"), Catch::Contains("interrupted twice"));
+  CHECK(latest(run) == "batch-0000000020");
+  resume_and_compare(run);
+}

@@ -1,0 +1,51 @@
+#include <set>
+
+#include <fmt/format.h>
+#include <catch2/catch.hpp>
+
+#include "checkpoint/retention.h"
+#include "resumable_run.h"
+
+using crucible::checkpoint::Entry;
+using crucible::checkpoint::to_delete;
+using namespace crucible::testing;
+using S = std::vector<std::string>;
+
+TEST_CASE("retention keeps the union of the newest and the best", "[checkpoint]") {
+  const std::vector<Entry> entries = {
+      {"a", 10, 0.5}, {"b", 20, 0.2}, {"c", 30, std::nullopt}, {"d", 40, 0.9}, {"e", 50, 0.4}};
+  CHECK(to_delete(entries, 1, 1, true) == S{"d", "c", "a"});   // keeps e (newest), b (best)
+  CHECK(to_delete(entries, 2, 2, true) == S{"c", "a"});        // keeps e, d; b, e
+  CHECK(to_delete(entries, 1, 1, false) == S{"c", "b", "a"});  // keeps e, d (best if larger)
+  CHECK(to_delete(entries, 0, 0, true) == S{"d", "c", "a"});   // newest and best survive 0
+  CHECK(to_delete(entries, 10, 10, true).empty());
+  CHECK(to_delete({}, 1, 1, true).empty());
+}
+
+TEST_CASE("a run keeps exactly the configured checkpoints, the best among them", "[checkpoint]") {
+  TempDir tmp;
+  auto r = run_command(kTrainer + " fit " + resumable_config(tmp, 0, "") + " --quiet --output " +
+                       (tmp / "run") + " --set checkpoint_storage.save_trial_latest=2");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::vector<std::string> kept;
+  for (const auto& e : std::filesystem::directory_iterator(tmp / "run/checkpoints")) {
+    kept.push_back(e.path().filename().string());
+  }
+  std::sort(kept.begin(), kept.end());
+  // Newest two: 120, 128. Best validation_loss among validated checkpoints (32, 64, 96, 128):
+  // whichever it is, it is kept, and nothing else.
+  auto rows = read_metrics(tmp / "run/metrics.jsonl");
+  double best = 1e9;
+  int64_t best_at = -1;
+  for (const auto& row : rows) {
+    if (row["type"] == "validation" && row["metrics"]["validation_loss"].get<double>() < best) {
+      best = row["metrics"]["validation_loss"].get<double>();
+      best_at = row["batches"].get<int64_t>();
+    }
+  }
+  std::set<std::string> expected = {"batch-0000000120", "batch-0000000128",
+                                    fmt::format("batch-{:010d}", best_at)};
+  CHECK(std::set<std::string>(kept.begin(), kept.end()) == expected);
+  CHECK(latest(tmp / "run") == "batch-0000000128");
+}

@@ -1,0 +1,108 @@
+// Warm start, trainer validate / predict, and reading weights from Python.
+#include <catch2/catch.hpp>
+
+#include "checkpoint/checkpoint.h"
+#include "resumable_run.h"
+
+using namespace crucible::testing;
+
+namespace {
+
+const std::string kConfigs = std::string(CRUCIBLE_SOURCE_DIR) + "/configs";
+const std::string kPython = "/usr/bin/python3";
+
+}  // namespace
+
+TEST_CASE("the Fashion-MNIST CNN checkpoint: validate, predict, and Python reads it",
+          "[checkpoint]") {
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  auto fit = run_command(kTrainer + " fit " + kConfigs + "/fashion_mnist_test_mode.yaml --quiet " +
+                         "--set max_length.batches=40 --output " + run);
+  INFO(fit.output);
+  REQUIRE(fit.exit_code == 0);
+  const std::string ckpt = run + "/checkpoints/batch-0000000040";
+
+  auto validate = run_command(kTrainer + " validate --checkpoint " + ckpt);
+  INFO(validate.output);
+  REQUIRE(validate.exit_code == 0);
+  const auto metrics = nlohmann::json::parse(validate.output);
+  const auto rows = read_metrics(run + "/metrics.jsonl");
+  CHECK(metrics["validation_accuracy"] == rows.back()["metrics"]["validation_accuracy"]);
+  CHECK(metrics["validation_accuracy"].get<double>() > 0.5);
+
+  auto predict =
+      run_command(kTrainer + " predict --checkpoint " + ckpt + " --output " + (tmp / "p.pt"));
+  INFO(predict.output);
+  REQUIRE(predict.exit_code == 0);
+  CHECK_THAT(predict.output, Catch::Contains("wrote 10000 predictions"));
+
+  const std::string script = tmp / "read.py";
+  write_file(script, R"(import sys, torch
+weights = torch.load(sys.argv[1])
+print({k: list(v.shape) for k, v in sorted(weights.items())})
+p = torch.load(sys.argv[2])["predictions"]
+print(list(p.shape), round(float(p.sum(1).mean()), 4))
+)");
+  auto py = run_command(kPython + " " + script + " " + ckpt + "/model_0.pt " + (tmp / "p.pt"));
+  INFO(py.output);
+  REQUIRE(py.exit_code == 0);
+  CHECK_THAT(py.output, Catch::Contains("'conv1.weight': [8, 1, 3, 3]") &&
+                            Catch::Contains("'out.bias': [10]") &&
+                            Catch::Contains("[10000, 10] 1.0"));
+}
+
+TEST_CASE("Python reads exactly the weights Crucible restores", "[checkpoint]") {
+  TempDir tmp;
+  REQUIRE(run_command(kTrainer + " fit " + resumable_config(tmp, 0) + " --quiet --output " +
+                      (tmp / "run") + " --set max_length.batches=10")
+              .exit_code == 0);
+  const std::string file = tmp / "run/checkpoints/batch-0000000010/model_0.pt";
+  auto model = resumable_model();
+  crucible::checkpoint::load_weights(tmp / "run/checkpoints/batch-0000000010", {model.ptr()});
+  auto py = run_command(kPython + " -c \"import torch; w = torch.load('" + file +
+                        "'); print(repr(float(w['0.weight'].double().sum())), "
+                        "repr(float(w['3.bias'][0])))\"");
+  INFO(py.output);
+  REQUIRE(py.exit_code == 0);
+  std::istringstream in(py.output);
+  double weight_sum, bias;
+  in >> weight_sum >> bias;
+  CHECK(weight_sum ==
+        model->named_parameters()["0.weight"].to(torch::kDouble).sum().item<double>());
+  CHECK(bias == model->named_parameters()["3.bias"][0].item<float>());
+}
+
+TEST_CASE("warm start loads weights only; mismatches are listed", "[checkpoint]") {
+  TempDir tmp;
+  auto base = run_command(kTrainer + " fit " + kConfigs + "/linear.yaml --quiet --output " +
+                          (tmp / "base"));
+  REQUIRE(base.exit_code == 0);
+  const std::string ckpt = tmp / "base/checkpoints/batch-0000000252";
+  auto warm = run_command(kTrainer + " fit " + kConfigs + "/linear.yaml --output " +
+                          (tmp / "warm") + " --warm-start " + ckpt +
+                          " --set perform_initial_validation=true --set max_length.batches=1");
+  INFO(warm.output);
+  REQUIRE(warm.exit_code == 0);
+  const auto rows = read_metrics(tmp / "warm/metrics.jsonl");
+  REQUIRE(rows.front()["type"] == "validation");
+  CHECK(rows.front()["batches"] == 0);  // counters fresh
+  CHECK(rows.front()["metrics"]["validation_weight"].get<double>() == Approx(2.5).margin(0.03));
+
+  auto mismatch = run_command(kTrainer + " fit " + kConfigs +
+                              "/fashion_mnist_test_mode.yaml --test-mode --output " +
+                              (tmp / "bad") + " --warm-start " + ckpt);
+  CHECK(mismatch.exit_code == 1);
+  CHECK_THAT(mismatch.output, Catch::Contains("does not match the model") &&
+                                  Catch::Contains("missing conv1.weight [8, 1, 3, 3]") &&
+                                  Catch::Contains("unexpected weight [1, 1]"));
+}
+
+TEST_CASE("trainer validate and predict refuse what they cannot use", "[checkpoint]") {
+  auto missing = run_command(kTrainer + " validate --checkpoint /nonexistent/ckpt");
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.output, Catch::Contains("not a checkpoint"));
+  auto no_flag = run_command(kTrainer + " predict");
+  CHECK(no_flag.exit_code == 2);
+  CHECK_THAT(no_flag.output, Catch::Contains("--checkpoint DIR is required"));
+}

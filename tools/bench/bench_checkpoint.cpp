@@ -1,0 +1,185 @@
+// bench_checkpoint [--repeats N] [--batches N] [--dir DIR]
+//
+// The cost of Crucible's checkpoints:
+//  1. save and load time of a checkpoint (model, Adam state, generator states, metadata; fsynced,
+//     checksummed, atomically renamed) for the Fashion-MNIST CNN and for a ~100 MB model, beside a
+//     bare torch::save of the same model and optimizer into one file without fsync;
+//  2. the amortised cost at the default period: `trainer fit configs/fashion_mnist_cnn.yaml` for
+//     N batches (checkpoint every 500 batches as the config says, plus the one after the epoch's
+//     validation and the final one), the checkpoints' time from trainer.log as a share of the
+//     run's wall time.
+// DIR (default: the system temp directory) is where checkpoints are written: the disk matters.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "checkpoint/checkpoint.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// The Fashion-MNIST CNN of trials/fashion_mnist with configs/fashion_mnist_cnn.yaml's sizes.
+torch::nn::Sequential fashion_cnn() {
+  namespace nn = torch::nn;
+  return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)), nn::ReLU(),
+                        nn::MaxPool2d(2), nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)),
+                        nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(64 * 7 * 7, 128),
+                        nn::ReLU(), nn::Linear(128, 10));
+}
+
+// Four 2560x2560 layers: 26.2 M float parameters, 105 MB.
+torch::nn::Sequential large_mlp() {
+  namespace nn = torch::nn;
+  return nn::Sequential(nn::Linear(2560, 2560), nn::ReLU(), nn::Linear(2560, 2560), nn::ReLU(),
+                        nn::Linear(2560, 2560), nn::ReLU(), nn::Linear(2560, 2560));
+}
+
+int64_t bytes_of(const fs::path& dir) {
+  int64_t n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) n += static_cast<int64_t>(e.file_size());
+  }
+  return n;
+}
+
+struct SaveLoad {
+  double save_s, load_s, bare_save_s;
+  int64_t bytes;
+};
+
+// Median save and load time over `repeats` checkpoints of `model` with a stepped Adam.
+SaveLoad measure(torch::nn::Sequential model, torch::Tensor input, int repeats,
+                 const fs::path& dir) {
+  auto adam = std::make_shared<torch::optim::Adam>(model->parameters(), 1e-3);
+  model->forward(input).sum().backward();
+  adam->step();  // Adam's moments exist only after a step
+  crucible::checkpoint::Contents contents;
+  contents.models = {model.ptr()};
+  contents.optimizers = {adam};
+  const nlohmann::json meta = {{"batches", 1}, {"trial_class", "bench"}};
+  std::vector<double> save, load, bare;
+  int64_t bytes = 0;
+  for (int r = 0; r < repeats; ++r) {
+    const fs::path run = dir / fmt::format("run-{}", r);
+    fs::create_directories(run);
+    auto t = Clock::now();
+    const std::string ckpt = crucible::checkpoint::save(run.string(), 1, contents, meta);
+    save.push_back(seconds_since(t));
+    bytes = bytes_of(ckpt);
+    t = Clock::now();
+    crucible::checkpoint::load(ckpt, contents);
+    load.push_back(seconds_since(t));
+    t = Clock::now();
+    {
+      torch::serialize::OutputArchive archive;
+      model->save(archive);
+      torch::serialize::OutputArchive optimizer;
+      adam->save(optimizer);
+      archive.write("optimizer", optimizer);
+      archive.save_to((run / "bare.pt").string());
+    }
+    bare.push_back(seconds_since(t));
+    fs::remove_all(run);
+  }
+  return {median(save), median(load), median(bare), bytes};
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeats = 9;
+  int64_t batches = 1000;
+  fs::path root = fs::temp_directory_path();
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--repeats") {
+      repeats = std::stoi(argv[i + 1]);
+    } else if (flag == "--batches") {
+      batches = std::stoll(argv[i + 1]);
+    } else if (flag == "--dir") {
+      root = argv[i + 1];
+    } else {
+      std::cerr << "usage: bench_checkpoint [--repeats N] [--batches N] [--dir DIR]\n";
+      return 2;
+    }
+  }
+  const fs::path dir = root / fmt::format("crucible_bench_checkpoint_{}", getpid());
+  fs::create_directories(dir);
+
+  fmt::print(
+      "checkpoint save / load, median of {} (Adam state included; save = write, fsync, "
+      "CRC-32, rename)\n",
+      repeats);
+  fmt::print("{:<28} {:>10} {:>10} {:>10} {:>12} {:>10}\n", "model", "bytes", "save ms", "load ms",
+             "save MB/s", "bare save");
+  auto row = [&](const char* name, const SaveLoad& m) {
+    fmt::print("{:<28} {:>10} {:>10.1f} {:>10.1f} {:>12.0f} {:>7.1f} ms\n", name, m.bytes,
+               m.save_s * 1e3, m.load_s * 1e3, static_cast<double>(m.bytes) / m.save_s / 1e6,
+               m.bare_save_s * 1e3);
+  };
+  torch::manual_seed(1);
+  row("Fashion-MNIST CNN (0.42 M)",
+      measure(fashion_cnn(), torch::randn({4, 1, 28, 28}), repeats, dir));
+  row("MLP 4x2560^2 (26.2 M, 105 MB)", measure(large_mlp(), torch::randn({4, 2560}), repeats, dir));
+  fmt::print("bare save: torch::save of the same model and optimizer into one file, no fsync\n\n");
+
+  // Amortised: a real run of the main job at its own checkpoint period.
+  const fs::path run = dir / "fit";
+  const std::string command = fmt::format(
+      "{}/trainer fit {}/configs/fashion_mnist_cnn.yaml --quiet --output {} "
+      "--set max_length.batches={} > {}/fit.out 2>&1",
+      CRUCIBLE_BIN_DIR, CRUCIBLE_SOURCE_DIR, run.string(), batches, dir.string());
+  const auto started = Clock::now();
+  const int rc = std::system(command.c_str());
+  const double wall = seconds_since(started);
+  if (rc != 0) {
+    std::cerr << "trainer fit failed:\n" << slurp((dir / "fit.out").string());
+    return 1;
+  }
+  const std::string log = slurp((run / "trainer.log").string());
+  const std::regex line(R"(\[checkpoint\] batch +(\d+) .* \(([0-9.]+)s\))");
+  double in_checkpoints = 0;
+  int count = 0;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator();
+       ++it) {
+    in_checkpoints += std::stod((*it)[2]);
+    ++count;
+  }
+  fmt::print(
+      "amortised: trainer fit configs/fashion_mnist_cnn.yaml, {} batches "
+      "(min_checkpoint_period 500 batches, checkpoint_policy best)\n",
+      batches);
+  fmt::print(
+      "  {} checkpoints took {:.3f} s of the run's {:.1f} s wall time: {:.3f}% "
+      "(target <= 1%)\n",
+      count, in_checkpoints, wall, 100.0 * in_checkpoints / wall);
+  fs::remove_all(dir);
+  return 0;
+}
