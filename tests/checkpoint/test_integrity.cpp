@@ -131,6 +131,14 @@ TEST_CASE("a full disk stops training with a clear error; the previous checkpoin
   for (const auto& e : std::filesystem::directory_iterator(run + "/checkpoints")) {
     CHECK(e.path().filename().string().rfind(".tmp-", 0) != 0);  // no debris left
   }
+  // With room again, the run continues from the checkpoint that was already there.
+  auto resumed = run_command(kTrainer + " fit --resume " + run +
+                             " --allow-safe-changes --set max_length.batches=40");
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.output,
+             Catch::Contains("continuing from") && Catch::Contains("batch-0000000020 at batch 20"));
+  CHECK(latest(run) == "batch-0000000040");
 }
 
 TEST_CASE("resuming with a changed config is refused, listing the changes", "[checkpoint]") {

@@ -25,11 +25,16 @@ const Reference& reference() {
   return ref;
 }
 
-void resume_and_compare(const std::string& run) {
+// Resumes `run` to its end, checks it against the reference, returns the resumed output.
+std::string resume_and_compare(const std::string& run) {
   auto resumed = run_command(kTrainer + " fit --resume " + run);
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);
   check_same_end(reference().run, run);
+  for (const auto& e : std::filesystem::directory_iterator(run + "/checkpoints")) {
+    CHECK(e.path().filename().string().rfind(".tmp-", 0) != 0);
+  }
+  return resumed.output;
 }
 
 }  // namespace
@@ -51,6 +56,7 @@ TEST_CASE("SIGKILL at any moment, then --resume, ends bitwise identical", "[chec
   std::string env;
   std::function<bool()> moment;
   std::string resumes_from;  // the newest checkpoint when the kill lands
+  bool cut_short = false;    // whether the kill cuts the writing of checkpoint 80 short
   SECTION("mid-epoch, batches after the last checkpoint") {
     moment = [&] { return last_batches(run + "/metrics.jsonl", "training") >= 49; };
     resumes_from = "batch-0000000040";
@@ -63,6 +69,7 @@ TEST_CASE("SIGKILL at any moment, then --resume, ends bitwise identical", "[chec
     env = "CRUCIBLE_TEST_CHECKPOINT_DELAY_MS=300 ";
     moment = [&] { return std::filesystem::exists(run + "/checkpoints/.tmp-batch-0000000080"); };
     resumes_from = "batch-0000000064";
+    cut_short = true;
   }
   {
     Child child(env + kTrainer + " fit " + resumable_config(tmp, 20) + " --quiet --output " + run,
@@ -72,7 +79,13 @@ TEST_CASE("SIGKILL at any moment, then --resume, ends bitwise identical", "[chec
     CHECK(child.wait() == 128 + SIGKILL);
   }
   REQUIRE(crucible::checkpoint::list(run).back() == run + "/checkpoints/" + resumes_from);
-  resume_and_compare(run);
+  REQUIRE(std::filesystem::exists(run + "/checkpoints/.tmp-batch-0000000080") == cut_short);
+  const std::string resumed = resume_and_compare(run);
+  if (cut_short) {
+    CHECK_THAT(resumed, Catch::Contains("removed " + run +
+                                        "/checkpoints/.tmp-batch-0000000080, "
+                                        "a checkpoint whose writing was cut short"));
+  }
 }
 
 TEST_CASE("SIGTERM and SIGUSR1 checkpoint at the batch boundary and exit 4",

@@ -256,6 +256,17 @@ std::vector<std::string> list(const std::string& run_dir) {
   return out;
 }
 
+std::vector<std::string> remove_unfinished(const std::string& run_dir) {
+  std::vector<std::string> out;
+  const fs::path dir = fs::path(run_dir) / "checkpoints";
+  if (!fs::is_directory(dir)) return out;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename().string().rfind(".tmp-", 0) == 0) out.push_back(entry.path());
+  }
+  for (const auto& path : out) fs::remove_all(path);
+  return out;
+}
+
 std::string newest_good(const std::string& run_dir,
                         const std::function<void(const std::string&)>& warn) {
   const auto all = list(run_dir);

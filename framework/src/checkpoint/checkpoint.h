@@ -65,6 +65,10 @@ nlohmann::json load_weights(const std::string& dir,
 // The checkpoint directories of a run, oldest first (by batch count).
 std::vector<std::string> list(const std::string& run_dir);
 
+// Removes the temporary directories of checkpoints whose writing was cut short (a killed
+// process); returns their paths. Only the process that owns the run may call it.
+std::vector<std::string> remove_unfinished(const std::string& run_dir);
+
 // The newest checkpoint of the run that verifies. Each damaged newer one is reported through
 // `warn` and skipped. Throws TrainingError listing them when none verifies, and UsageError when
 // the run has no checkpoint at all.

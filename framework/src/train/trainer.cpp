@@ -95,6 +95,9 @@ class FitLoop {
     logger_.open(run_.log_file(), options_.console());
     std::string resume_from;
     if (resuming) {
+      for (const auto& dir : checkpoint::remove_unfinished(run_.path)) {
+        logger_.warn("removed " + dir + ", a checkpoint whose writing was cut short");
+      }
       resume_from =
           checkpoint::newest_good(run_.path, [&](const std::string& w) { logger_.warn(w); });
       accept_config_changes(resume_from);
