@@ -112,6 +112,9 @@ class RecordingTrial : public Trial {
     return all;
   }
 
+ protected:
+  TrialContext& context() const { return ctx_; }
+
  private:
   int64_t hparam_or(const std::string& name, int64_t fallback) const {
     return ctx_.hparams().contains(name) ? ctx_.hparam<int64_t>(name) : fallback;
@@ -121,6 +124,53 @@ class RecordingTrial : public Trial {
   Optimizer opt_;
   std::shared_ptr<lr::LambdaLR> scheduler_;
   int64_t trained_ = 0;
+};
+
+// A callback that logs every hook it sees (into events(), for in-process tests) and counts the
+// validations it saw: state that checkpoints carry. Throws from the hook named `throw_in`.
+class EventLog : public Callback {
+ public:
+  explicit EventLog(std::string throw_in = "") : throw_in_(std::move(throw_in)) {}
+
+  void on_training_start() override { add("on_training_start", ""); }
+  void on_training_epoch_start(int64_t e) override {
+    add("on_training_epoch_start", std::to_string(e));
+  }
+  void on_training_epoch_end(int64_t e) override {
+    add("on_training_epoch_end", std::to_string(e));
+  }
+  void on_validation_start() override { add("on_validation_start", ""); }
+  void on_validation_end(const std::map<std::string, double>& metrics) override {
+    ++validations_;
+    std::string names;
+    for (const auto& [k, v] : metrics) names += " " + k;
+    add("on_validation_end", "#" + std::to_string(validations_) + names);
+  }
+  void on_checkpoint_end(const std::string& dir) override {
+    add("on_checkpoint_end", dir.substr(dir.rfind('/') + 1));
+  }
+  void on_training_end() override { add("on_training_end", ""); }
+
+  void save_state(torch::serialize::OutputArchive& archive) override {
+    archive.write("validations", torch::tensor(validations_));
+  }
+  void load_state(torch::serialize::InputArchive& archive) override {
+    validations_ = read_int64(archive, "validations");
+  }
+
+  // Every hook call of every EventLog in this process: "<hook> <detail>".
+  static std::vector<std::string>& events() {
+    static std::vector<std::string> all;
+    return all;
+  }
+
+ private:
+  void add(const std::string& hook, const std::string& detail) {
+    events().push_back(detail.empty() ? hook : hook + " " + detail);
+    if (hook == throw_in_) throw std::runtime_error("injected callback failure");
+  }
+  std::string throw_in_;
+  int64_t validations_ = 0;
 };
 
 // Noisy regression data; get_batch adds random jitter drawn from batch_generator().
@@ -145,7 +195,8 @@ class JitteredDataset : public Dataset {
 };
 
 // Everything exact resume must get right: dropout (the CPU generator), random augmentation in
-// loader worker threads, Adam state, an epoch LR schedule and a per-batch one, and its own state.
+// loader worker threads, Adam state, an epoch LR schedule and a per-batch one, its own state and
+// a callback's state.
 // Hyperparameters: records, hidden, workers, sleep_ms (per batch, to give tests time to act).
 class ResumableTrial : public Trial {
  public:
@@ -188,6 +239,9 @@ class ResumableTrial : public Trial {
     return model_->forward(batch[0].tensor());
   }
 
+  // Its state (validations seen) must survive a kill too.
+  Callbacks build_callbacks() override { return {{"log", std::make_shared<EventLog>()}}; }
+
   void save_state(torch::serialize::OutputArchive& archive) override {
     archive.write("seen", torch::tensor(seen_));
   }
@@ -201,6 +255,16 @@ class ResumableTrial : public Trial {
   Optimizer opt_;
   Optimizer head_opt_;
   int64_t seen_ = 0;
+};
+
+// RecordingTrial with an EventLog named "log"; hyperparameter throw_in is passed to it.
+class CallbackTrial : public RecordingTrial {
+ public:
+  using RecordingTrial::RecordingTrial;
+  Callbacks build_callbacks() override {
+    const auto& hp = context().hparams();
+    return {{"log", std::make_shared<EventLog>(hp.value("throw_in", ""))}};
+  }
 };
 
 // Overrides both evaluation methods: must be refused at start-up.

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
 #include <crucible/crucible.h>
 
 #include "process.h"
@@ -36,6 +38,19 @@ FitResult fit_recording(const ExperimentConfig& config, const std::string& run_d
   RecordingTrial::calls().clear();
   return Trainer(config, TrialFactory::of<T>("RecordingTrial"))
       .fit(options.output_dir(run_dir).console(false));
+}
+
+// The message of the crucible::Error `fn` throws (and its exit code into *exit_code); fails the
+// test when it throws none.
+inline std::string error_of(const std::function<void()>& fn, int* exit_code = nullptr) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    if (exit_code) *exit_code = e.exit_code();
+    return e.what();
+  }
+  FAIL("expected a crucible::Error");
+  return "";
 }
 
 // Batch counts of the checkpoints a run directory holds.

@@ -8,17 +8,6 @@ using V = std::vector<int64_t>;
 
 namespace {
 
-std::string error_of(const std::function<void()>& fn, int* exit_code = nullptr) {
-  try {
-    fn();
-  } catch (const crucible::Error& e) {
-    if (exit_code) *exit_code = e.exit_code();
-    return e.what();
-  }
-  FAIL("expected a crucible::Error");
-  return "";
-}
-
 const nlohmann::json& last_validation(const std::vector<nlohmann::json>& rows) {
   for (auto it = rows.rbegin(); it != rows.rend(); ++it) {
     if ((*it)["type"] == "validation") return (*it)["metrics"];

@@ -2,6 +2,7 @@
 
 // Everything a trial author needs.
 #include <crucible/batch.h>
+#include <crucible/callback.h>
 #include <crucible/config.h>
 #include <crucible/data.h>
 #include <crucible/errors.h>

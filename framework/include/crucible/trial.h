@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <crucible/batch.h>
+#include <crucible/callback.h>
 #include <crucible/data.h>
 #include <crucible/metrics.h>
 
@@ -44,6 +45,9 @@ class Trial {
   // The model's outputs for one batch, for `trainer predict`; rows are concatenated along
   // dimension 0 over all batches. Not implemented by default.
   virtual torch::Tensor predict_batch(Batch& batch, int64_t batch_idx);
+
+  // The trial's callbacks, built once after the constructor. Default: none.
+  virtual Callbacks build_callbacks() { return {}; }
 
   // Saves and restores state of the trial's own beyond its wrapped models, optimizers and
   // schedulers. Both default to nothing.

@@ -42,7 +42,10 @@ std::vector<torch::Device> cuda_devices() {
   return out;
 }
 
-void write_trial_state(torch::serialize::OutputArchive& archive, Trial* trial) {
+std::string callback_key(const std::string& name) { return "callback_" + name; }
+
+void write_trial_state(torch::serialize::OutputArchive& archive, Trial* trial,
+                       const Callbacks& callbacks) {
   archive.write("cpu_generator_state", at::detail::getDefaultCPUGenerator().get_state());
   const auto devices = cuda_devices();
   for (size_t i = 0; i < devices.size(); ++i) {
@@ -50,9 +53,14 @@ void write_trial_state(torch::serialize::OutputArchive& archive, Trial* trial) {
                   at::globalContext().defaultGenerator(devices[i]).get_state());
   }
   if (trial) trial->save_state(archive);
+  for (const auto& [name, callback] : callbacks) {
+    torch::serialize::OutputArchive nested;
+    callback->save_state(nested);
+    archive.write(callback_key(name), nested);
+  }
 }
 
-void restore_trial_state(Trial* trial, const std::string& path) {
+void restore_trial_state(Trial* trial, const Callbacks& callbacks, const std::string& path) {
   torch::serialize::InputArchive archive;
   archive.load_from(path);
   torch::Tensor state;
@@ -68,6 +76,21 @@ void restore_trial_state(Trial* trial, const std::string& path) {
     }
   }
   if (trial) trial->load_state(archive);
+  for (const auto& [name, callback] : callbacks) {
+    torch::serialize::InputArchive nested;
+    archive.read(callback_key(name), nested);
+    try {
+      callback->load_state(nested);
+    } catch (const std::exception& e) {
+      throw TrainingError(fmt::format("callback '{}' load_state threw: {}", name, first_line(e)));
+    }
+  }
+}
+
+nlohmann::json callback_names(const Callbacks& callbacks) {
+  nlohmann::json names = nlohmann::json::array();
+  for (const auto& [name, callback] : callbacks) names.push_back(name);
+  return names;
 }
 
 // Reads a file that verify() has checked.
@@ -137,14 +160,16 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
       put_archive(indexed("optimizer", i),
                   [&](torch::serialize::OutputArchive& a) { contents.optimizers[i]->save(a); });
     }
-    put_archive("trial_state.pt",
-                [&](torch::serialize::OutputArchive& a) { write_trial_state(a, contents.trial); });
+    put_archive("trial_state.pt", [&](torch::serialize::OutputArchive& a) {
+      write_trial_state(a, contents.trial, contents.callbacks);
+    });
 
     nlohmann::json steps = nlohmann::json::array();
     for (const auto& s : contents.schedulers) steps.push_back(s->step_count());
     metadata["scheduler_steps"] = steps;
     metadata["num_models"] = contents.models.size();
     metadata["num_optimizers"] = contents.optimizers.size();
+    metadata["callbacks"] = callback_names(contents.callbacks);
     metadata["files"] = files;
     write_durably((tmp / "metadata.json").string(), metadata.dump(2) + "\n");
     fsync_path(tmp.string());
@@ -203,6 +228,13 @@ nlohmann::json load(const std::string& dir, const Contents& contents) {
     throw TrainingError(fmt::format("checkpoint {}: was written by trial class '{}', not '{}'", dir,
                                     meta.value("trial_class", "?"), contents.trial_class));
   }
+  const auto saved_callbacks = meta.value("callbacks", nlohmann::json::array());
+  if (saved_callbacks != callback_names(contents.callbacks)) {
+    throw TrainingError(fmt::format(
+        "checkpoint {}: holds the state of callbacks {}, the trial builds {}; it was written by a "
+        "different trial",
+        dir, saved_callbacks.dump(), callback_names(contents.callbacks).dump()));
+  }
   load_models(root, meta, contents.models);
   expect_count(root, meta, "num_optimizers", contents.optimizers.size(), "optimizer");
   for (size_t i = 0; i < contents.optimizers.size(); ++i) {
@@ -219,7 +251,7 @@ nlohmann::json load(const std::string& dir, const Contents& contents) {
     }
   }
   try {
-    restore_trial_state(contents.trial, (root / "trial_state.pt").string());
+    restore_trial_state(contents.trial, contents.callbacks, (root / "trial_state.pt").string());
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

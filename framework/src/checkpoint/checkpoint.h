@@ -19,7 +19,8 @@ namespace crucible::checkpoint {
 // On disk a checkpoint is a directory <run>/checkpoints/batch-<NNNNNNNNNN>/:
 //   model_<i>.pt       state dict of wrapped model i (torch.load-able from Python)
 //   optimizer_<i>.pt   state of wrapped optimizer i (torch::serialize archive)
-//   trial_state.pt     the CPU and CUDA generators' states and Trial::save_state
+//   trial_state.pt     the CPU and CUDA generators' states, Trial::save_state, and each
+//                      callback's save_state in a nested archive "callback_<name>"
 //   metadata.json      versions, trial class, hyperparameters, config, counters, validation
 //                      metrics, scheduler step counts, trainer state, and the size and CRC-32 of
 //                      every other file
@@ -29,6 +30,7 @@ struct Contents {
   std::vector<std::shared_ptr<torch::nn::Module>> models;
   std::vector<Optimizer> optimizers;
   std::vector<std::shared_ptr<LRScheduler>> schedulers;
+  Callbacks callbacks;
   Trial* trial = nullptr;
   std::string trial_class;  // checked against metadata on load when not empty
 };
@@ -55,7 +57,7 @@ nlohmann::json verify(const std::string& dir);
 
 // Verifies, then restores `contents` from checkpoint `dir`; returns its metadata. Throws
 // DamagedCheckpoint, or TrainingError when the checkpoint does not fit the trial (another trial
-// class, other model or optimizer count, parameter names or shapes).
+// class, other model or optimizer count, parameter names or shapes, other callback names).
 nlohmann::json load(const std::string& dir, const Contents& contents);
 
 // Copies only the model weights of checkpoint `dir` into `models` (warm start). Throws as load().

@@ -1,5 +1,8 @@
 #include "train/session.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include "data/shuffle.h"
 
 namespace crucible::train {
@@ -28,6 +31,18 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
   for (const auto& s : state_.schedulers) contents_.schedulers.push_back(s.scheduler);
   contents_.trial = trial_.get();
   contents_.trial_class = factory_.name;
+  contents_.callbacks =
+      call_trial(named("build_callbacks"), [&] { return trial_->build_callbacks(); });
+  for (const auto& [name, callback] : contents_.callbacks) {
+    const bool valid = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    });
+    if (!valid || !callback) {
+      throw TrainingError(
+          fmt::format("build_callbacks: callback '{}' {}", name,
+                      valid ? "is null" : "has a name other than letters, digits and '_'"));
+    }
+  }
 }
 
 metrics::Values TrialSession::validate(int64_t max_batches) {

@@ -37,14 +37,17 @@ inline auto named(const char* name) {
 // One trial, constructed: its state, its context, and the checkpointable contents it wrapped.
 class TrialSession {
  public:
-  // Seeds the CPU generator with the trial seed, then constructs the trial. Throws the errors
-  // of DESIGN.md (constructor failures name the trial).
+  // Seeds the CPU generator with the trial seed, constructs the trial and builds its callbacks.
+  // Throws the errors of DESIGN.md (constructor failures name the trial; a null callback or a
+  // name other than letters, digits and '_' is a TrainingError naming it).
   TrialSession(const ExperimentConfig& config, const TrialFactory& factory);
 
   Trial& trial() { return *trial_; }
   detail::TrialState& state() { return state_; }
   const checkpoint::Contents& contents() const { return contents_; }
   const TrialFactory& factory() const { return factory_; }
+  // The trial's callbacks, in name order.
+  const Callbacks& callbacks() const { return contents_.callbacks; }
 
   // Builds the validation loader and evaluates at most `max_batches` batches (all when < 0) in
   // eval mode without gradients; returns the metrics, each named "validation_<name>".

@@ -65,11 +65,13 @@ class FitLoop {
     set_up();
     FitResult result;
     result.run_dir = run_.path;
+    each_callback("on_training_start", [](Callback& c) { c.on_training_start(); });
     if (options_.test_mode()) {
       test_mode();
     } else {
       result.stopped = train();
     }
+    each_callback("on_training_end", [](Callback& c) { c.on_training_end(); });
     result.batches_trained = batches_;
     result.last_validation = last_validation_;
     result.last_checkpoint = last_checkpoint_;
@@ -171,6 +173,15 @@ class FitLoop {
     logger_.info(fmt::format("continuing from {} at batch {}", dir, batches_));
   }
 
+  // Calls `hook` of every callback, in name order; what one throws names the callback.
+  template <class Hook>
+  void each_callback(const char* name, Hook&& hook) {
+    for (const auto& [callback_name, callback] : session_->callbacks()) {
+      call_trial([&] { return fmt::format("callback '{}' {}", callback_name, name); },
+                 [&] { hook(*callback); });
+    }
+  }
+
   metrics::Progress progress() const {
     return {batches_, schedule_.records(batches_), schedule_.epochs(batches_)};
   }
@@ -181,6 +192,10 @@ class FitLoop {
     state.batch_idx = batches_;
     state.stepped_this_batch.clear();
     const int64_t epoch_idx = schedule_.epoch_of(batches_);
+    if (batches_ % schedule_.epoch_len == 0) {
+      each_callback("on_training_epoch_start",
+                    [&](Callback& c) { c.on_training_epoch_start(epoch_idx); });
+    }
     Batch batch = call_trial(named("training data loader"), [&] { return train_loader_.next(); });
     batch = batch.to(state.device);
     Metrics m =
@@ -202,6 +217,8 @@ class FitLoop {
         }
       }
       state.stepped_this_epoch.clear();
+      each_callback("on_training_epoch_end",
+                    [&](Callback& c) { c.on_training_epoch_end(epoch_idx); });
     }
   }
 
@@ -244,12 +261,14 @@ class FitLoop {
   // Validates; returns whether the result is the best so far.
   bool validate(int64_t max_batches = -1) {
     report_training();
+    each_callback("on_validation_start", [](Callback& c) { c.on_validation_start(); });
     const auto started = Clock::now();
     const metrics::Values values = session_->validate(max_batches);
     writer_->write("validation", progress(), values,
                    fmt::format("({:.1f}s)", seconds_since(started)));
     last_validation_ = values;
     last_validated_at_ = batches_;
+    each_callback("on_validation_end", [&](Callback& c) { c.on_validation_end(values); });
     report_started_ = Clock::now();
     const double metric = searcher_metric(values);
     const bool best = !best_metric_ || better(metric, *best_metric_);
@@ -308,6 +327,7 @@ class FitLoop {
     apply_retention();
     logger_.info(fmt::format("[checkpoint] batch {:>7}  {} ({:.3f}s)", batches_, dir,
                              seconds_since(started)));
+    each_callback("on_checkpoint_end", [&](Callback& c) { c.on_checkpoint_end(dir); });
     report_started_ = Clock::now();
   }
 
