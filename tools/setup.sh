@@ -11,7 +11,7 @@ build_dir=${BUILD_DIR:-$root/build}
 
 packages=(
   build-essential cmake ccache
-  libtorch-dev libopenblas0-pthread
+  libtorch-dev libgloo-dev libopenblas0-pthread
   libyaml-cpp-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   catch2 python3-torch
   dataset-fashion-mnist

@@ -5,6 +5,7 @@
 #include <crucible/callback.h>
 #include <crucible/config.h>
 #include <crucible/data.h>
+#include <crucible/distributed.h>
 #include <crucible/errors.h>
 #include <crucible/metrics.h>
 #include <crucible/optim.h>

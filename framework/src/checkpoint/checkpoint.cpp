@@ -10,18 +10,16 @@
 
 #include "checkpoint/file_io.h"
 #include "checkpoint/state_dict.h"
+#include "util/error_text.h"
 
 namespace crucible::checkpoint {
 namespace fs = std::filesystem;
+using util::first_line;
 
 namespace {
 
 std::string indexed(const char* stem, size_t i) { return fmt::format("{}_{}.pt", stem, i); }
 
-std::string first_line(const std::exception& e) {
-  std::string msg = e.what();
-  return msg.substr(0, msg.find('\n'));
-}
 
 // For tests that kill a process while it writes a checkpoint: sleep after every file.
 void test_delay() {

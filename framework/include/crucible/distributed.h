@@ -1,0 +1,76 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+namespace crucible {
+
+// Where one process stands in a distributed run. Ranks are 0-based; "local" counts the processes
+// of this node, "cross" the nodes.
+struct Topology {
+  int64_t rank = 0;
+  int64_t size = 1;
+  int64_t local_rank = 0;
+  int64_t local_size = 1;
+  int64_t cross_rank = 0;
+  int64_t cross_size = 1;
+};
+
+namespace detail {
+class Collectives;
+}
+
+// How a collective combines the tensors of all ranks.
+enum class ReduceOp { kSum, kAvg, kMin, kMax };
+
+// The ranks of a run and the collectives between them, over a c10d process group (Gloo for CPU
+// tensors). A trial reaches it through TrialContext::distributed(). In a one-process run every
+// collective returns its input. Every rank must call the same collectives in the same order.
+// A collective that a peer never joins (it died or hangs) throws TrainingError after the run's
+// timeout, naming this rank and the operation.
+class DistributedContext {
+ public:
+  // A one-process context.
+  DistributedContext();
+  DistributedContext(Topology topology, std::shared_ptr<detail::Collectives> collectives);
+
+  const Topology& topology() const { return topology_; }
+  int64_t rank() const { return topology_.rank; }
+  int64_t size() const { return topology_.size; }
+  int64_t local_rank() const { return topology_.local_rank; }
+  int64_t local_size() const { return topology_.local_size; }
+  int64_t cross_rank() const { return topology_.cross_rank; }
+  int64_t cross_size() const { return topology_.cross_size; }
+  // Rank 0: the process that writes checkpoints and reports metrics.
+  bool is_chief() const { return topology_.rank == 0; }
+  bool distributed() const { return topology_.size > 1; }
+
+  // Replaces `tensor` on every rank by the combination of all ranks' tensors (same shape and
+  // dtype on every rank).
+  void allreduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum) const;
+  // Replaces `tensor` on every rank by rank `root`'s.
+  void broadcast(torch::Tensor& tensor, int64_t root = 0) const;
+  // Every rank's `tensor` (same shape and dtype on every rank), in rank order.
+  std::vector<torch::Tensor> allgather(const torch::Tensor& tensor) const;
+  // Returns when every rank has called it.
+  void barrier() const;
+
+  // Rank `root`'s value on every rank.
+  nlohmann::json broadcast_object(const nlohmann::json& value, int64_t root = 0) const;
+  // Every rank's value, in rank order.
+  std::vector<nlohmann::json> allgather_object(const nlohmann::json& value) const;
+  // On rank `root`, every rank's value in rank order; empty on the others.
+  std::vector<nlohmann::json> gather_object(const nlohmann::json& value, int64_t root = 0) const;
+
+ private:
+  Topology topology_;
+  std::shared_ptr<detail::Collectives> collectives_;
+};
+
+}  // namespace crucible

@@ -1,0 +1,131 @@
+#include "dist/collectives.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+
+#include "util/error_text.h"
+
+namespace crucible::detail {
+
+using util::first_line;
+
+Collectives::Collectives(c10::intrusive_ptr<c10d::Store> store,
+                         c10::intrusive_ptr<c10d::ProcessGroup> group, int64_t rank,
+                         std::chrono::milliseconds timeout)
+    : store_(std::move(store)), group_(std::move(group)), rank_(rank), timeout_(timeout) {}
+
+void Collectives::wait(const c10::intrusive_ptr<c10d::Work>& work, const char* op) {
+  try {
+    work->wait(timeout_);
+  } catch (const std::exception& e) {
+    throw TrainingError(fmt::format(
+        "rank {}: {} across ranks failed ({}); a peer rank died, hangs or is unreachable "
+        "(timeout {} s)",
+        rank_, op, first_line(e), timeout_.count() / 1000.0));
+  }
+}
+
+void Collectives::allreduce(std::vector<torch::Tensor>& tensors, ReduceOp op) {
+  c10d::AllreduceOptions options;
+  options.timeout = timeout_;
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:  // Gloo has no AVG: a sum, divided below
+      options.reduceOp = c10d::ReduceOp::SUM;
+      break;
+    case ReduceOp::kMin:
+      options.reduceOp = c10d::ReduceOp::MIN;
+      break;
+    case ReduceOp::kMax:
+      options.reduceOp = c10d::ReduceOp::MAX;
+      break;
+  }
+  wait(group_->allreduce(tensors, options), "allreduce");
+  if (op == ReduceOp::kAvg) {
+    for (auto& t : tensors) t.div_(group_->getSize());
+  }
+}
+
+void Collectives::broadcast(std::vector<torch::Tensor>& tensors, int64_t root) {
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  options.timeout = timeout_;
+  wait(group_->broadcast(tensors, options), "broadcast");
+}
+
+std::vector<torch::Tensor> Collectives::allgather(const torch::Tensor& tensor, int64_t size) {
+  std::vector<torch::Tensor> input = {tensor.contiguous()};
+  std::vector<std::vector<torch::Tensor>> output(1);
+  for (int64_t i = 0; i < size; ++i) output[0].push_back(torch::empty_like(input[0]));
+  c10d::AllgatherOptions options;
+  options.timeout = timeout_;
+  wait(group_->allgather(output, input, options), "allgather");
+  return output[0];
+}
+
+void Collectives::barrier() {
+  c10d::BarrierOptions options;
+  options.timeout = timeout_;
+  wait(group_->barrier(options), "barrier");
+}
+
+}  // namespace crucible::detail
+
+namespace crucible::dist {
+
+using util::first_line;
+
+namespace {
+
+bool is_loopback(const std::string& addr) {
+  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+}  // namespace
+
+DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeout) {
+  const Topology& t = r.topology;
+  if (t.size == 1) return DistributedContext();
+  const std::string where = fmt::format("rank {}: rendezvous at {}:{} ({})", t.rank, r.master_addr,
+                                        r.master_port, r.source);
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(r.master_port);
+    options.isServer = t.rank == 0;
+    options.numWorkers = static_cast<size_t>(t.size);
+    options.waitWorkers = true;
+    options.timeout = timeout;
+    store = c10::make_intrusive<c10d::TCPStore>(r.master_addr, options);
+  } catch (const std::exception& e) {
+    throw TrainingError(fmt::format("{} failed: {}", where, first_line(e)));
+  }
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  try {
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+    if (ifname && *ifname) {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+    } else if (is_loopback(r.master_addr)) {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    } else {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    }
+    options->threads = 2;
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("crucible/", store);
+    group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, static_cast<int>(t.rank),
+                                                        static_cast<int>(t.size), options);
+  } catch (const std::exception& e) {
+    throw TrainingError(
+        fmt::format("{}: cannot build the Gloo process group: {}", where, first_line(e)));
+  }
+  return DistributedContext(t,
+                            std::make_shared<detail::Collectives>(store, group, t.rank, timeout));
+}
+
+}  // namespace crucible::dist

@@ -1,0 +1,52 @@
+#pragma once
+
+// The c10d process group behind a DistributedContext, and how a process joins one.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <crucible/distributed.h>
+
+#include "dist/rendezvous.h"
+
+namespace crucible::detail {
+
+// Collectives of one rank over a c10d process group. Every failure of a collective (a peer that
+// closed its connection, a timeout) is a TrainingError naming this rank and the operation.
+class Collectives {
+ public:
+  Collectives(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> group,
+              int64_t rank, std::chrono::milliseconds timeout);
+
+  void allreduce(std::vector<torch::Tensor>& tensors, ReduceOp op);
+  void broadcast(std::vector<torch::Tensor>& tensors, int64_t root);
+  std::vector<torch::Tensor> allgather(const torch::Tensor& tensor, int64_t size);
+  void barrier();
+
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ private:
+  void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* op);
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  int64_t rank_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace crucible::detail
+
+namespace crucible::dist {
+
+// Joins the run `rendezvous` describes: connects to (rank 0: serves) the TCPStore at
+// master_addr:master_port and builds a Gloo process group over it. Every wait (the rendezvous,
+// each collective) fails after `timeout`. Throws TrainingError naming the rank, the address and
+// the cause when the store or a peer cannot be reached.
+DistributedContext connect(const Rendezvous& rendezvous, std::chrono::milliseconds timeout);
+
+}  // namespace crucible::dist

@@ -1,0 +1,161 @@
+#include "dist/rendezvous.h"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+
+extern char** environ;
+
+namespace crucible::dist {
+
+namespace {
+
+bool has(const Env& env, const std::string& name) { return env.count(name) > 0; }
+
+int64_t integer(const Env& env, const std::string& name, const std::string& source) {
+  const std::string& text = env.at(name);
+  size_t used = 0;
+  int64_t value = -1;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || value < 0) {
+    throw UsageError(fmt::format("{}: environment variable {}='{}' is not a non-negative integer",
+                                 source, name, text));
+  }
+  return value;
+}
+
+int64_t integer_or(const Env& env, const std::string& name, int64_t fallback,
+                   const std::string& source) {
+  return has(env, name) ? integer(env, name, source) : fallback;
+}
+
+// Slurm's tasks per node: "2", or "2(x3)" for three nodes of two, or "2(x2),1" (uneven: the
+// first node's count is this node's only when they are all equal; uneven layouts are refused).
+int64_t slurm_tasks_per_node(const std::string& text, const std::string& name) {
+  size_t used = 0;
+  int64_t n = 0;
+  try {
+    n = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string rest = text.substr(used);
+  if (used == 0 || n <= 0 || (!rest.empty() && rest.rfind("(x", 0) != 0) ||
+      rest.find(',') != std::string::npos) {
+    throw UsageError(fmt::format(
+        "Slurm: {}='{}': Crucible needs the same number of tasks on every node", name, text));
+  }
+  return n;
+}
+
+void check(const Rendezvous& r) {
+  const Topology& t = r.topology;
+  auto fail = [&](const std::string& what) {
+    throw UsageError(fmt::format(
+        "{}: {} (rank {}, size {}, local rank {}, local size {}, node "
+        "{} of {})",
+        r.source, what, t.rank, t.size, t.local_rank, t.local_size, t.cross_rank, t.cross_size));
+  };
+  if (t.size < 1) fail("the world size must be at least 1");
+  if (t.rank >= t.size) fail("the rank is outside the world");
+  if (t.local_size < 1 || t.local_rank >= t.local_size) fail("the local rank is outside its node");
+  if (t.cross_size < 1 || t.cross_rank >= t.cross_size) fail("the node rank is outside the nodes");
+  if (r.master_port < 1 || r.master_port > 65535) {
+    fail(fmt::format("MASTER_PORT {} is not a TCP port", r.master_port));
+  }
+}
+
+// MASTER_ADDR and MASTER_PORT when set.
+void master_from(const Env& env, Rendezvous& r) {
+  if (has(env, "MASTER_ADDR")) r.master_addr = env.at("MASTER_ADDR");
+  if (has(env, "MASTER_PORT"))
+    r.master_port = static_cast<int>(integer(env, "MASTER_PORT", r.source));
+}
+
+Rendezvous torchrun(const Env& env) {
+  Rendezvous r;
+  r.source = "torchrun";
+  Topology& t = r.topology;
+  t.rank = integer(env, "RANK", r.source);
+  t.size = integer(env, "WORLD_SIZE", r.source);
+  t.local_rank = integer_or(env, "LOCAL_RANK", t.rank, r.source);
+  t.local_size = integer_or(env, "LOCAL_WORLD_SIZE", t.size, r.source);
+  t.cross_rank = integer_or(env, "GROUP_RANK", t.rank / t.local_size, r.source);
+  t.cross_size =
+      integer_or(env, "GROUP_WORLD_SIZE", (t.size + t.local_size - 1) / t.local_size, r.source);
+  master_from(env, r);
+  return r;
+}
+
+Rendezvous open_mpi(const Env& env) {
+  Rendezvous r;
+  r.source = "Open MPI";
+  Topology& t = r.topology;
+  t.rank = integer(env, "OMPI_COMM_WORLD_RANK", r.source);
+  t.size = integer(env, "OMPI_COMM_WORLD_SIZE", r.source);
+  t.local_rank = integer_or(env, "OMPI_COMM_WORLD_LOCAL_RANK", t.rank, r.source);
+  t.local_size = integer_or(env, "OMPI_COMM_WORLD_LOCAL_SIZE", t.size, r.source);
+  t.cross_rank = integer_or(env, "OMPI_COMM_WORLD_NODE_RANK", t.rank / t.local_size, r.source);
+  t.cross_size = (t.size + t.local_size - 1) / t.local_size;
+  master_from(env, r);
+  if (t.cross_size > 1 && !has(env, "MASTER_ADDR")) {
+    throw UsageError(
+        "Open MPI: a run over several nodes needs MASTER_ADDR (the address of rank 0's node), "
+        "e.g. mpirun -x MASTER_ADDR=<host> -x MASTER_PORT=<port> ...");
+  }
+  return r;
+}
+
+Rendezvous slurm(const Env& env) {
+  Rendezvous r;
+  r.source = "Slurm";
+  Topology& t = r.topology;
+  t.rank = integer(env, "SLURM_PROCID", r.source);
+  t.size = integer(env, "SLURM_NTASKS", r.source);
+  t.local_rank = integer_or(env, "SLURM_LOCALID", 0, r.source);
+  const char* per_node = has(env, "SLURM_NTASKS_PER_NODE")  ? "SLURM_NTASKS_PER_NODE"
+                         : has(env, "SLURM_TASKS_PER_NODE") ? "SLURM_TASKS_PER_NODE"
+                                                            : nullptr;
+  t.local_size = per_node ? slurm_tasks_per_node(env.at(per_node), per_node) : t.size;
+  t.cross_rank = integer_or(env, "SLURM_NODEID", 0, r.source);
+  t.cross_size = integer_or(env, "SLURM_NNODES", 1, r.source);
+  if (has(env, "SLURM_LAUNCH_NODE_IPADDR")) r.master_addr = env.at("SLURM_LAUNCH_NODE_IPADDR");
+  if (has(env, "SLURM_JOB_ID")) {
+    r.master_port = static_cast<int>(20000 + integer(env, "SLURM_JOB_ID", r.source) % 10000);
+  }
+  master_from(env, r);
+  return r;
+}
+
+}  // namespace
+
+Env process_environment() {
+  Env env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string entry(*e);
+    const auto eq = entry.find('=');
+    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return env;
+}
+
+std::optional<Rendezvous> from_environment(const Env& env) {
+  std::optional<Rendezvous> r;
+  if (has(env, "RANK") && has(env, "WORLD_SIZE")) {
+    r = torchrun(env);
+  } else if (has(env, "OMPI_COMM_WORLD_RANK") && has(env, "OMPI_COMM_WORLD_SIZE")) {
+    r = open_mpi(env);
+  } else if (has(env, "SLURM_PROCID") && has(env, "SLURM_NTASKS") && has(env, "SLURM_STEP_ID")) {
+    r = slurm(env);
+  }
+  if (r) check(*r);
+  return r;
+}
+
+}  // namespace crucible::dist

@@ -1,0 +1,39 @@
+#pragma once
+
+// Where a distributed run's processes meet: read from the variables outside launchers set.
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include <crucible/distributed.h>
+
+namespace crucible::dist {
+
+using Env = std::map<std::string, std::string>;
+
+// The TCPStore every rank connects to (rank 0 serves it) and this process's place in the run.
+struct Rendezvous {
+  Topology topology;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string source;  // the launcher the variables came from: "torchrun", "Open MPI", "Slurm"
+};
+
+// The variables of this process's environment.
+Env process_environment();
+
+// The rendezvous that `env` describes, looked for in this order:
+//   torchrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE,
+//             MASTER_ADDR, MASTER_PORT;
+//   Open MPI: OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE,NODE_RANK};
+//   Slurm (srun steps only, SLURM_STEP_ID set): SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
+//             SLURM_NODEID, SLURM_NNODES, SLURM_NTASKS_PER_NODE or SLURM_TASKS_PER_NODE.
+// For Open MPI and Slurm, MASTER_ADDR and MASTER_PORT are honoured when set; otherwise the
+// address is 127.0.0.1 for a one-node run (SLURM_LAUNCH_NODE_IPADDR under Slurm) and the port
+// 29500 (Slurm: 20000 + SLURM_JOB_ID % 10000). Returns nullopt when no launcher's variables are
+// present. Throws UsageError naming the variable when one is malformed or they disagree (a rank
+// outside the world, a multi-node Open MPI run without MASTER_ADDR).
+std::optional<Rendezvous> from_environment(const Env& env);
+
+}  // namespace crucible::dist

@@ -1,0 +1,15 @@
+#pragma once
+
+#include <exception>
+#include <string>
+
+namespace crucible::util {
+
+// The first line of an exception's message: LibTorch and c10d append C++ stack traces and
+// context lines after it that a user does not need.
+inline std::string first_line(const std::exception& e) {
+  const std::string message = e.what();
+  return message.substr(0, message.find('\n'));
+}
+
+}  // namespace crucible::util

@@ -1,0 +1,142 @@
+// Real worker processes on loopback: c10d Gloo collectives through DistributedContext, and what
+// the survivors say when a rank dies or hangs.
+#include <fmt/format.h>
+#include <catch2/catch.hpp>
+
+#include "process.h"
+
+using namespace crucible::testing;
+
+namespace {
+
+const std::string kWorker = std::string(CRUCIBLE_BIN_DIR) + "/dist_worker";
+
+struct Finished {
+  int exit_code;
+  std::string log;
+  double seconds;
+};
+
+// Runs `n` dist_workers in `mode`, each with the environment `env_of(rank)` returns; waits at
+// most `limit_s` for all of them but rank `hanging` (killing any left), returns each one's exit
+// code (-1: killed) and output.
+std::vector<Finished> run_world(int n, const std::string& mode,
+                                const std::function<std::string(int)>& env_of, double limit_s = 120,
+                                int hanging = -1) {
+  TempDir tmp;
+  std::vector<std::unique_ptr<Child>> children;
+  const auto started = std::chrono::steady_clock::now();
+  for (int r = 0; r < n; ++r) {
+    children.push_back(std::make_unique<Child>(env_of(r) + " " + kWorker + " " + mode,
+                                               tmp / ("rank" + std::to_string(r))));
+  }
+  std::vector<Finished> out(static_cast<size_t>(n), Finished{-1, "", 0});
+  wait_until(
+      [&] {
+        bool all = true;
+        for (int r = 0; r < n; ++r) {
+          auto& f = out[static_cast<size_t>(r)];
+          if (f.exit_code < 0 && children[static_cast<size_t>(r)]->exited()) {
+            f.exit_code = children[static_cast<size_t>(r)]->exit_code();
+            f.seconds =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+          }
+          all = all && (f.exit_code >= 0 || r == hanging);
+        }
+        return all;
+      },
+      limit_s);
+  for (int r = 0; r < n; ++r) {
+    out[static_cast<size_t>(r)].log = read_file(tmp / ("rank" + std::to_string(r)));
+  }
+  return out;  // children still running are killed by their destructors
+}
+
+std::function<std::string(int)> torchrun_env(int n, int port, const std::string& extra = "") {
+  return [=](int rank) {
+    return fmt::format(
+        "RANK={} WORLD_SIZE={} LOCAL_RANK={} LOCAL_WORLD_SIZE={} GROUP_RANK=0 "
+        "MASTER_ADDR=127.0.0.1 MASTER_PORT={} {}",
+        rank, n, rank, n, port, extra);
+  };
+}
+
+nlohmann::json result_of(const Finished& f) {
+  INFO(f.log);
+  REQUIRE(f.exit_code == 0);
+  return nlohmann::json::parse(f.log.substr(0, f.log.find('\n')));
+}
+
+}  // namespace
+
+TEST_CASE("collectives across 2 and 3 ranks give exact results", "[dist]") {
+  for (int n : {2, 3}) {
+    INFO(n << " ranks");
+    const auto ranks = run_world(n, "collectives", torchrun_env(n, free_port()));
+    const double s = n * (n + 1) / 2.0;  // sum of rank + 1
+    for (int r = 0; r < n; ++r) {
+      const auto j = result_of(ranks[static_cast<size_t>(r)]);
+      CHECK(j["rank"] == r);
+      CHECK(j["size"] == n);
+      CHECK(j["sum"] == nlohmann::json{s, 10 * s});
+      CHECK(j["avg"] == nlohmann::json{s / n, 10 * s / n});
+      CHECK(j["min"] == nlohmann::json{1.0, 10.0});
+      CHECK(j["max"] == nlohmann::json{1.0 * n, 10.0 * n});
+      CHECK(j["broadcast"] == 3.0 * (n - 1));
+      std::vector<int64_t> gathered;
+      for (int i = 0; i < n; ++i) gathered.push_back(7 * i);
+      CHECK(j["allgather"] == gathered);
+      REQUIRE(j["allgather_object"].size() == static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) {
+        CHECK(j["allgather_object"][i]["rank"] == i);
+        CHECK(j["allgather_object"][i]["pad"] == std::string(static_cast<size_t>(i * 5 + 1), 'x'));
+      }
+      CHECK(j["broadcast_object"] == nlohmann::json{{"from", 1}});
+      if (r == 0) {
+        CHECK(j["gather_object"] == (n == 2 ? nlohmann::json{0, 1} : nlohmann::json{0, 1, 4}));
+      } else {
+        CHECK(j["gather_object"].empty());
+      }
+    }
+  }
+}
+
+TEST_CASE("Open MPI's variables join the same kind of run", "[dist]") {
+  const int port = free_port();
+  const auto ranks = run_world(2, "collectives", [&](int rank) {
+    return fmt::format(
+        "OMPI_COMM_WORLD_RANK={} OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK={} "
+        "OMPI_COMM_WORLD_LOCAL_SIZE=2 MASTER_PORT={}",
+        rank, rank, port);
+  });
+  for (int r = 0; r < 2; ++r) CHECK(result_of(ranks[static_cast<size_t>(r)])["sum"][0] == 3.0);
+}
+
+TEST_CASE("a rank that dies makes the others fail, each naming itself and the operation",
+          "[dist]") {
+  const auto ranks =
+      run_world(3, "die", torchrun_env(3, free_port(), "CRUCIBLE_TEST_TIMEOUT_S=20"));
+  CHECK(ranks[1].exit_code == 3);
+  for (int r : {0, 2}) {
+    INFO(ranks[static_cast<size_t>(r)].log);
+    CHECK(ranks[static_cast<size_t>(r)].exit_code == 1);
+    CHECK_THAT(ranks[static_cast<size_t>(r)].log,
+               Catch::Contains(fmt::format("error: rank {}: allreduce across ranks failed", r)) &&
+                   Catch::Contains("a peer rank died, hangs or is unreachable"));
+    CHECK(ranks[static_cast<size_t>(r)].seconds < 20);  // the closed connection, not the timeout
+  }
+}
+
+TEST_CASE("a rank that hangs makes the others fail within the timeout", "[dist]") {
+  const auto ranks = run_world(3, "hang", torchrun_env(3, free_port(), "CRUCIBLE_TEST_TIMEOUT_S=3"),
+                               30, /*hanging=*/1);
+  for (int r : {0, 2}) {
+    INFO(ranks[static_cast<size_t>(r)].log);
+    CHECK(ranks[static_cast<size_t>(r)].exit_code == 1);
+    CHECK_THAT(ranks[static_cast<size_t>(r)].log,
+               Catch::Contains(fmt::format("error: rank {}: allreduce across ranks failed", r)) &&
+                   Catch::Contains("timeout 3 s"));
+    CHECK(ranks[static_cast<size_t>(r)].seconds < 15);
+  }
+  CHECK(ranks[1].exit_code == -1);  // still hanging when the others gave up: killed by the test
+}
