@@ -1,5 +1,6 @@
 #include "dist/rendezvous.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -78,33 +79,50 @@ void master_from(const Env& env, Rendezvous& r) {
     r.master_port = static_cast<int>(integer(env, "MASTER_PORT", r.source));
 }
 
-Rendezvous torchrun(const Env& env) {
+// The variables a launcher names its topology with; nullptr: the launcher does not set it.
+struct TopologyVariables {
+  const char* source;
+  const char* rank;
+  const char* size;
+  const char* local_rank;
+  const char* local_size;
+  const char* node_rank;
+  const char* node_count;
+};
+
+constexpr TopologyVariables kTorchrun = {
+    "torchrun",         "RANK",       "WORLD_SIZE",      "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE"};
+constexpr TopologyVariables kOpenMpi = {"Open MPI",
+                                        "OMPI_COMM_WORLD_RANK",
+                                        "OMPI_COMM_WORLD_SIZE",
+                                        "OMPI_COMM_WORLD_LOCAL_RANK",
+                                        "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                        "OMPI_COMM_WORLD_NODE_RANK",
+                                        nullptr};
+
+// A rendezvous from `vars`; absent local variables mean one node, absent node variables are
+// derived from the local size.
+Rendezvous read_topology(const Env& env, const TopologyVariables& vars) {
   Rendezvous r;
-  r.source = "torchrun";
+  r.source = vars.source;
   Topology& t = r.topology;
-  t.rank = integer(env, "RANK", r.source);
-  t.size = integer(env, "WORLD_SIZE", r.source);
-  t.local_rank = integer_or(env, "LOCAL_RANK", t.rank, r.source);
-  t.local_size = integer_or(env, "LOCAL_WORLD_SIZE", t.size, r.source);
-  t.cross_rank = integer_or(env, "GROUP_RANK", t.rank / t.local_size, r.source);
-  t.cross_size =
-      integer_or(env, "GROUP_WORLD_SIZE", (t.size + t.local_size - 1) / t.local_size, r.source);
+  auto optional = [&](const char* name, int64_t fallback) {
+    return name ? integer_or(env, name, fallback, r.source) : fallback;
+  };
+  t.rank = integer(env, vars.rank, r.source);
+  t.size = integer(env, vars.size, r.source);
+  t.local_rank = optional(vars.local_rank, t.rank);
+  t.local_size = std::max<int64_t>(1, optional(vars.local_size, t.size));
+  t.cross_rank = optional(vars.node_rank, t.rank / t.local_size);
+  t.cross_size = optional(vars.node_count, (t.size + t.local_size - 1) / t.local_size);
   master_from(env, r);
   return r;
 }
 
 Rendezvous open_mpi(const Env& env) {
-  Rendezvous r;
-  r.source = "Open MPI";
-  Topology& t = r.topology;
-  t.rank = integer(env, "OMPI_COMM_WORLD_RANK", r.source);
-  t.size = integer(env, "OMPI_COMM_WORLD_SIZE", r.source);
-  t.local_rank = integer_or(env, "OMPI_COMM_WORLD_LOCAL_RANK", t.rank, r.source);
-  t.local_size = integer_or(env, "OMPI_COMM_WORLD_LOCAL_SIZE", t.size, r.source);
-  t.cross_rank = integer_or(env, "OMPI_COMM_WORLD_NODE_RANK", t.rank / t.local_size, r.source);
-  t.cross_size = (t.size + t.local_size - 1) / t.local_size;
-  master_from(env, r);
-  if (t.cross_size > 1 && !has(env, "MASTER_ADDR")) {
+  Rendezvous r = read_topology(env, kOpenMpi);
+  if (r.topology.cross_size > 1 && !has(env, "MASTER_ADDR")) {
     throw UsageError(
         "Open MPI: a run over several nodes needs MASTER_ADDR (the address of rank 0's node), "
         "e.g. mpirun -x MASTER_ADDR=<host> -x MASTER_PORT=<port> ...");
@@ -148,7 +166,7 @@ Env process_environment() {
 std::optional<Rendezvous> from_environment(const Env& env) {
   std::optional<Rendezvous> r;
   if (has(env, "RANK") && has(env, "WORLD_SIZE")) {
-    r = torchrun(env);
+    r = read_topology(env, kTorchrun);
   } else if (has(env, "OMPI_COMM_WORLD_RANK") && has(env, "OMPI_COMM_WORLD_SIZE")) {
     r = open_mpi(env);
   } else if (has(env, "SLURM_PROCID") && has(env, "SLURM_NTASKS") && has(env, "SLURM_STEP_ID")) {
