@@ -172,7 +172,10 @@ std::optional<Rendezvous> from_environment(const Env& env) {
   } else if (has(env, "SLURM_PROCID") && has(env, "SLURM_NTASKS") && has(env, "SLURM_STEP_ID")) {
     r = slurm(env);
   }
-  if (r) check(*r);
+  if (r) {
+    r->store_hosted = has(env, "CRUCIBLE_STORE_HOSTED") && env.at("CRUCIBLE_STORE_HOSTED") == "1";
+    check(*r);
+  }
   return r;
 }
 

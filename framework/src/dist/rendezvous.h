@@ -18,6 +18,9 @@ struct Rendezvous {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string source;  // the launcher the variables came from: "torchrun", "Open MPI", "Slurm"
+  // Whether the launcher serves the store (CRUCIBLE_STORE_HOSTED=1, set by Crucible's own);
+  // otherwise rank 0 serves it.
+  bool store_hosted = false;
 };
 
 // The variables of this process's environment.

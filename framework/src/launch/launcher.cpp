@@ -1,0 +1,301 @@
+#include "launch/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <crucible/errors.h>
+
+#include "util/error_text.h"
+
+extern char** environ;
+
+namespace crucible::launch {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::atomic<int> g_forward{0};
+
+void remember_signal(int sig) { g_forward = sig; }
+
+// Forwards SIGTERM, SIGUSR1 and SIGINT to the workers while it lives.
+class SignalForwarding {
+ public:
+  SignalForwarding() {
+    struct sigaction action = {};
+    action.sa_handler = remember_signal;
+    sigemptyset(&action.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &action, &previous_[i]);
+  }
+  ~SignalForwarding() {
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+  }
+
+ private:
+  static constexpr std::array<int, 3> kSignals = {SIGTERM, SIGUSR1, SIGINT};
+  std::array<struct sigaction, 3> previous_{};
+};
+
+// One worker: its process and the read ends of its stdout and stderr.
+struct Worker {
+  int64_t rank = 0;
+  pid_t pid = -1;
+  std::array<int, 2> fds = {-1, -1};   // stdout, stderr
+  std::array<std::string, 2> partial;  // an unfinished line of each
+  std::deque<std::string> tail;
+  bool reaped = false;
+  int status = 0;
+};
+
+// The environment of this process with `overrides` replacing variables of the same name.
+std::vector<std::string> environment_with(const std::map<std::string, std::string>& overrides) {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string entry(*e);
+    if (!overrides.count(entry.substr(0, entry.find('=')))) out.push_back(entry);
+  }
+  for (const auto& [k, v] : overrides) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Forks and execs one worker with its stdout and stderr on new pipes.
+void spawn(Worker& w, std::vector<std::string> command, std::vector<std::string> env) {
+  std::array<std::array<int, 2>, 2> pipes{};
+  for (auto& p : pipes) {
+    if (::pipe2(p.data(), O_CLOEXEC) != 0) {
+      throw Error(fmt::format("launcher: cannot create a pipe for rank {}: {}", w.rank,
+                              std::strerror(errno)));
+    }
+  }
+  auto argv = pointers(command);
+  auto envp = pointers(env);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    throw Error(fmt::format("launcher: cannot start rank {}: {}", w.rank, std::strerror(errno)));
+  }
+  if (pid == 0) {
+    // Only async-signal-safe calls from here to exec.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    ::dup2(pipes[0][1], STDOUT_FILENO);
+    ::dup2(pipes[1][1], STDERR_FILENO);
+    ::execve(argv[0], argv.data(), envp.data());
+    static const char msg[] = "launcher: cannot exec the worker command\n";
+    [[maybe_unused]] auto n = ::write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here: no window in which a terminal's signal reaches it
+  w.pid = pid;
+  for (size_t i = 0; i < 2; ++i) {
+    ::close(pipes[i][1]);
+    w.fds[i] = pipes[i][0];
+  }
+}
+
+std::string describe(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return fmt::format("was killed by signal {} ({})", WTERMSIG(status),
+                       strsignal(WTERMSIG(status)));
+  }
+  return "ended";
+}
+
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+}
+
+// Serves the rendezvous store on node 0.
+c10::intrusive_ptr<c10d::TCPStore> serve_store(const LaunchOptions& o) {
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(o.master_port);
+    options.isServer = true;
+    options.waitWorkers = false;
+    return c10::make_intrusive<c10d::TCPStore>(o.master_addr, options);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("launcher: cannot serve the rendezvous store on {}:{}: {}",
+                            o.master_addr, o.master_port, util::first_line(e)));
+  }
+}
+
+class Supervisor {
+ public:
+  Supervisor(const LaunchOptions& options, std::ostream& out, std::ostream& err)
+      : options_(options), out_(out), err_(err) {}
+
+  LaunchResult run(int port) {
+    const int64_t world = options_.slots * options_.nnodes;
+    workers_.resize(static_cast<size_t>(options_.slots));
+    for (int64_t i = 0; i < options_.slots; ++i) {
+      Worker& w = workers_[static_cast<size_t>(i)];
+      w.rank = options_.node_rank * options_.slots + i;
+      spawn(w, options_.command,
+            environment_with({{"RANK", std::to_string(w.rank)},
+                              {"WORLD_SIZE", std::to_string(world)},
+                              {"LOCAL_RANK", std::to_string(i)},
+                              {"LOCAL_WORLD_SIZE", std::to_string(options_.slots)},
+                              {"GROUP_RANK", std::to_string(options_.node_rank)},
+                              {"GROUP_WORLD_SIZE", std::to_string(options_.nnodes)},
+                              {"MASTER_ADDR", options_.master_addr},
+                              {"MASTER_PORT", std::to_string(port)},
+                              {"CRUCIBLE_STORE_HOSTED", "1"}}));
+    }
+    while (!all_finished()) {
+      if (const int sig = g_forward.exchange(0)) signal_running(sig);
+      pump(50);
+      reap();
+      if (kill_at_ && Clock::now() >= *kill_at_) {
+        signal_running(SIGKILL);
+        kill_at_.reset();
+      }
+    }
+    return result();
+  }
+
+ private:
+  bool all_finished() const {
+    for (const auto& w : workers_) {
+      if (!w.reaped || w.fds[0] >= 0 || w.fds[1] >= 0) return false;
+    }
+    return true;
+  }
+
+  void signal_running(int sig) {
+    for (const auto& w : workers_) {
+      if (!w.reaped) ::kill(w.pid, sig);
+    }
+  }
+
+  // Reads what the workers wrote, for at most `timeout_ms`, and writes out whole lines.
+  void pump(int timeout_ms) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<size_t, size_t>> owner;  // (worker, stream)
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      for (size_t s = 0; s < 2; ++s) {
+        if (workers_[i].fds[s] >= 0) {
+          fds.push_back({workers_[i].fds[s], POLLIN, 0});
+          owner.emplace_back(i, s);
+        }
+      }
+    }
+    if (fds.empty()) {
+      ::usleep(static_cast<useconds_t>(timeout_ms) * 1000);
+      return;
+    }
+    if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
+    char buf[65536];
+    for (size_t k = 0; k < fds.size(); ++k) {
+      if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      auto [i, s] = owner[k];
+      Worker& w = workers_[i];
+      const ssize_t n = ::read(w.fds[s], buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (!w.partial[s].empty()) emit(w, s, w.partial[s]);
+        w.partial[s].clear();
+        ::close(w.fds[s]);
+        w.fds[s] = -1;
+        continue;
+      }
+      w.partial[s].append(buf, static_cast<size_t>(n));
+      size_t start = 0;
+      for (size_t nl; (nl = w.partial[s].find('\n', start)) != std::string::npos; start = nl + 1) {
+        emit(w, s, w.partial[s].substr(start, nl - start));
+      }
+      w.partial[s].erase(0, start);
+    }
+  }
+
+  void emit(Worker& w, size_t stream, const std::string& line) {
+    (stream == 0 ? out_ : err_) << "[rank " << w.rank << "] " << line << std::endl;
+    w.tail.push_back(line);
+    while (w.tail.size() > options_.tail_lines) w.tail.pop_front();
+  }
+
+  void reap() {
+    for (auto& w : workers_) {
+      if (w.reaped) continue;
+      int status = 0;
+      if (::waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
+      w.reaped = true;
+      w.status = status;
+      const int code = exit_code_of(status);
+      if (code != 0 && code != 4 && !failed_) {
+        failed_ = &w;
+        signal_running(SIGTERM);
+        kill_at_ = Clock::now() + options_.grace;
+      }
+    }
+  }
+
+  LaunchResult result() const {
+    LaunchResult r;
+    if (failed_) {
+      r.exit_code = exit_code_of(failed_->status);
+      std::string tail;
+      for (const auto& line : failed_->tail) tail += "\n  " + line;
+      r.failure =
+          fmt::format("rank {} {}; the other ranks were stopped. Its last lines:{}", failed_->rank,
+                      describe(failed_->status), tail.empty() ? "\n  (none)" : tail);
+      return r;
+    }
+    for (const auto& w : workers_) {
+      if (exit_code_of(w.status) == 4) r.exit_code = 4;
+    }
+    return r;
+  }
+
+  const LaunchOptions& options_;
+  std::ostream& out_;
+  std::ostream& err_;
+  std::vector<Worker> workers_;
+  const Worker* failed_ = nullptr;
+  std::optional<Clock::time_point> kill_at_;
+};
+
+}  // namespace
+
+LaunchResult launch(const LaunchOptions& options, std::ostream& out, std::ostream& err) {
+  TORCH_INTERNAL_ASSERT(!options.command.empty() && options.slots >= 1 && options.nnodes >= 1);
+  if (options.nnodes > 1 && options.master_port == 0) {
+    throw UsageError("a run over several nodes needs --master-port (and --master-addr)");
+  }
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  int port = options.master_port;
+  if (options.node_rank == 0) {
+    store = serve_store(options);
+    port = store->getPort();
+  }
+  g_forward = 0;
+  SignalForwarding forwarding;
+  return Supervisor(options, out, err).run(port);
+}
+
+}  // namespace crucible::launch

@@ -1,0 +1,47 @@
+#pragma once
+
+// The built-in launcher: N worker processes on this node, their output prefixed with their rank,
+// supervised so that one failure stops them all.
+
+#include <chrono>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace crucible::launch {
+
+struct LaunchOptions {
+  // The worker command: program path and arguments. Each worker also gets torchrun's variables
+  // (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR,
+  // MASTER_PORT) and CRUCIBLE_STORE_HOSTED=1.
+  std::vector<std::string> command;
+  int64_t slots = 1;      // workers on this node
+  int64_t nnodes = 1;     // nodes of the run, each with its own launcher
+  int64_t node_rank = 0;  // this node; node 0's launcher serves the rendezvous store
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: node 0 picks a free one (only with nnodes 1)
+  // After the first failure, how long the other workers get between SIGTERM and SIGKILL.
+  std::chrono::milliseconds grace{10000};
+  // Lines of each worker's output kept for the failure report.
+  size_t tail_lines = 20;
+};
+
+struct LaunchResult {
+  // 0 when every worker exited 0; 4 when every worker exited 0 or 4 (stopped by a signal after
+  // a checkpoint); otherwise the first failed worker's exit code, or 128 + signal.
+  int exit_code = 0;
+  // Empty on success; otherwise names the first failed worker's rank and exit status, with the
+  // tail of its output.
+  std::string failure;
+};
+
+// Serves the rendezvous store (node 0), starts `slots` workers, writes each line of their stdout
+// to `out` and of their stderr to `err` prefixed with "[rank R] ", and waits for them. When one
+// exits non-zero or is killed, the others get SIGTERM and, after `grace`, SIGKILL. SIGTERM,
+// SIGUSR1 and SIGINT sent to the launcher are forwarded to every worker. Workers run in their own
+// process group and die with the launcher (PR_SET_PDEATHSIG): none is ever left behind. Throws
+// crucible::Error when a worker cannot be started or the store cannot be served.
+LaunchResult launch(const LaunchOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace crucible::launch

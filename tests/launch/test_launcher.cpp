@@ -1,0 +1,103 @@
+// The built-in launcher over real dist_worker processes: rank variables, prefixed output, and
+// supervision that stops every worker when one fails, leaving none behind.
+#include <signal.h>
+
+#include <sstream>
+
+#include <catch2/catch.hpp>
+
+#include "launch/launcher.h"
+#include "process.h"
+
+using crucible::launch::launch;
+using crucible::launch::LaunchOptions;
+using namespace crucible::testing;
+
+namespace {
+
+const std::string kWorker = std::string(CRUCIBLE_BIN_DIR) + "/dist_worker";
+
+// An argument dist_worker ignores that marks the workers of this test process.
+const std::string kMarker = "launch-test-" + std::to_string(getpid());
+
+LaunchOptions workers(int64_t slots, const std::string& mode) {
+  LaunchOptions o;
+  o.command = {kWorker, mode, kMarker};
+  o.slots = slots;
+  o.grace = std::chrono::milliseconds(2000);
+  return o;
+}
+
+// The lines of `text` that start with `prefix`, without it.
+std::vector<std::string> lines_of(const std::string& text, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0) out.push_back(line.substr(prefix.size()));
+  }
+  return out;
+}
+
+// Process ids of live dist_worker processes this test process launched.
+std::vector<std::string> live_workers() {
+  std::vector<std::string> out;
+  std::istringstream in(run_command("pgrep -f -- '" + kMarker + "$'").output);
+  for (std::string pid; in >> pid;) out.push_back(pid);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the launcher starts ranked workers and prefixes their output", "[launch]") {
+  std::ostringstream out, err;
+  const auto result = launch(workers(3, "collectives"), out, err);
+  INFO(out.str() << err.str());
+  CHECK(result.exit_code == 0);
+  CHECK(result.failure.empty());
+  for (int r = 0; r < 3; ++r) {
+    const auto lines = lines_of(out.str(), "[rank " + std::to_string(r) + "] ");
+    REQUIRE(lines.size() == 1);
+    const auto j = nlohmann::json::parse(lines[0]);
+    CHECK(j["rank"] == r);
+    CHECK(j["size"] == 3);
+    CHECK(j["local_rank"] == r);
+    CHECK(j["sum"][0] == 6.0);
+  }
+}
+
+TEST_CASE("a worker that dies stops the others; the launcher names it", "[launch]") {
+  std::ostringstream out, err;
+  const auto result = launch(workers(3, "die"), out, err);
+  INFO(out.str() << err.str());
+  CHECK(result.exit_code == 3);
+  CHECK_THAT(result.failure, Catch::StartsWith("rank 1 exited with code 3; the other ranks were "
+                                               "stopped. Its last lines:"));
+  CHECK(live_workers().empty());
+}
+
+TEST_CASE("a hung worker is killed once the others fail", "[launch]") {
+  auto options = workers(3, "hang");
+  std::ostringstream out, err;
+  setenv("CRUCIBLE_TEST_TIMEOUT_S", "2", 1);
+  const auto started = std::chrono::steady_clock::now();
+  const auto result = launch(options, out, err);
+  unsetenv("CRUCIBLE_TEST_TIMEOUT_S");
+  INFO(out.str() << err.str());
+  CHECK(result.exit_code == 1);
+  CHECK_THAT(result.failure, Catch::Contains("exited with code 1") &&
+                                 Catch::Contains("allreduce across ranks failed"));
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));
+  CHECK_THAT(err.str(), Catch::Contains("[rank 0] error: rank 0: allreduce across ranks failed"));
+  CHECK(live_workers().empty());
+}
+
+TEST_CASE("a worker command that cannot run is reported with its output", "[launch]") {
+  LaunchOptions o;
+  o.command = {"/nonexistent/worker"};
+  o.slots = 2;
+  std::ostringstream out, err;
+  const auto result = launch(o, out, err);
+  CHECK(result.exit_code == 127);
+  CHECK_THAT(result.failure, Catch::Contains("exited with code 127") &&
+                                 Catch::Contains("cannot exec the worker command"));
+}
