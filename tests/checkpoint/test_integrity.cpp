@@ -110,7 +110,7 @@ TEST_CASE("a checkpoint of another trial, or of other shapes, is refused by name
   CHECK_NOTHROW(ckpt::load_weights(last, {model.ptr()}));
 }
 
-TEST_CASE("a full disk stops training with a clear error; the previous checkpoint loads",
+TEST_CASE("a full disk stops training with a clear error: the previous checkpoint loads",
           "[checkpoint]") {
   TempDir tmp;
   const std::string run = tmp / "run";

@@ -108,7 +108,7 @@ TEST_CASE("SIGTERM and SIGUSR1 checkpoint at the batch boundary and exit 4",
   }
 }
 
-TEST_CASE("a second SIGINT stops at once; the previous checkpoint stays loadable",
+TEST_CASE("a second SIGINT stops at once: the previous checkpoint stays loadable",
           "[checkpoint][resume]") {
   reference();
   TempDir tmp;

@@ -73,7 +73,7 @@ TEST_CASE("Python reads exactly the weights Crucible restores", "[checkpoint]") 
   CHECK(bias == model->named_parameters()["3.bias"][0].item<float>());
 }
 
-TEST_CASE("warm start loads weights only; mismatches are listed", "[checkpoint]") {
+TEST_CASE("warm start loads weights only: mismatches are listed", "[checkpoint]") {
   TempDir tmp;
   auto base = run_command(kTrainer + " fit " + kConfigs + "/linear.yaml --quiet --output " +
                           (tmp / "base"));

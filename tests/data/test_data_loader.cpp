@@ -69,7 +69,7 @@ TEST_CASE("every epoch visits each record once, in a new order", "[data]") {
   CHECK(epoch0 != epoch1);
 }
 
-TEST_CASE("drop_last drops the incomplete batch; otherwise it is kept", "[data]") {
+TEST_CASE("drop_last drops the incomplete batch: otherwise it is kept", "[data]") {
   DataLoader keep(indices_dataset(10), DataLoaderOptions(4));
   DataLoader drop(indices_dataset(10), DataLoaderOptions(4).drop_last(true));
   CHECK(keep.batches_per_epoch() == 3);

@@ -115,7 +115,7 @@ TEST_CASE("Open MPI's variables join the same kind of run", "[dist]") {
 TEST_CASE("a rank that dies makes the others fail, each naming itself and the operation",
           "[dist]") {
   const auto ranks =
-      run_world(3, "die", torchrun_env(3, free_port(), "CRUCIBLE_TEST_TIMEOUT_S=20"));
+      run_world(3, "die", torchrun_env(3, free_port(), "CRUCIBLE_TEST_TIMEOUT_S=120"));
   CHECK(ranks[1].exit_code == 3);
   for (int r : {0, 2}) {
     INFO(ranks[static_cast<size_t>(r)].log);
@@ -123,7 +123,7 @@ TEST_CASE("a rank that dies makes the others fail, each naming itself and the op
     CHECK_THAT(ranks[static_cast<size_t>(r)].log,
                Catch::Contains(fmt::format("error: rank {}: allreduce across ranks failed", r)) &&
                    Catch::Contains("a peer rank died, hangs or is unreachable"));
-    CHECK(ranks[static_cast<size_t>(r)].seconds < 20);  // the closed connection, not the timeout
+    CHECK(ranks[static_cast<size_t>(r)].seconds < 60);  // the closed connection, not the timeout
   }
 }
 

@@ -51,7 +51,7 @@ TEST_CASE("torchrun's variables, exactly as torchrun sets them", "[dist]") {
   CHECK(r->master_port == 29411);
 }
 
-TEST_CASE("Open MPI's variables; MASTER_ADDR needed across nodes", "[dist]") {
+TEST_CASE("Open MPI's variables, with MASTER_ADDR needed across nodes", "[dist]") {
   const auto r = from_environment({{"OMPI_COMM_WORLD_RANK", "1"},
                                    {"OMPI_COMM_WORLD_SIZE", "3"},
                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},

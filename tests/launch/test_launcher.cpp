@@ -65,7 +65,7 @@ TEST_CASE("the launcher starts ranked workers and prefixes their output", "[laun
   }
 }
 
-TEST_CASE("a worker that dies stops the others; the launcher names it", "[launch]") {
+TEST_CASE("a worker that dies stops the others: the launcher names it", "[launch]") {
   std::ostringstream out, err;
   const auto result = launch(workers(3, "die"), out, err);
   INFO(out.str() << err.str());

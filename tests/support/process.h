@@ -66,6 +66,7 @@ class Child {
   Child& operator=(const Child&) = delete;
 
   void signal(int sig) const { ::kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
   // Waits for the exit; returns the exit code, or 128 + signal when killed.
   int wait() {
     int status = 0;

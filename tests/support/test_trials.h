@@ -27,7 +27,8 @@ inline std::shared_ptr<TensorDataset> index_dataset(int64_t n) {
 }
 
 // Records what the fit loop asks of it. Hyperparameters: records, validation_records,
-// validation_batch_size, and optional fail_at / nan_at (batch indices, -1 = never).
+// validation_batch_size, and optional fail_at / nan_at (batch indices, -1 = never) and
+// fail_rank (the only rank that fails at fail_at; default every rank).
 class RecordingTrial : public Trial {
  public:
   struct Call {
@@ -71,7 +72,10 @@ class RecordingTrial : public Trial {
     if (scheduler_ && ctx_.hparam<std::string>("step_mode") == "manual" && batch_idx % 4 == 3) {
       scheduler_->step();
     }
-    if (batch_idx == hparam_or("fail_at", -1)) throw std::runtime_error("injected failure");
+    if (batch_idx == hparam_or("fail_at", -1) &&
+        hparam_or("fail_rank", ctx_.distributed().rank()) == ctx_.distributed().rank()) {
+      throw std::runtime_error("injected failure");
+    }
     const double scale = static_cast<double>(ctx_.hparam<int64_t>("records"));
     auto loss = torch::mse_loss(model_->forward(x / scale), batch[1].tensor() / scale);
     ctx_.backward(loss);

@@ -4,12 +4,16 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <torch/version.h>
 
 #include <crucible/crucible.h>
 
+#include "dist/collectives.h"
+#include "dist/rendezvous.h"
+#include "launch/launcher.h"
 #include "plugin/loader.h"
 
 namespace crucible::cli {
@@ -51,11 +55,20 @@ Options:
                      with --resume: accept changed lengths, periods, scheduling_unit and
                      retention counts
   --warm-start CKPT  start a new run from the model weights of checkpoint CKPT
+  --slots N          train on N processes of this machine (resources.slots_per_trial)
+  --nnodes N, --node-rank R, --master-addr HOST, --master-port PORT
+                     a run over N machines: start `trainer fit` on each, with its rank;
+                     node 0 serves the rendezvous at HOST:PORT
   --quiet            write reports to the run's log only
   --help             show this help
 
 Trial libraries named in `entrypoint` are looked up in $CRUCIBLE_TRIAL_PATH, the config's
 directory, the trainer's directory and <prefix>/lib/crucible/trials.
+
+Distributed: with slots_per_trial > 1 `trainer fit` starts one worker per slot, prefixes their
+output with [rank R] and stops them all when one fails. Under torchrun, mpirun or srun each
+process joins the run their variables describe instead. $CRUCIBLE_DIST_TIMEOUT (seconds,
+default 300) bounds every wait for another rank.
 )";
 
 constexpr const char* kValidateUsage = R"(usage: trainer validate --checkpoint DIR
@@ -85,14 +98,36 @@ struct Args {
   std::string resume;
   std::string warm_start;
   std::string checkpoint;
+  std::optional<int64_t> slots;
+  int64_t nnodes = 1;
+  int64_t node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  std::vector<std::string> argv;  // the whole command line, for the launcher's workers
   bool allow_safe_changes = false;
   bool test_mode = false;
   bool quiet = false;
   bool help = false;
 };
 
+// `text` as an integer of at least `min`, or a UsageError naming `flag`.
+int64_t positive(const std::string& text, const std::string& flag, int64_t min = 1) {
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || v < min) {
+    throw UsageError(fmt::format("{} {}: expected an integer of at least {}", flag, text, min));
+  }
+  return v;
+}
+
 Args parse(const std::vector<std::string>& args) {
   Args a;
+  a.argv = args;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     auto value = [&](const std::string& flag) -> std::string {
@@ -122,6 +157,16 @@ Args parse(const std::vector<std::string>& args) {
       a.output = value("--output");
     } else if (flag == "--resume" && a.command == "fit") {
       a.resume = value("--resume");
+    } else if (flag == "--slots" && a.command == "fit") {
+      a.slots = positive(value("--slots"), "--slots");
+    } else if (flag == "--nnodes" && a.command == "fit") {
+      a.nnodes = positive(value("--nnodes"), "--nnodes");
+    } else if (flag == "--node-rank" && a.command == "fit") {
+      a.node_rank = positive(value("--node-rank"), "--node-rank", 0);
+    } else if (flag == "--master-addr" && a.command == "fit") {
+      a.master_addr = value("--master-addr");
+    } else if (flag == "--master-port" && a.command == "fit") {
+      a.master_port = static_cast<int>(positive(value("--master-port"), "--master-port"));
     } else if (arg.rfind("-", 0) == 0) {
       throw UsageError(fmt::format("unknown option '{}'{}; see `trainer {}--help`", arg,
                                    a.command.empty() ? "" : " for " + a.command,
@@ -145,6 +190,35 @@ std::string config_dir(const std::string& config_path) {
   return fs::absolute(config_path).parent_path().string();
 }
 
+// How long a rank waits for the others (the rendezvous, each collective):
+// $CRUCIBLE_DIST_TIMEOUT seconds, default 300.
+std::chrono::milliseconds dist_timeout() {
+  const char* env = std::getenv("CRUCIBLE_DIST_TIMEOUT");
+  const double seconds = env ? std::atof(env) : 300.0;
+  if (!(seconds > 0)) {
+    throw UsageError(fmt::format("CRUCIBLE_DIST_TIMEOUT={}: expected seconds > 0", env));
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+// Runs this same command line in `slots` worker processes under the built-in launcher.
+int launch_workers(const Args& a, int64_t slots) {
+  launch::LaunchOptions options;
+  options.command = {fs::read_symlink("/proc/self/exe").string()};
+  options.command.insert(options.command.end(), a.argv.begin(), a.argv.end());
+  options.slots = slots;
+  options.nnodes = a.nnodes;
+  options.node_rank = a.node_rank;
+  options.master_addr = a.master_addr;
+  options.master_port = a.master_port;
+  if (a.node_rank >= a.nnodes) {
+    throw UsageError(fmt::format("--node-rank {} is outside --nnodes {}", a.node_rank, a.nnodes));
+  }
+  const launch::LaunchResult result = launch::launch(options, std::cout, std::cerr);
+  if (!result.failure.empty()) std::cerr << "error: " << result.failure << "\n";
+  return result.exit_code;
+}
+
 int fit(const Args& a) {
   if (a.config.empty() == a.resume.empty()) {
     throw UsageError("trainer fit needs exactly one of CONFIG and --resume RUN_DIR");
@@ -158,9 +232,19 @@ int fit(const Args& a) {
     throw UsageError(
         fmt::format("--resume {}: not a run directory (no config.yaml in it)", a.resume));
   }
-  ExperimentConfig config = load_experiment_config(path, a.overrides);
+  std::vector<std::string> overrides = a.overrides;
+  if (a.slots) overrides.push_back(fmt::format("resources.slots_per_trial={}", *a.slots));
+  ExperimentConfig config = load_experiment_config(path, overrides);
   TrialFactory factory = plugin::resolve_entrypoint(config.entrypoint, config_dir(path));
+  const auto rendezvous = dist::from_environment(dist::process_environment());
+  if (!rendezvous && config.resources.slots_per_trial * a.nnodes > 1) {
+    factory.check_evaluation_methods();  // one clear error here rather than one per worker
+    return launch_workers(a, config.resources.slots_per_trial);
+  }
+  DistributedContext distributed;
+  if (rendezvous) distributed = dist::connect(*rendezvous, dist_timeout());
   FitOptions options;
+  options.distributed(distributed);
   options.test_mode(a.test_mode)
       .output_dir(a.output)
       .resume_dir(a.resume)

@@ -9,9 +9,9 @@
 namespace crucible {
 
 // Inside Dataset::get and Dataset::get_batch called by a DataLoader: a CPU generator seeded from
-// (loader seed, epoch, batch) alone. Draw random augmentation from it and a run is reproducible
-// and resumes exactly, whatever the number of loader threads. Outside a loader call it is a
-// generator seeded with 0.
+// (loader seed, epoch, batch, and the rank when sharded) alone. Draw random augmentation from it
+// and a run is reproducible and resumes exactly, whatever the number of loader threads. Outside a
+// loader call it is a generator seeded with 0.
 torch::Generator& batch_generator();
 
 // A finite, indexable source of examples. get() and get_batch() may be called concurrently from
@@ -75,6 +75,13 @@ struct DataLoaderOptions {
   uint64_t seed_ = 0;
 };
 
+// How a loader divides its data among the ranks of a distributed run; the trainer sets it.
+enum class ShardMode {
+  kNone,           // every rank sees every batch
+  kSplitBatches,   // a global batch is batch_size x world records; rank r takes the r-th slice
+  kStrideBatches,  // rank r takes batches r, r + world, r + 2 world, ... of the unsharded order
+};
+
 // Where a loader stands: the next batch it yields is batch `batch` of epoch `epoch`.
 struct DataPosition {
   int64_t epoch = 0;
@@ -99,6 +106,14 @@ class DataLoader {
   int64_t num_records() const;
   // Batches per epoch (drop_last taken into account).
   int64_t batches_per_epoch() const;
+
+  // Makes this loader rank `rank`'s shard of `world` (resets the position to (0, 0)). Positions
+  // and batches_per_epoch() then count this rank's batches. kSplitBatches: an epoch has
+  // ceil(records / (batch_size x world)) batches (floor with drop_last); when the last global
+  // batch is short, its records are split evenly and ranks short of records repeat records from
+  // the start of the epoch's order, so every rank trains on the same number of batches.
+  // kStrideBatches: every record once; ranks may have one batch fewer than others.
+  void shard(int64_t rank, int64_t world, ShardMode mode);
 
   // Moves to `position` in O(1): nothing before it is read.
   void seek(DataPosition position);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <crucible/config.h>
+#include <crucible/distributed.h>
 #include <crucible/registry.h>
 
 namespace crucible {
@@ -32,6 +33,9 @@ struct FitOptions {
   // A checkpoint whose model weights initialise the trial's models (fine-tuning); optimizer,
   // schedulers and counters start fresh.
   CRUCIBLE_OPTION(std::string, warm_start)
+  // The ranks this process trains with (dist::connect, or `trainer fit` in a launched worker);
+  // must have resources.slots_per_trial ranks. Default: one process.
+  CRUCIBLE_OPTION(DistributedContext, distributed)
 #undef CRUCIBLE_OPTION
 
  private:
@@ -41,6 +45,7 @@ struct FitOptions {
   bool console_ = true;
   bool allow_safe_changes_ = false;
   std::string warm_start_;
+  DistributedContext distributed_;
 };
 
 struct FitResult {

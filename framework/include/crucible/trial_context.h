@@ -10,6 +10,7 @@
 
 #include <crucible/batch.h>
 #include <crucible/config.h>
+#include <crucible/distributed.h>
 #include <crucible/json_value.h>
 #include <crucible/optim.h>
 
@@ -61,7 +62,9 @@ class TrialContext {
   // accumulation window.
   void backward(const torch::Tensor& loss);
   // Steps `optimizer` and zeroes its gradients, on batches that end an accumulation window
-  // (every batch when aggregation_frequency is 1); does nothing on the others.
+  // (every batch when aggregation_frequency is 1); does nothing on the others. In a distributed
+  // run it first averages the gradients of the optimizer's parameters across ranks (bucketed
+  // all-reduce); the other batches communicate nothing.
   void step_optimizer(const Optimizer& optimizer);
 
   // The hyperparameter `name` as T (bool, integers, floats, std::string, std::vector of those,
@@ -87,6 +90,9 @@ class TrialContext {
   // The batch being trained (batches trained before it) and its epoch.
   int64_t current_train_batch() const;
   int64_t current_train_epoch() const;
+
+  // The ranks of this run and collectives between them (one rank when not distributed).
+  const DistributedContext& distributed() const;
 
   const ExperimentConfig& experiment_config() const;
   // The experiment file's `data` block.

@@ -20,7 +20,6 @@ namespace {
 
 std::string indexed(const char* stem, size_t i) { return fmt::format("{}_{}.pt", stem, i); }
 
-
 // For tests that kill a process while it writes a checkpoint: sleep after every file.
 void test_delay() {
   static const long ms = [] {
@@ -42,9 +41,14 @@ std::vector<torch::Device> cuda_devices() {
 
 std::string callback_key(const std::string& name) { return "callback_" + name; }
 
+std::string rank_generator_key(size_t rank) {
+  return fmt::format("cpu_generator_state_rank_{}", rank);
+}
+
 void write_trial_state(torch::serialize::OutputArchive& archive, Trial* trial,
-                       const Callbacks& callbacks) {
+                       const Callbacks& callbacks, const std::vector<torch::Tensor>& ranks) {
   archive.write("cpu_generator_state", at::detail::getDefaultCPUGenerator().get_state());
+  for (size_t r = 0; r < ranks.size(); ++r) archive.write(rank_generator_key(r), ranks[r]);
   const auto devices = cuda_devices();
   for (size_t i = 0; i < devices.size(); ++i) {
     archive.write(fmt::format("cuda_generator_state_{}", i),
@@ -58,11 +62,14 @@ void write_trial_state(torch::serialize::OutputArchive& archive, Trial* trial,
   }
 }
 
-void restore_trial_state(Trial* trial, const Callbacks& callbacks, const std::string& path) {
+void restore_trial_state(Trial* trial, const Callbacks& callbacks, const std::string& path,
+                         int64_t rank) {
   torch::serialize::InputArchive archive;
   archive.load_from(path);
   torch::Tensor state;
-  archive.read("cpu_generator_state", state);
+  if (!archive.try_read(rank_generator_key(static_cast<size_t>(rank)), state)) {
+    archive.read("cpu_generator_state", state);
+  }
   at::Generator cpu = at::detail::getDefaultCPUGenerator();
   cpu.set_state(state);
   const auto devices = cuda_devices();
@@ -120,7 +127,7 @@ void load_models(const fs::path& dir, const nlohmann::json& meta,
 std::string directory_name(int64_t batches) { return fmt::format("batch-{:010d}", batches); }
 
 std::string save(const std::string& run_dir, int64_t batches, const Contents& contents,
-                 nlohmann::json metadata) {
+                 nlohmann::json metadata, const std::vector<torch::Tensor>& rank_generators) {
   const fs::path checkpoints = fs::path(run_dir) / "checkpoints";
   const fs::path final_dir = checkpoints / directory_name(batches);
   const fs::path tmp = checkpoints / (".tmp-" + directory_name(batches));
@@ -159,7 +166,7 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
                   [&](torch::serialize::OutputArchive& a) { contents.optimizers[i]->save(a); });
     }
     put_archive("trial_state.pt", [&](torch::serialize::OutputArchive& a) {
-      write_trial_state(a, contents.trial, contents.callbacks);
+      write_trial_state(a, contents.trial, contents.callbacks, rank_generators);
     });
 
     nlohmann::json steps = nlohmann::json::array();
@@ -219,7 +226,7 @@ nlohmann::json verify(const std::string& dir) {
   return meta;
 }
 
-nlohmann::json load(const std::string& dir, const Contents& contents) {
+nlohmann::json load(const std::string& dir, const Contents& contents, int64_t rank) {
   const fs::path root(dir);
   nlohmann::json meta = verify(dir);
   if (!contents.trial_class.empty() && meta.value("trial_class", "") != contents.trial_class) {
@@ -249,7 +256,8 @@ nlohmann::json load(const std::string& dir, const Contents& contents) {
     }
   }
   try {
-    restore_trial_state(contents.trial, contents.callbacks, (root / "trial_state.pt").string());
+    restore_trial_state(contents.trial, contents.callbacks, (root / "trial_state.pt").string(),
+                        rank);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

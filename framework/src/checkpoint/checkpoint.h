@@ -48,8 +48,10 @@ std::string directory_name(int64_t batches);
 // `<run_dir>/latest` at it. `metadata` is extended and written as metadata.json. Throws
 // TrainingError naming the path on any failure (a full disk included), after removing its
 // temporary directory; existing checkpoints are never touched.
+// `rank_generators`, when not empty, holds the CPU generator state of every rank of a
+// distributed run, saved beside the caller's own.
 std::string save(const std::string& run_dir, int64_t batches, const Contents& contents,
-                 nlohmann::json metadata);
+                 nlohmann::json metadata, const std::vector<torch::Tensor>& rank_generators = {});
 
 // Checks every file of checkpoint `dir` against metadata.json; returns the metadata. Throws
 // DamagedCheckpoint saying what is wrong.
@@ -58,7 +60,8 @@ nlohmann::json verify(const std::string& dir);
 // Verifies, then restores `contents` from checkpoint `dir`; returns its metadata. Throws
 // DamagedCheckpoint, or TrainingError when the checkpoint does not fit the trial (another trial
 // class, other model or optimizer count, parameter names or shapes, other callback names).
-nlohmann::json load(const std::string& dir, const Contents& contents);
+// `rank` picks this process's CPU generator state when the checkpoint holds one per rank.
+nlohmann::json load(const std::string& dir, const Contents& contents, int64_t rank = 0);
 
 // Copies only the model weights of checkpoint `dir` into `models` (warm start). Throws as load().
 nlohmann::json load_weights(const std::string& dir,

@@ -106,10 +106,28 @@ struct DataLoader::Impl {
 
   ~Impl() { pool.reset(); }
 
-  int64_t batches_per_epoch() const {
+  int64_t rank = 0;
+  int64_t world = 1;
+  ShardMode shard_mode = ShardMode::kNone;
+
+  // Batches of the unsharded order of batch size `bs`.
+  int64_t whole_batches(int64_t bs) const {
     const int64_t n = dataset->size();
-    const int64_t bs = options.batch_size();
     return options.drop_last() ? n / bs : (n + bs - 1) / bs;
+  }
+
+  int64_t batches_per_epoch() const {
+    switch (shard_mode) {
+      case ShardMode::kSplitBatches:
+        return whole_batches(options.batch_size() * world);
+      case ShardMode::kStrideBatches: {
+        const int64_t all = whole_batches(options.batch_size());
+        return all / world + (rank < all % world ? 1 : 0);
+      }
+      case ShardMode::kNone:
+        break;
+    }
+    return whole_batches(options.batch_size());
   }
 
   DataPosition advance(DataPosition p, int64_t steps) const {
@@ -129,25 +147,42 @@ struct DataLoader::Impl {
     return p;
   }
 
-  std::vector<int64_t> indices(int64_t epoch, int64_t batch) {
+  // Positions [start, end) of the epoch's order of records, as dataset indices; positions past
+  // the end wrap around to its start.
+  std::vector<int64_t> at_positions(int64_t epoch, int64_t start, int64_t end) {
     const int64_t n = dataset->size();
-    const int64_t start = batch * options.batch_size();
-    const int64_t end = std::min(n, start + options.batch_size());
     std::vector<int64_t> out;
     out.reserve(static_cast<size_t>(end - start));
-    if (options.shuffle()) {
-      auto perm = permutation(epoch);
-      for (int64_t i = start; i < end; ++i) out.push_back((*perm)[static_cast<size_t>(i)]);
-    } else {
-      for (int64_t i = start; i < end; ++i) out.push_back(i);
+    std::shared_ptr<const std::vector<int64_t>> perm;
+    if (options.shuffle()) perm = permutation(epoch);
+    for (int64_t i = start; i < end; ++i) {
+      const int64_t p = i % n;
+      out.push_back(perm ? (*perm)[static_cast<size_t>(p)] : p);
     }
     return out;
   }
 
+  std::vector<int64_t> indices(int64_t epoch, int64_t batch) {
+    const int64_t n = dataset->size();
+    const int64_t bs = options.batch_size();
+    if (shard_mode == ShardMode::kStrideBatches) batch = batch * world + rank;
+    if (shard_mode != ShardMode::kSplitBatches) {
+      const int64_t start = batch * bs;
+      return at_positions(epoch, start, std::min(n, start + bs));
+    }
+    const int64_t global_start = batch * bs * world;
+    const int64_t records = std::min(n - global_start, bs * world);
+    const int64_t share = records == bs * world ? bs : (records + world - 1) / world;
+    const int64_t start = global_start + rank * share;
+    return at_positions(epoch, start, start + share);
+  }
+
   Batch build(DataPosition p) {
-    thread_batch_generator().set_current_seed(
+    uint64_t seed =
         data::mix64(options.seed() ^ data::mix64(static_cast<uint64_t>(p.epoch) * 0x100000001B3ULL +
-                                                 static_cast<uint64_t>(p.batch))));
+                                                 static_cast<uint64_t>(p.batch)));
+    if (shard_mode != ShardMode::kNone) seed = data::mix64(seed ^ static_cast<uint64_t>(rank + 1));
+    thread_batch_generator().set_current_seed(seed);
     return dataset->get_batch(indices(p.epoch, p.batch));
   }
 };
@@ -183,6 +218,21 @@ void DataLoader::set_seed(uint64_t seed) {
 }
 
 const std::shared_ptr<Dataset>& DataLoader::dataset() const { return impl_->dataset; }
+
+void DataLoader::shard(int64_t rank, int64_t world, ShardMode mode) {
+  if (world < 1 || rank < 0 || rank >= world) {
+    throw Error(fmt::format("DataLoader: cannot shard as rank {} of {}", rank, world));
+  }
+  impl_->pool.reset();
+  impl_->rank = rank;
+  impl_->world = world;
+  impl_->shard_mode = world == 1 ? ShardMode::kNone : mode;
+  impl_->position = {};
+  if (batches_per_epoch() == 0 && mode == ShardMode::kSplitBatches) {
+    throw Error(fmt::format("DataLoader: {} records make no global batch of {} x {} ranks",
+                            num_records(), impl_->options.batch_size(), world));
+  }
+}
 
 int64_t DataLoader::num_records() const { return impl_->dataset->size(); }
 

@@ -97,9 +97,10 @@ DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeou
   try {
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(r.master_port);
+    // Rank 0 serves the store unless the launcher does; then nobody counts the workers.
     options.isServer = t.rank == 0 && !r.store_hosted;
-    if (options.isServer) options.numWorkers = static_cast<size_t>(t.size);
-    options.waitWorkers = options.isServer;
+    options.waitWorkers = !r.store_hosted;
+    if (options.waitWorkers) options.numWorkers = static_cast<size_t>(t.size);
     options.timeout = timeout;
     store = c10::make_intrusive<c10d::TCPStore>(r.master_addr, options);
   } catch (const std::exception& e) {

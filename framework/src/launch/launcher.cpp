@@ -169,7 +169,7 @@ class Supervisor {
     }
     while (!all_finished()) {
       if (const int sig = g_forward.exchange(0)) signal_running(sig);
-      pump(50);
+      pump(10);
       reap();
       if (kill_at_ && Clock::now() >= *kill_at_) {
         signal_running(SIGKILL);
@@ -239,20 +239,47 @@ class Supervisor {
     while (w.tail.size() > options_.tail_lines) w.tail.pop_front();
   }
 
+  // Reaps exited workers. After the first failure the others get a moment to fail on their
+  // own; then the one to blame is chosen (a worker that did not fail for want of its peers, if
+  // any) and the rest are stopped.
   void reap() {
+    bool running = false;
     for (auto& w : workers_) {
       if (w.reaped) continue;
       int status = 0;
-      if (::waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
+      if (::waitpid(w.pid, &status, WNOHANG) != w.pid) {
+        running = true;
+        continue;
+      }
       w.reaped = true;
       w.status = status;
       const int code = exit_code_of(status);
-      if (code != 0 && code != 4 && !failed_) {
-        failed_ = &w;
-        signal_running(SIGTERM);
-        kill_at_ = Clock::now() + options_.grace;
+      if (code != 0 && code != 4) {
+        failures_.push_back(&w);
+        if (!first_failure_at_) first_failure_at_ = Clock::now();
       }
     }
+    if (failures_.empty() || failed_) return;
+    if (running && Clock::now() - *first_failure_at_ < kBlameWindow) return;
+    failed_ = failures_.front();
+    for (const Worker* w : failures_) {
+      if (!mentions_peers(*w)) {
+        failed_ = w;
+        break;
+      }
+    }
+    signal_running(SIGTERM);
+    kill_at_ = Clock::now() + options_.grace;
+  }
+
+  static constexpr std::chrono::milliseconds kBlameWindow{1000};
+
+  // Whether the worker's last lines say that a collective with the other ranks failed.
+  static bool mentions_peers(const Worker& w) {
+    for (const auto& line : w.tail) {
+      if (line.find("across ranks failed") != std::string::npos) return true;
+    }
+    return false;
   }
 
   LaunchResult result() const {
@@ -276,6 +303,8 @@ class Supervisor {
   std::ostream& out_;
   std::ostream& err_;
   std::vector<Worker> workers_;
+  std::vector<const Worker*> failures_;  // in the order they were reaped
+  std::optional<Clock::time_point> first_failure_at_;
   const Worker* failed_ = nullptr;
   std::optional<Clock::time_point> kill_at_;
 };

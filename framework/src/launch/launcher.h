@@ -38,7 +38,8 @@ struct LaunchResult {
 
 // Serves the rendezvous store (node 0), starts `slots` workers, writes each line of their stdout
 // to `out` and of their stderr to `err` prefixed with "[rank R] ", and waits for them. When one
-// exits non-zero or is killed, the others get SIGTERM and, after `grace`, SIGKILL. SIGTERM,
+// exits non-zero or is killed, the others get a second to fail too (the failure reported is then
+// one that was not caused by a lost peer), then SIGTERM and, after `grace`, SIGKILL. SIGTERM,
 // SIGUSR1 and SIGINT sent to the launcher are forwarded to every worker. Workers run in their own
 // process group and die with the launcher (PR_SET_PDEATHSIG): none is ever left behind. Throws
 // crucible::Error when a worker cannot be started or the store cannot be served.

@@ -76,6 +76,82 @@ Values ValidationAccumulator::result() const {
   return out;
 }
 
+nlohmann::json ValidationAccumulator::partial() const {
+  nlohmann::json sums = nlohmann::json::object();
+  for (const auto& [name, tensor] : acc_) sums[name] = tensor.item<double>();
+  return {{"records", records_}, {"batches", batches_}, {"sums", sums}};
+}
+
+Values combine_partials(const std::vector<nlohmann::json>& partials,
+                        const EvaluationReducer& reducer) {
+  std::map<std::string, double> combined;
+  int64_t records = 0;
+  int first = -1;
+  for (size_t r = 0; r < partials.size(); ++r) {
+    const auto& p = partials[r];
+    if (p.at("batches").get<int64_t>() == 0) continue;
+    const auto& sums = p.at("sums");
+    if (first < 0) {
+      first = static_cast<int>(r);
+    } else {
+      bool same = sums.size() == partials[static_cast<size_t>(first)].at("sums").size();
+      for (const auto& [k, v] : sums.items()) same = same && combined.count(k);
+      if (!same) {
+        throw TrainingError(fmt::format(
+            "ranks report different validation metrics: rank {} reports {}, rank {} reports {}; "
+            "every rank must report the same metrics",
+            first, partials[static_cast<size_t>(first)].at("sums").dump(), r, sums.dump()));
+      }
+    }
+    records += p.at("records").get<int64_t>();
+    for (const auto& [name, value] : sums.items()) {
+      const double v = value.get<double>();
+      auto it = combined.find(name);
+      if (it == combined.end()) {
+        combined[name] = v;
+        continue;
+      }
+      switch (reducer.for_metric(name)) {
+        case Reducer::AVG:
+        case Reducer::SUM:
+          it->second += v;
+          break;
+        case Reducer::MAX:
+          it->second = std::max(it->second, v);
+          break;
+        case Reducer::MIN:
+          it->second = std::min(it->second, v);
+          break;
+      }
+    }
+  }
+  for (auto& [name, v] : combined) {
+    if (reducer.for_metric(name) == Reducer::AVG) {
+      v = records > 0 ? v / static_cast<double>(records) : 0.0;
+    }
+  }
+  return combined;
+}
+
+Values average_across_ranks(const DistributedContext& dist, const Values& values) {
+  if (!dist.distributed()) return values;
+  const auto all = dist.allgather_object(values);
+  Values out;
+  for (size_t r = 0; r < all.size(); ++r) {
+    const auto theirs = all[r].get<Values>();
+    bool same = theirs.size() == values.size();
+    for (const auto& [k, v] : theirs) same = same && values.count(k);
+    if (!same) {
+      throw TrainingError(fmt::format(
+          "ranks report different training metrics: rank {} reports {}, rank {} reports {}; "
+          "every rank must report the same metrics",
+          dist.rank(), nlohmann::json(values).dump(), r, all[r].dump()));
+    }
+    for (const auto& [k, v] : theirs) out[k] += v / static_cast<double>(all.size());
+  }
+  return out;
+}
+
 void TrainingAccumulator::add(const Metrics& batch_metrics, int64_t batch_idx) {
   for (const auto& [name, tensor] : batch_metrics) {
     torch::Tensor v = scalar_of(name, tensor, "train_batch", batch_idx);
@@ -90,11 +166,16 @@ void TrainingAccumulator::add(const Metrics& batch_metrics, int64_t batch_idx) {
   ++batches_;
 }
 
-Values TrainingAccumulator::flush() {
+Values TrainingAccumulator::peek() const {
   Values out;
   for (const auto& [name, sum] : sums_) {
     out[name] = sum.first.item<double>() / static_cast<double>(sum.second);
   }
+  return out;
+}
+
+Values TrainingAccumulator::flush() {
+  Values out = peek();
   sums_.clear();
   batches_ = 0;
   return out;

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <crucible/distributed.h>
 #include <crucible/metrics.h>
 
 namespace crucible::metrics {
@@ -22,6 +23,9 @@ class ValidationAccumulator {
   void add(const Metrics& batch_metrics, int64_t batch_length, int64_t batch_idx);
   // The reduced metrics (empty when no batch was added).
   Values result() const;
+  // What this accumulator holds before the final division, for reduction across ranks:
+  // {"records": n, "batches": b, "sums": {name: record-weighted sum (AVG), sum, max or min}}.
+  nlohmann::json partial() const;
 
  private:
   EvaluationReducer reducer_;
@@ -38,6 +42,8 @@ class TrainingAccumulator {
   int64_t batches() const { return batches_; }
   // Mean of each metric over the batches that reported it; resets the accumulator.
   Values flush();
+  // The same means, without resetting.
+  Values peek() const;
   // The pending sums as JSON (exact: doubles round-trip), for checkpoints; and back.
   nlohmann::json state() const;
   void restore(const nlohmann::json& state);
@@ -46,6 +52,18 @@ class TrainingAccumulator {
   std::map<std::string, std::pair<torch::Tensor, int64_t>> sums_;
   int64_t batches_ = 0;
 };
+
+// The metrics of all ranks' ValidationAccumulator::partial(), in rank order, reduced as one
+// accumulator over all their batches would have. Ranks without batches are skipped. Throws
+// TrainingError naming the ranks and their keys when ranks with batches report different
+// metrics.
+Values combine_partials(const std::vector<nlohmann::json>& partials,
+                        const EvaluationReducer& reducer);
+
+// The mean of each training metric over the ranks of `dist` (each rank's `values` average the
+// same batches of its own). Throws TrainingError naming the ranks and their keys when ranks
+// report different metrics. Returns `values` itself on one rank.
+Values average_across_ranks(const DistributedContext& dist, const Values& values);
 
 // Metrics as plain doubles, or a TrainingError naming the metric that is not a 1-element tensor.
 Values to_values(const Metrics& metrics, const std::string& where);

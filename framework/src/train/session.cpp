@@ -4,12 +4,16 @@
 #include <cctype>
 
 #include "data/shuffle.h"
+#include "train/grad_sync.h"
 
 namespace crucible::train {
 
-TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& factory)
+TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& factory,
+                           const DistributedContext& dist)
     : config_(config), factory_(factory) {
   state_.config = &config_;
+  state_.dist = dist;
+  state_.slots = dist.size();
   state_.hparams = config_.constant_hyperparameters();
   state_.trial_seed = data::mix64(config_.reproducibility.experiment_seed);
   state_.device =
@@ -31,6 +35,10 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
   for (const auto& s : state_.schedulers) contents_.schedulers.push_back(s.scheduler);
   contents_.trial = trial_.get();
   contents_.trial_class = factory_.name;
+  if (dist.size() > 1) {
+    for (const auto& m : state_.models) broadcast_module(dist, *m);
+    torch::manual_seed(data::mix64(state_.trial_seed ^ static_cast<uint64_t>(dist.rank() + 1)));
+  }
   contents_.callbacks =
       call_trial(named("build_callbacks"), [&] { return trial_->build_callbacks(); });
   for (const auto& [name, callback] : contents_.callbacks) {
@@ -52,26 +60,37 @@ metrics::Values TrialSession::validate(int64_t max_batches) {
     throw TrainingError("build_validation_data_loader returned an empty DataLoader");
   }
   for (auto& m : state_.models) m->eval();
+  const DistributedContext& dist = state_.dist;
   metrics::Values values;
   {
     torch::NoGradGuard no_grad;
     if (factory_.overrides_evaluate_full_dataset) {
-      Metrics m = call_trial(named("evaluate_full_dataset"),
-                             [&] { return trial_->evaluate_full_dataset(loader); });
-      values = metrics::to_values(m, "evaluate_full_dataset");
+      nlohmann::json result;
+      if (dist.is_chief()) {
+        Metrics m = call_trial(named("evaluate_full_dataset"),
+                               [&] { return trial_->evaluate_full_dataset(loader); });
+        result = metrics::to_values(m, "evaluate_full_dataset");
+      }
+      values = dist.broadcast_object(result).get<metrics::Values>();
     } else {
-      metrics::ValidationAccumulator acc(trial_->evaluation_reducer());
+      const EvaluationReducer reducer = trial_->evaluation_reducer();
+      metrics::ValidationAccumulator acc(reducer);
+      loader.shard(dist.rank(), dist.size(), ShardMode::kStrideBatches);
       int64_t idx = 0;
       for (Batch& raw : loader) {
-        if (max_batches >= 0 && idx >= max_batches) break;
+        // The first max_batches batches of the unsharded order, whichever rank has them.
+        const int64_t global_idx = idx * dist.size() + dist.rank();
+        if (max_batches >= 0 && global_idx >= max_batches) break;
         Batch batch = raw.to(state_.device);
-        Metrics m =
-            call_trial([&] { return fmt::format("evaluate_batch (validation batch {})", idx); },
-                       [&] { return trial_->evaluate_batch(batch, idx); });
-        acc.add(m, trial_->get_batch_length(batch), idx);
+        Metrics m = call_trial(
+            [&] { return fmt::format("evaluate_batch (validation batch {})", global_idx); },
+            [&] { return trial_->evaluate_batch(batch, global_idx); });
+        acc.add(m, trial_->get_batch_length(batch), global_idx);
         ++idx;
       }
-      values = acc.result();
+      values = dist.size() == 1
+                   ? acc.result()
+                   : metrics::combine_partials(dist.allgather_object(acc.partial()), reducer);
     }
   }
   for (auto& m : state_.models) m->train();

@@ -40,7 +40,10 @@ class TrialSession {
   // Seeds the CPU generator with the trial seed, constructs the trial and builds its callbacks.
   // Throws the errors of DESIGN.md (constructor failures name the trial; a null callback or a
   // name other than letters, digits and '_' is a TrainingError naming it).
-  TrialSession(const ExperimentConfig& config, const TrialFactory& factory);
+  // In a distributed run (`dist` of several ranks) every rank then takes rank 0's parameters and
+  // buffers, and reseeds its CPU generator with a seed of its own.
+  TrialSession(const ExperimentConfig& config, const TrialFactory& factory,
+               const DistributedContext& dist = DistributedContext());
 
   Trial& trial() { return *trial_; }
   detail::TrialState& state() { return state_; }
@@ -50,7 +53,10 @@ class TrialSession {
   const Callbacks& callbacks() const { return contents_.callbacks; }
 
   // Builds the validation loader and evaluates at most `max_batches` batches (all when < 0) in
-  // eval mode without gradients; returns the metrics, each named "validation_<name>".
+  // eval mode without gradients; returns the metrics, each named "validation_<name>". In a
+  // distributed run each rank evaluates its stride of the batches and the results are reduced
+  // across ranks exactly (AVG weighted by records); evaluate_full_dataset runs on rank 0 alone
+  // over the whole loader and its result is broadcast.
   metrics::Values validate(int64_t max_batches = -1);
 
  private:

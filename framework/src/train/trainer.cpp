@@ -34,17 +34,20 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-void check_runnable(const ExperimentConfig& config, const TrialFactory& factory) {
+void check_runnable(const ExperimentConfig& config, const TrialFactory& factory,
+                    const DistributedContext& dist = DistributedContext()) {
   if (config.searcher.name != "single") {
     throw ConfigError(
         fmt::format("{}: searcher.name: '{}' is not available in this release; use 'single'",
                     config.source_path, config.searcher.name));
   }
-  if (config.resources.slots_per_trial != 1) {
-    throw ConfigError(
-        fmt::format("{}: resources.slots_per_trial: {} slots need distributed training, which this "
-                    "release does not have yet; use 1",
-                    config.source_path, config.resources.slots_per_trial));
+  if (config.resources.slots_per_trial != dist.size()) {
+    throw ConfigError(fmt::format(
+        "{}: resources.slots_per_trial is {} but this process is one of {}; {}", config.source_path,
+        config.resources.slots_per_trial, dist.size(),
+        dist.size() == 1 ? "`trainer fit` starts the slots' processes itself (or launch them "
+                           "with torchrun, mpirun or srun)"
+                         : "launch as many processes as slots"));
   }
   factory.check_evaluation_methods();
 }
@@ -82,7 +85,7 @@ class FitLoop {
 
  private:
   void set_up() {
-    check_runnable(config_, factory_);
+    check_runnable(config_, factory_, dist_);
     const bool resuming = !options_.resume_dir().empty();
     if (resuming && !options_.output_dir().empty()) {
       throw UsageError(
@@ -92,22 +95,33 @@ class FitLoop {
     if (resuming && !options_.warm_start().empty()) {
       throw UsageError("--warm-start starts a new run; it cannot be combined with --resume");
     }
-    run_ = resuming ? train::open_run_dir(options_.resume_dir())
-                    : train::create_run_dir(config_, options_.output_dir());
-    logger_.open(run_.log_file(), options_.console());
+    // The chief owns the run directory; the other ranks learn its path and read from it.
+    if (chief()) {
+      run_ = resuming ? train::open_run_dir(options_.resume_dir())
+                      : train::create_run_dir(config_, options_.output_dir());
+      logger_.open(run_.log_file(), options_.console());
+    } else {
+      logger_.console_warnings_only();
+    }
+    run_.path = dist_.broadcast_object(run_.path).get<std::string>();
     std::string resume_from;
     if (resuming) {
-      for (const auto& dir : checkpoint::remove_unfinished(run_.path)) {
-        logger_.warn("removed " + dir + ", a checkpoint whose writing was cut short");
+      if (chief()) {
+        for (const auto& dir : checkpoint::remove_unfinished(run_.path)) {
+          logger_.warn("removed " + dir + ", a checkpoint whose writing was cut short");
+        }
+        resume_from =
+            checkpoint::newest_good(run_.path, [&](const std::string& w) { logger_.warn(w); });
       }
-      resume_from =
-          checkpoint::newest_good(run_.path, [&](const std::string& w) { logger_.warn(w); });
+      resume_from = dist_.broadcast_object(resume_from).get<std::string>();
       accept_config_changes(resume_from);
     }
-    logger_.info(fmt::format("{} run {}: trial {} on {}", resuming ? "resuming" : "new", run_.path,
-                             config_.entrypoint, torch::cuda::is_available() ? "cuda:0" : "cpu"));
+    logger_.info(fmt::format("{} run {}: trial {} on {}{}", resuming ? "resuming" : "new",
+                             run_.path, config_.entrypoint,
+                             torch::cuda::is_available() ? "cuda:0" : "cpu",
+                             dist_.distributed() ? fmt::format(", {} ranks", dist_.size()) : ""));
 
-    session_ = std::make_unique<train::TrialSession>(config_, factory_);
+    session_ = std::make_unique<train::TrialSession>(config_, factory_, dist_);
     if (!options_.warm_start().empty()) {
       checkpoint::load_weights(options_.warm_start(), session_->contents().models);
       logger_.info("model weights from " + options_.warm_start());
@@ -119,13 +133,23 @@ class FitLoop {
       throw TrainingError("build_training_data_loader returned an empty DataLoader");
     }
     if (train_loader_.options().seed() == 0) train_loader_.set_seed(session_->state().trial_seed);
+    train_loader_.shard(dist_.rank(), dist_.size(), ShardMode::kSplitBatches);
     schedule_ = train::Schedule::make(config_, train_loader_.batches_per_epoch());
     session_->state().epoch_len = schedule_.epoch_len;
     max_batches_ = schedule_.to_batches(config_.max_length);
 
-    for (const auto& dir : checkpoint::list(run_.path)) track_checkpoint(dir);
+    if (chief()) {
+      for (const auto& dir : checkpoint::list(run_.path)) track_checkpoint(dir);
+    }
     if (resuming) restore(resume_from);
-    writer_ = std::make_unique<metrics::MetricsWriter>(run_.metrics_file(), &logger_);
+    if (chief()) writer_ = std::make_unique<metrics::MetricsWriter>(run_.metrics_file(), &logger_);
+  }
+
+  bool chief() const { return dist_.is_chief(); }
+
+  // Writes a row into metrics.jsonl and the log (the chief's; the other ranks write nothing).
+  void write_row(const char* type, const metrics::Values& values, const std::string& note) {
+    if (writer_) writer_->write(type, progress(), values, note);
   }
 
   // Compares the config to the one the checkpoint was written with; refuses unsafe changes.
@@ -148,12 +172,12 @@ class FitLoop {
                    : "Only lengths, periods, scheduling_unit and retention counts may change on "
                      "resume; start a new run (or --warm-start) for the others."));
     }
-    checkpoint::replace_atomically(run_.config_file(), to_yaml(config_));
+    if (chief()) checkpoint::replace_atomically(run_.config_file(), to_yaml(config_));
     logger_.info("accepted config changes:" + list);
   }
 
   void restore(const std::string& dir) {
-    const nlohmann::json meta = checkpoint::load(dir, session_->contents());
+    const nlohmann::json meta = checkpoint::load(dir, session_->contents(), dist_.rank());
     batches_ = meta.at("batches").get<int64_t>();
     const nlohmann::json state = meta.value("trainer_state", nlohmann::json::object());
     last_validation_ = state.value("last_validation", nlohmann::json::object());
@@ -161,13 +185,15 @@ class FitLoop {
     if (state.contains("best_metric") && !state["best_metric"].is_null()) {
       best_metric_ = state["best_metric"].get<double>();
     }
-    training_.restore(state.value("training", nlohmann::json::object()));
+    // Each rank's pending training metrics (one entry per rank in a distributed run).
+    const auto training = state.value("training", nlohmann::json::object());
+    training_.restore(training.is_array() ? training.at(dist_.rank()) : training);
     if (state.contains("optimizer_counters")) {
       detail::restore_optimizer_counters(session_->state(), state["optimizer_counters"]);
     }
     last_checkpointed_at_ = batches_;
     last_checkpoint_ = dir;
-    metrics::truncate_metrics_file(run_.metrics_file(), batches_);
+    if (chief()) metrics::truncate_metrics_file(run_.metrics_file(), batches_);
     const int64_t bpe = train_loader_.batches_per_epoch();
     train_loader_.seek({batches_ / bpe, batches_ % bpe});
     logger_.info(fmt::format("continuing from {} at batch {}", dir, batches_));
@@ -225,11 +251,17 @@ class FitLoop {
   void report_training() {
     if (training_.empty()) return;
     const int64_t n = training_.batches();
-    const metrics::Values values = training_.flush();
+    const metrics::Values values = metrics::average_across_ranks(dist_, training_.flush());
     const double elapsed = seconds_since(report_started_);
     report_started_ = Clock::now();
-    writer_->write("training", progress(), values,
-                   fmt::format("({:.1f} batches/s)", static_cast<double>(n) / elapsed));
+    write_row("training", values,
+              fmt::format("({:.1f} batches/s)", static_cast<double>(n) / elapsed));
+    check_finite(values, n);
+  }
+
+  // Throws TrainingError naming the first metric of `values` (the means of the last `n`
+  // batches) that is not finite, and the last good checkpoint.
+  void check_finite(const metrics::Values& values, int64_t n) const {
     for (const auto& [name, v] : values) {
       if (!std::isfinite(v)) {
         throw TrainingError(fmt::format(
@@ -264,8 +296,7 @@ class FitLoop {
     each_callback("on_validation_start", [](Callback& c) { c.on_validation_start(); });
     const auto started = Clock::now();
     const metrics::Values values = session_->validate(max_batches);
-    writer_->write("validation", progress(), values,
-                   fmt::format("({:.1f}s)", seconds_since(started)));
+    write_row("validation", values, fmt::format("({:.1f}s)", seconds_since(started)));
     last_validation_ = values;
     last_validated_at_ = batches_;
     each_callback("on_validation_end", [&](Callback& c) { c.on_validation_end(values); });
@@ -292,6 +323,10 @@ class FitLoop {
 
   void save_checkpoint() {
     if (last_checkpointed_at_ == batches_) return;
+    // Never a checkpoint of a model whose loss already diverged.
+    if (!training_.empty()) {
+      check_finite(metrics::average_across_ranks(dist_, training_.peek()), training_.batches());
+    }
     const detail::TrialState& state = session_->state();
     const nlohmann::json optimizer_counters = detail::optimizer_counters(state);
     nlohmann::json meta = {
@@ -310,21 +345,32 @@ class FitLoop {
         {"validation",
          last_validated_at_ == batches_ ? last_validation_ : nlohmann::json::object()},
         {"trainer_state",
-         {{"training", training_.state()},
+         {{"training", dist_.distributed()
+                           ? nlohmann::json(dist_.allgather_object(training_.state()))
+                           : training_.state()},
           {"last_validation", last_validation_},
           {"validated_at", last_validated_at_},
           {"optimizer_counters", optimizer_counters},
           {"best_metric", best_metric_ ? nlohmann::json(*best_metric_) : nlohmann::json()}}},
     };
     const auto started = Clock::now();
-    const std::string dir = checkpoint::save(run_.path, batches_, session_->contents(), meta);
+    // Every rank's CPU generator: the chief writes them all.
+    std::vector<torch::Tensor> generators;
+    if (dist_.distributed()) {
+      generators = dist_.allgather(at::detail::getDefaultCPUGenerator().get_state());
+    }
+    std::string dir = run_.path + "/checkpoints/" + checkpoint::directory_name(batches_);
+    if (chief()) {
+      dir = checkpoint::save(run_.path, batches_, session_->contents(), meta, generators);
+      checkpoints_.erase(std::remove_if(checkpoints_.begin(), checkpoints_.end(),
+                                        [&](const auto& e) { return e.dir == dir; }),
+                         checkpoints_.end());
+      track_checkpoint(dir);
+      apply_retention();
+    }
+    dist_.barrier();  // the checkpoint exists for every rank from here on
     last_checkpoint_ = dir;
     last_checkpointed_at_ = batches_;
-    checkpoints_.erase(std::remove_if(checkpoints_.begin(), checkpoints_.end(),
-                                      [&](const auto& e) { return e.dir == dir; }),
-                       checkpoints_.end());
-    track_checkpoint(dir);
-    apply_retention();
     logger_.info(fmt::format("[checkpoint] batch {:>7}  {} ({:.3f}s)", batches_, dir,
                              seconds_since(started)));
     each_callback("on_checkpoint_end", [&](Callback& c) { c.on_checkpoint_end(dir); });
@@ -345,6 +391,15 @@ class FitLoop {
     }
   }
 
+  // The stop signal any rank received (0: none); every rank gets the same answer.
+  int agreed_stop_signal() const {
+    const int sig = train::StopSignals::requested();
+    if (!dist_.distributed()) return sig;
+    auto t = torch::tensor({sig}, torch::kInt);
+    dist_.allreduce(t, ReduceOp::kMax);
+    return t.item<int>();
+  }
+
   // Returns true when a signal stopped training early.
   bool train() {
     report_started_ = Clock::now();
@@ -362,7 +417,7 @@ class FitLoop {
         }
       }
       if (schedule_.fires(config_.min_checkpoint_period, batches_)) save_checkpoint();
-      if (const int sig = train::StopSignals::requested()) {
+      if (const int sig = agreed_stop_signal()) {
         logger_.info(fmt::format("received {}: checkpointing at batch {} and stopping",
                                  strsignal(sig), batches_));
         save_checkpoint();
@@ -392,7 +447,8 @@ class FitLoop {
         p.add_(1.0);
       }
     }
-    const nlohmann::json meta = checkpoint::load(last_checkpoint_, session_->contents());
+    const nlohmann::json meta =
+        checkpoint::load(last_checkpoint_, session_->contents(), dist_.rank());
     size_t i = 0;
     for (const auto& m : models) {
       for (const auto& p : m->parameters()) {
@@ -411,6 +467,7 @@ class FitLoop {
   const ExperimentConfig& config_;
   const TrialFactory& factory_;
   const FitOptions& options_;
+  const DistributedContext& dist_ = options_.distributed();
 
   train::RunDir run_;
   util::Logger logger_;

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "train/grad_sync.h"
 #include "train/trial_state.h"
 
 namespace crucible {
@@ -62,6 +63,13 @@ void TrialContext::backward(const torch::Tensor& loss) {
 void TrialContext::step_optimizer(const Optimizer& optimizer) {
   const int64_t k = state_->config->optimizations.aggregation_frequency;
   if ((state_->batch_idx + 1) % k != 0) return;
+  if (state_->dist.size() > 1) {
+    std::vector<torch::Tensor> params;
+    for (const auto& group : optimizer->param_groups()) {
+      params.insert(params.end(), group.params().begin(), group.params().end());
+    }
+    train::average_gradients(state_->dist, params, state_->bucket_bytes);
+  }
   optimizer->step();
   optimizer->zero_grad();
   state_->stepped_this_batch.insert(optimizer.get());
@@ -101,6 +109,8 @@ bool TrialContext::is_epoch_end() const { return (state_->batch_idx + 1) % state
 int64_t TrialContext::current_train_batch() const { return state_->batch_idx; }
 
 int64_t TrialContext::current_train_epoch() const { return state_->batch_idx / state_->epoch_len; }
+
+const DistributedContext& TrialContext::distributed() const { return state_->dist; }
 
 const ExperimentConfig& TrialContext::experiment_config() const { return *state_->config; }
 

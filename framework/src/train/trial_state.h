@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <crucible/config.h>
+#include <crucible/distributed.h>
 #include <crucible/optim.h>
 
 namespace crucible::detail {
@@ -25,6 +26,8 @@ struct TrialState {
   torch::Device device = torch::kCPU;
   uint64_t trial_seed = 0;
   int64_t slots = 1;
+  DistributedContext dist;
+  int64_t bucket_bytes = 25 << 20;  // gradient all-reduce bucket size
 
   std::vector<std::shared_ptr<torch::nn::Module>> models;
   std::vector<Optimizer> optimizers;

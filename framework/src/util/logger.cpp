@@ -20,7 +20,14 @@ void Logger::open(const std::string& path, bool console) {
   }
 }
 
-void Logger::info(const std::string& line) { write("INFO", line, false); }
+void Logger::console_warnings_only() {
+  std::lock_guard<std::mutex> lock(mu_);
+  warnings_only_ = true;
+}
+
+void Logger::info(const std::string& line) {
+  if (!warnings_only_) write("INFO", line, false);
+}
 
 void Logger::warn(const std::string& line) { write("WARN", line, true); }
 

@@ -12,6 +12,8 @@ class Logger {
   Logger() = default;
   // Appends to `path`; throws TrainingError naming the path when it cannot be opened.
   void open(const std::string& path, bool console);
+  // Without a file: info() writes nothing, warn() writes to stderr (a non-chief rank's logger).
+  void console_warnings_only();
   void info(const std::string& line);
   void warn(const std::string& line);
 
@@ -20,6 +22,7 @@ class Logger {
   std::mutex mu_;
   std::ofstream file_;
   bool console_ = true;
+  bool warnings_only_ = false;
 };
 
 }  // namespace crucible::util

@@ -1,0 +1,126 @@
+// `trainer fit` over several processes: the built-in launcher, equivalence with one process,
+// failures that name the rank, and exact resume of a distributed run.
+#include <signal.h>
+
+#include <fmt/format.h>
+#include <catch2/catch.hpp>
+
+#include "resumable_run.h"
+
+using namespace crucible::testing;
+
+namespace {
+
+const std::string kLinear = std::string(CRUCIBLE_SOURCE_DIR) + "/configs/linear.yaml";
+
+nlohmann::json final_validation(const std::string& run) {
+  const auto rows = read_metrics(run + "/metrics.jsonl");
+  REQUIRE(!rows.empty());
+  REQUIRE(rows.back()["type"] == "validation");
+  return rows.back()["metrics"];
+}
+
+// Fits the linear trial on `slots` processes; returns its final validation metrics.
+nlohmann::json fit_linear(const TempDir& tmp, int slots, const std::string& sets) {
+  static int runs = 0;
+  const std::string run = tmp / fmt::format("run{}-{}", slots, runs++);
+  auto r = run_command(kTrainer + " fit " + kLinear + " --quiet --output " + run + " --slots " +
+                       std::to_string(slots) + " " + sets);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return final_validation(run);
+}
+
+}  // namespace
+
+TEST_CASE("N slots of batch B train to the weights of 1 slot of batch N x B", "[dist][fit]") {
+  TempDir tmp;
+  for (int slots : {2, 3}) {
+    INFO(slots << " slots");
+    // 1980 records = 60 global batches of 33 or 62 (and a short one) of 32.
+    const std::string sets = fmt::format(
+        "--set hyperparameters.global_batch_size={} --set hyperparameters.train_samples=1980",
+        slots == 2 ? 32 : 33);
+    const auto one = fit_linear(tmp, 1, sets);
+    const auto many = fit_linear(tmp, slots, sets);
+    for (const char* key : {"validation_weight", "validation_bias", "validation_loss"}) {
+      INFO(key);
+      CHECK(many[key].get<double>() == Approx(one[key].get<double>()).epsilon(1e-5));
+    }
+    CHECK(many["validation_weight"].get<double>() == Approx(2.5).margin(0.02));
+  }
+}
+
+TEST_CASE("a rank that throws stops the run: the launcher names it", "[dist][fit]") {
+  TempDir tmp;
+  const std::string config = tmp / "fail.yaml";
+  write_file(config, R"(name: fail
+entrypoint: crucible_test_trials:RecordingTrial
+hyperparameters: {global_batch_size: 8, records: 100, validation_records: 20,
+                  validation_batch_size: 4, fail_at: 5, fail_rank: 1}
+max_length: {batches: 20}
+resources: {slots_per_trial: 2}
+)");
+  auto r = run_command(kTrainer + " fit " + config + " --output " + (tmp / "run"));
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("error: rank 1 exited with code 1; the other ranks were "
+                                       "stopped") &&
+                           Catch::Contains("train_batch (batch 5) threw: injected failure"));
+}
+
+TEST_CASE("a SIGKILLed worker is named: killing the launcher leaves no worker", "[dist][fit]") {
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  SECTION("one worker killed") {
+    Child launcher(kTrainer + " fit " + resumable_config(tmp, 20) + " --slots 2 --output " + run,
+                   tmp / "log");
+    REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 7; }));
+    const auto pids = run_command("pgrep -P " + std::to_string(launcher.pid())).output;
+    std::istringstream in(pids);
+    std::vector<int> workers;
+    for (int pid; in >> pid;) workers.push_back(pid);
+    REQUIRE(workers.size() == 2);
+    ::kill(workers[1], SIGKILL);
+    CHECK(launcher.wait() == 128 + SIGKILL);
+    CHECK_THAT(read_file(tmp / "log"),
+               Catch::Contains("was killed by signal 9") && Catch::Contains("error: rank "));
+  }
+  SECTION("the launcher killed") {
+    Child launcher(kTrainer + " fit " + resumable_config(tmp, 20) + " --slots 2 --output " + run,
+                   tmp / "log");
+    REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 7; }));
+    launcher.signal(SIGKILL);
+    launcher.wait();
+    CHECK(wait_until(
+        [&] { return run_command("pgrep -f -- '--output " + run + "$'").output.empty(); }, 10));
+  }
+}
+
+TEST_CASE("a 2-slot run killed and resumed ends bitwise identical to the uninterrupted one",
+          "[dist][fit][resume]") {
+  TempDir tmp;
+  const std::string reference = tmp / "reference";
+  auto full = run_command(kTrainer + " fit " + resumable_config(tmp, 0) + " --slots 2 --quiet " +
+                          "--output " + reference);
+  INFO(full.output);
+  REQUIRE(full.exit_code == 0);
+
+  const std::string run = tmp / "run";
+  {
+    Child launcher(
+        kTrainer + " fit " + resumable_config(tmp, 20) + " --slots 2 --quiet --output " + run,
+        tmp / "log");
+    REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 49; }));
+    launcher.signal(SIGKILL);
+    launcher.wait();
+  }
+  auto resumed = run_command(kTrainer + " fit --resume " + run);
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  check_same_end(reference, run);
+
+  auto other_slots = run_command(kTrainer + " fit --resume " + run + " --slots 4");
+  CHECK(other_slots.exit_code == 2);
+  CHECK_THAT(other_slots.output, Catch::Contains("resources.slots_per_trial: 2 -> 4  (unsafe)"));
+}
