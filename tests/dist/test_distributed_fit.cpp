@@ -97,7 +97,7 @@ TEST_CASE("a SIGKILLed worker is named: killing the launcher leaves no worker", 
   }
 }
 
-TEST_CASE("a 2-slot run killed and resumed ends bitwise identical to the uninterrupted one",
+TEST_CASE("a 2-slot run killed or preempted, then resumed, ends bitwise identical",
           "[dist][fit][resume]") {
   TempDir tmp;
   const std::string reference = tmp / "reference";
@@ -107,13 +107,27 @@ TEST_CASE("a 2-slot run killed and resumed ends bitwise identical to the uninter
   REQUIRE(full.exit_code == 0);
 
   const std::string run = tmp / "run";
+  int signal = 0;
+  int expected_exit = 0;
+  SECTION("SIGKILL of the launcher") {
+    signal = SIGKILL;
+    expected_exit = 128 + SIGKILL;
+  }
+  SECTION("SIGTERM to the launcher: every rank stops at the same batch, checkpointed") {
+    signal = SIGTERM;
+    expected_exit = 4;
+  }
   {
     Child launcher(
         kTrainer + " fit " + resumable_config(tmp, 20) + " --slots 2 --quiet --output " + run,
         tmp / "log");
     REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 49; }));
-    launcher.signal(SIGKILL);
-    launcher.wait();
+    launcher.signal(signal);
+    CHECK(launcher.wait() == expected_exit);
+  }
+  if (signal == SIGTERM) {
+    // The stop checkpoint is newer than the periodic ones (40, 60): taken where the ranks agreed.
+    CHECK(latest(run) > "batch-0000000049");
   }
   auto resumed = run_command(kTrainer + " fit --resume " + run);
   INFO(resumed.output);
@@ -123,4 +137,25 @@ TEST_CASE("a 2-slot run killed and resumed ends bitwise identical to the uninter
   auto other_slots = run_command(kTrainer + " fit --resume " + run + " --slots 4");
   CHECK(other_slots.exit_code == 2);
   CHECK_THAT(other_slots.output, Catch::Contains("resources.slots_per_trial: 2 -> 4  (unsafe)"));
+}
+
+TEST_CASE("bad distributed flags and settings exit 2 naming them", "[dist][fit]") {
+  auto fit = [](const std::string& args) {
+    return run_command(kTrainer + " fit " + kLinear + " " + args);
+  };
+  auto check = [](const crucible::testing::CommandResult& r, const std::string& message) {
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(message));
+  };
+  check(fit("--slots 0"), "--slots 0: expected an integer of at least 1");
+  check(fit("--slots 2 --nnodes 2 --node-rank 2"), "--node-rank 2 is outside --nnodes 2");
+  check(fit("--slots 4 --nnodes 3"),
+        "resources.slots_per_trial (4) must be a multiple of --nnodes (3)");
+  check(fit("--slots 2 --nnodes 2 --node-rank 1"), "needs --master-port");
+  check(
+      run_command("RANK=0 WORLD_SIZE=1 CRUCIBLE_DIST_TIMEOUT=soon " + kTrainer + " fit " + kLinear),
+      "CRUCIBLE_DIST_TIMEOUT=soon: expected seconds > 0");
+  check(run_command("RANK=0 WORLD_SIZE=1 " + kTrainer + " fit " + kLinear + " --slots 2"),
+        "resources.slots_per_trial is 2 but this process is one of 1");
 }

@@ -15,6 +15,7 @@
 #include "dist/rendezvous.h"
 #include "launch/launcher.h"
 #include "plugin/loader.h"
+#include "util/parse.h"
 
 namespace crucible::cli {
 namespace fs = std::filesystem;
@@ -58,7 +59,8 @@ Options:
   --slots N          train on N processes of this machine (resources.slots_per_trial)
   --nnodes N, --node-rank R, --master-addr HOST, --master-port PORT
                      a run over N machines: start `trainer fit` on each, with its rank;
-                     node 0 serves the rendezvous at HOST:PORT
+                     each runs slots_per_trial / N workers; node 0 serves the rendezvous
+                     at HOST:PORT
   --quiet            write reports to the run's log only
   --help             show this help
 
@@ -112,17 +114,11 @@ struct Args {
 
 // `text` as an integer of at least `min`, or a UsageError naming `flag`.
 int64_t positive(const std::string& text, const std::string& flag, int64_t min = 1) {
-  size_t used = 0;
-  int64_t v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || v < min) {
+  const auto v = util::whole_integer(text);
+  if (!v || *v < min) {
     throw UsageError(fmt::format("{} {}: expected an integer of at least {}", flag, text, min));
   }
-  return v;
+  return *v;
 }
 
 Args parse(const std::vector<std::string>& args) {
@@ -201,19 +197,26 @@ std::chrono::milliseconds dist_timeout() {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
-// Runs this same command line in `slots` worker processes under the built-in launcher.
+// Runs this same command line under the built-in launcher: this node's share of the run's
+// `slots` (slots_per_trial counts the processes of all --nnodes nodes).
 int launch_workers(const Args& a, int64_t slots) {
+  if (a.node_rank >= a.nnodes) {
+    throw UsageError(fmt::format("--node-rank {} is outside --nnodes {}", a.node_rank, a.nnodes));
+  }
+  if (slots % a.nnodes != 0) {
+    throw UsageError(fmt::format(
+        "resources.slots_per_trial ({}) must be a multiple of --nnodes ({}): every node runs "
+        "the same number of slots",
+        slots, a.nnodes));
+  }
   launch::LaunchOptions options;
   options.command = {fs::read_symlink("/proc/self/exe").string()};
   options.command.insert(options.command.end(), a.argv.begin(), a.argv.end());
-  options.slots = slots;
+  options.slots = slots / a.nnodes;
   options.nnodes = a.nnodes;
   options.node_rank = a.node_rank;
   options.master_addr = a.master_addr;
   options.master_port = a.master_port;
-  if (a.node_rank >= a.nnodes) {
-    throw UsageError(fmt::format("--node-rank {} is outside --nnodes {}", a.node_rank, a.nnodes));
-  }
   const launch::LaunchResult result = launch::launch(options, std::cout, std::cerr);
   if (!result.failure.empty()) std::cerr << "error: " << result.failure << "\n";
   return result.exit_code;
@@ -237,7 +240,7 @@ int fit(const Args& a) {
   ExperimentConfig config = load_experiment_config(path, overrides);
   TrialFactory factory = plugin::resolve_entrypoint(config.entrypoint, config_dir(path));
   const auto rendezvous = dist::from_environment(dist::process_environment());
-  if (!rendezvous && config.resources.slots_per_trial * a.nnodes > 1) {
+  if (!rendezvous && (config.resources.slots_per_trial > 1 || a.nnodes > 1)) {
     factory.check_evaluation_methods();  // one clear error here rather than one per worker
     return launch_workers(a, config.resources.slots_per_trial);
   }

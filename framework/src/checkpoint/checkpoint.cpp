@@ -191,7 +191,7 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
   return final_dir.string();
 }
 
-nlohmann::json verify(const std::string& dir) {
+nlohmann::json metadata(const std::string& dir) {
   const fs::path root(dir);
   if (!fs::is_directory(root)) {
     throw DamagedCheckpoint(fmt::format("checkpoint {}: no such directory", dir));
@@ -207,6 +207,12 @@ nlohmann::json verify(const std::string& dir) {
   if (!meta.contains("files") || !meta["files"].is_object() || !meta.contains("batches")) {
     throw DamagedCheckpoint(fmt::format("checkpoint {}: metadata.json lacks its file list", dir));
   }
+  return meta;
+}
+
+nlohmann::json verify(const std::string& dir) {
+  const fs::path root(dir);
+  nlohmann::json meta = metadata(dir);
   for (const auto& [name, expected] : meta["files"].items()) {
     const fs::path path = root / name;
     std::error_code ec;

@@ -53,6 +53,10 @@ std::string directory_name(int64_t batches);
 std::string save(const std::string& run_dir, int64_t batches, const Contents& contents,
                  nlohmann::json metadata, const std::vector<torch::Tensor>& rank_generators = {});
 
+// The metadata.json of checkpoint `dir`, without checking the other files. Throws
+// DamagedCheckpoint when the directory or its metadata is missing or unreadable.
+nlohmann::json metadata(const std::string& dir);
+
 // Checks every file of checkpoint `dir` against metadata.json; returns the metadata. Throws
 // DamagedCheckpoint saying what is wrong.
 nlohmann::json verify(const std::string& dir);

@@ -7,6 +7,8 @@
 
 #include <crucible/errors.h>
 
+#include "util/parse.h"
+
 extern char** environ;
 
 namespace crucible::dist {
@@ -17,18 +19,12 @@ bool has(const Env& env, const std::string& name) { return env.count(name) > 0; 
 
 int64_t integer(const Env& env, const std::string& name, const std::string& source) {
   const std::string& text = env.at(name);
-  size_t used = 0;
-  int64_t value = -1;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || value < 0) {
+  const auto value = util::whole_integer(text);
+  if (!value || *value < 0) {
     throw UsageError(fmt::format("{}: environment variable {}='{}' is not a non-negative integer",
                                  source, name, text));
   }
-  return value;
+  return *value;
 }
 
 int64_t integer_or(const Env& env, const std::string& name, int64_t fallback,
@@ -39,13 +35,9 @@ int64_t integer_or(const Env& env, const std::string& name, int64_t fallback,
 // Slurm's tasks per node: "2", or "2(x3)" for three nodes of two, or "2(x2),1" (uneven: the
 // first node's count is this node's only when they are all equal; uneven layouts are refused).
 int64_t slurm_tasks_per_node(const std::string& text, const std::string& name) {
-  size_t used = 0;
-  int64_t n = 0;
-  try {
-    n = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
+  const auto prefix = util::integer_prefix(text);
+  const size_t used = prefix ? prefix->second : 0;
+  const int64_t n = prefix ? prefix->first : 0;
   const std::string rest = text.substr(used);
   if (used == 0 || n <= 0 || (!rest.empty() && rest.rfind("(x", 0) != 0) ||
       rest.find(',') != std::string::npos) {

@@ -154,7 +154,7 @@ class FitLoop {
 
   // Compares the config to the one the checkpoint was written with; refuses unsafe changes.
   void accept_config_changes(const std::string& dir) {
-    const nlohmann::json meta = checkpoint::verify(dir);
+    const nlohmann::json meta = checkpoint::metadata(dir);  // restore() verifies the files
     const auto changes = config::diff(checkpoint_config(meta, dir), config_);
     if (changes.empty()) return;
     std::string list;
