@@ -84,6 +84,8 @@ TEST_CASE("defaults fill what the file omits", "[config]") {
   CHECK(c.checkpoint_storage.host_path == "runs");
   CHECK(c.resources.slots_per_trial == 1);
   CHECK(c.optimizations.aggregation_frequency == 1);
+  CHECK(c.optimizations.gradient_bucket_mb == 25);
+  CHECK(c.resources.distributed_timeout_seconds == 300);
   CHECK(c.scheduling_unit == 100);
   auto hp = c.constant_hyperparameters();
   CHECK(hp["lr"].is_number_float());

@@ -4,6 +4,9 @@
 //   collectives  every collective, with values that reveal what each rank contributed
 //   die          rank 1 exits with code 3 right after joining; the others then allreduce
 //   hang         rank 1 sleeps forever after joining; the others then allreduce
+//   grad_sync    GradientSync on an MLP against all-gathered local gradients, with and without
+//                overlap, with two backward passes in one window, with parameters that one rank
+//                or no rank has a gradient for
 // CRUCIBLE_TEST_TIMEOUT_S sets the run's timeout (default 30).
 #include <chrono>
 #include <cstdlib>
@@ -13,6 +16,7 @@
 #include <crucible/crucible.h>
 
 #include "dist/collectives.h"
+#include "dist/grad_sync.h"
 
 namespace {
 
@@ -49,6 +53,91 @@ nlohmann::json collectives(const crucible::DistributedContext& ctx) {
   return out;
 }
 
+// An MLP whose `unused` layer never gets a gradient and whose `rank0` layer gets one on rank 0
+// only. They come first, so that they fall in the last bucket.
+struct Net : torch::nn::Module {
+  Net()
+      : unused(register_module("unused", torch::nn::Linear(4, 4))),
+        rank0(register_module("rank0", torch::nn::Linear(4, 4))),
+        a(register_module("a", torch::nn::Linear(16, 32))),
+        b(register_module("b", torch::nn::Linear(32, 32))),
+        c(register_module("c", torch::nn::Linear(32, 4))) {}
+  torch::Tensor loss(const torch::Tensor& x, bool use_rank0) {
+    torch::Tensor y = c(torch::relu(b(torch::relu(a(x)))));
+    if (use_rank0) y = rank0(y);
+    return y.pow(2).mean();
+  }
+  torch::nn::Linear unused, rank0, a, b, c;
+};
+
+// The largest difference between each parameter's gradient and `expected` (undefined: none).
+double max_error(const std::vector<torch::Tensor>& params,
+                 const std::vector<torch::Tensor>& expected) {
+  double worst = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const torch::Tensor& g = params[i].grad();
+    if (g.defined() != expected[i].defined()) return 1e9;
+    if (g.defined()) worst = std::max(worst, (g - expected[i]).abs().max().item<double>());
+  }
+  return worst;
+}
+
+// The mean over ranks of each parameter's gradient now (all-gathered; none where no rank has
+// one), then zeroes the gradients.
+std::vector<torch::Tensor> reference_means(const crucible::DistributedContext& ctx, Net& net) {
+  std::vector<torch::Tensor> out;
+  for (auto& p : net.parameters()) {
+    const bool has = p.grad().defined();
+    auto flags = ctx.allgather(torch::tensor({has ? 1 : 0}));
+    const auto grads = ctx.allgather(has ? p.grad() : torch::zeros_like(p));
+    bool anyone = false;
+    for (const auto& f : flags) anyone = anyone || f.item<int64_t>() > 0;
+    out.push_back(anyone ? torch::stack(grads).sum(0) / static_cast<double>(ctx.size())
+                         : torch::Tensor());
+    p.mutable_grad() = torch::Tensor();
+  }
+  return out;
+}
+
+nlohmann::json grad_sync(const crucible::DistributedContext& ctx) {
+  torch::manual_seed(7);
+  Net net;
+  torch::manual_seed(100 + static_cast<uint64_t>(ctx.rank()));
+  const torch::Tensor x1 = torch::randn({8, 16}), x2 = torch::randn({8, 16});
+  const bool rank0 = ctx.rank() == 0;
+  nlohmann::json out = {{"rank", ctx.rank()}};
+  for (const bool overlap : {true, false}) {
+    const std::string name = overlap ? "overlap" : "plain";
+    crucible::dist::GradientSync sync(ctx, net.parameters(), 1024, overlap);
+    // One backward pass.
+    net.loss(x1, rank0).backward();
+    const auto one = reference_means(ctx, net);
+    sync.open_window();
+    net.loss(x1, rank0).backward();
+    sync.finish();
+    out[name] = {{"buckets", sync.bucket_count()},
+                 {"started_early", sync.buckets_started_early()},
+                 {"redone", sync.last_finish_redone()},
+                 {"error", max_error(net.parameters(), one)},
+                 {"unused_has_grad", net.unused->weight.grad().defined()},
+                 {"rank0_has_grad", net.rank0->weight.grad().defined()}};
+    net.zero_grad();
+    for (auto& p : net.parameters()) p.mutable_grad() = torch::Tensor();
+    // Two backward passes in one window: their sum is averaged.
+    net.loss(x1, rank0).backward();
+    net.loss(x2, false).backward();
+    const auto two = reference_means(ctx, net);
+    sync.open_window();
+    net.loss(x1, rank0).backward();
+    net.loss(x2, false).backward();
+    sync.finish();
+    out[name + "_twice"] = {{"redone", sync.last_finish_redone()},
+                            {"error", max_error(net.parameters(), two)}};
+    for (auto& p : net.parameters()) p.mutable_grad() = torch::Tensor();
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,8 +150,8 @@ int main(int argc, char** argv) {
     const auto rendezvous = dist::from_environment(dist::process_environment());
     if (!rendezvous) throw crucible::UsageError("no launcher variables in the environment");
     const crucible::DistributedContext ctx = dist::connect(*rendezvous, timeout);
-    if (mode == "collectives") {
-      std::cout << collectives(ctx).dump() << std::endl;
+    if (mode == "collectives" || mode == "grad_sync") {
+      std::cout << (mode == "collectives" ? collectives(ctx) : grad_sync(ctx)).dump() << std::endl;
       return 0;
     }
     if (ctx.rank() == 1) {

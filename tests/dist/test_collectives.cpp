@@ -140,3 +140,30 @@ TEST_CASE("a rank that hangs makes the others fail within the timeout", "[dist]"
   }
   CHECK(ranks[1].exit_code == -1);  // still hanging when the others gave up: killed by the test
 }
+
+TEST_CASE("gradient buckets are all-reduced during backward and give the exact mean", "[dist]") {
+  for (int n : {2, 3}) {
+    INFO(n << " ranks");
+    const auto ranks = run_world(n, "grad_sync", torchrun_env(n, free_port()));
+    for (int r = 0; r < n; ++r) {
+      const auto out = result_of(ranks[static_cast<size_t>(r)]);
+      INFO(out.dump());
+      for (const char* mode : {"overlap", "plain"}) {
+        const auto& m = out[mode];
+        // 1 KiB buckets: [c, b.bias] [b.weight] [a.bias] [a.weight] [rank0, unused, flags].
+        CHECK(m["buckets"].get<int>() == 5);
+        CHECK(m["error"].get<double>() <= 1e-6);
+        CHECK_FALSE(m["redone"].get<bool>());
+        CHECK_FALSE(m["unused_has_grad"].get<bool>());
+        CHECK(m["rank0_has_grad"].get<bool>());  // the mean of rank 0's and zeros
+        CHECK(out[std::string(mode) + "_twice"]["error"].get<double>() <= 1e-6);
+      }
+      // Overlap: every bucket but the last (which finish() starts) started during backward.
+      CHECK(out["overlap"]["started_early"].get<int>() == 4);
+      CHECK(out["plain"]["started_early"].get<int>() == 0);
+      // A second backward in the window changes copied gradients: every rank averages again.
+      CHECK(out["overlap_twice"]["redone"].get<bool>());
+      CHECK_FALSE(out["plain_twice"]["redone"].get<bool>());
+    }
+  }
+}

@@ -78,6 +78,7 @@ TEST_CASE("an ABI stamp mismatch is refused, showing both stamps", "[plugin]") {
 TEST_CASE("an unknown class lists the classes the library registers", "[plugin]") {
   CHECK_THAT(plugin_error("crucible_test_trials:RecordngTrial"),
              Catch::Contains("trial class 'RecordngTrial' is not registered in") &&
-                 Catch::Contains("it registers: RecordingTrial, ResumableTrial, BothEvalTrial, "
+                 Catch::Contains("it registers: RecordingTrial, ResumableTrial, BatchNormTrial, "
+                                 "BothEvalTrial, "
                                  "NeitherEvalTrial, ThrowingCtorTrial"));
 }

@@ -261,6 +261,47 @@ class ResumableTrial : public Trial {
   int64_t seen_ = 0;
 };
 
+// An MLP with batch norm and one optimizer, for distributed runs: its validation reports the sum
+// of the running means reduced with MAX and with MIN over the ranks, equal when every rank holds
+// the same buffers. Hyperparameters: records.
+class BatchNormTrial : public Trial {
+ public:
+  explicit BatchNormTrial(TrialContext& ctx)
+      : ctx_(ctx),
+        model_(ctx.wrap_model(torch::nn::Sequential(torch::nn::Linear(8, 16),
+                                                    torch::nn::BatchNorm1d(16), torch::nn::ReLU(),
+                                                    torch::nn::Linear(16, 1)))),
+        opt_(ctx.wrap_optimizer(torch::optim::SGD(model_->parameters(), 0.05))) {}
+
+  DataLoader build_training_data_loader() override {
+    return DataLoader(std::make_shared<JitteredDataset>(ctx_.hparam<int64_t>("records"), 3),
+                      DataLoaderOptions(ctx_.per_slot_batch_size()).shuffle(true));
+  }
+  DataLoader build_validation_data_loader() override {
+    return DataLoader(std::make_shared<JitteredDataset>(64, 4), DataLoaderOptions(16));
+  }
+  Metrics train_batch(Batch& batch, int64_t, int64_t) override {
+    auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]);
+    ctx_.backward(loss);
+    ctx_.step_optimizer(opt_);
+    return {{"loss", loss}};
+  }
+  Metrics evaluate_batch(Batch& batch, int64_t) override {
+    const torch::Tensor stats = model_[1]->as<torch::nn::BatchNorm1d>()->running_mean.sum();
+    return {{"loss", torch::mse_loss(model_->forward(batch[0].tensor()), batch[1])},
+            {"stats_max", stats},
+            {"stats_min", stats}};
+  }
+  EvaluationReducer evaluation_reducer() override {
+    return EvaluationReducer({{"stats_max", Reducer::MAX}, {"stats_min", Reducer::MIN}});
+  }
+
+ private:
+  TrialContext& ctx_;
+  torch::nn::Sequential model_;
+  Optimizer opt_;
+};
+
 // RecordingTrial with an EventLog named "log"; hyperparameter throw_in is passed to it.
 class CallbackTrial : public RecordingTrial {
  public:

@@ -69,8 +69,8 @@ directory, the trainer's directory and <prefix>/lib/crucible/trials.
 
 Distributed: with slots_per_trial > 1 `trainer fit` starts one worker per slot, prefixes their
 output with [rank R] and stops them all when one fails. Under torchrun, mpirun or srun each
-process joins the run their variables describe instead. $CRUCIBLE_DIST_TIMEOUT (seconds,
-default 300) bounds every wait for another rank.
+process joins the run their variables describe instead. resources.distributed_timeout_seconds
+(default 300; $CRUCIBLE_DIST_TIMEOUT overrides it) bounds every wait for another rank.
 )";
 
 constexpr const char* kValidateUsage = R"(usage: trainer validate --checkpoint DIR
@@ -187,10 +187,10 @@ std::string config_dir(const std::string& config_path) {
 }
 
 // How long a rank waits for the others (the rendezvous, each collective):
-// $CRUCIBLE_DIST_TIMEOUT seconds, default 300.
-std::chrono::milliseconds dist_timeout() {
+// $CRUCIBLE_DIST_TIMEOUT seconds when set, else resources.distributed_timeout_seconds.
+std::chrono::milliseconds dist_timeout(const ExperimentConfig& config) {
   const char* env = std::getenv("CRUCIBLE_DIST_TIMEOUT");
-  const double seconds = env ? std::atof(env) : 300.0;
+  const double seconds = env ? std::atof(env) : config.resources.distributed_timeout_seconds;
   if (!(seconds > 0)) {
     throw UsageError(fmt::format("CRUCIBLE_DIST_TIMEOUT={}: expected seconds > 0", env));
   }
@@ -245,7 +245,7 @@ int fit(const Args& a) {
     return launch_workers(a, config.resources.slots_per_trial);
   }
   DistributedContext distributed;
-  if (rendezvous) distributed = dist::connect(*rendezvous, dist_timeout());
+  if (rendezvous) distributed = dist::connect(*rendezvous, dist_timeout(config));
   FitOptions options;
   options.distributed(distributed);
   options.test_mode(a.test_mode)

@@ -50,11 +50,15 @@ struct CheckpointStorageConfig {
 
 struct ResourcesConfig {
   int64_t slots_per_trial = 1;
+  // How long a rank waits for the others (rendezvous, each collective) before it fails.
+  double distributed_timeout_seconds = 300;
 };
 
 struct OptimizationsConfig {
   int64_t aggregation_frequency = 1;
   bool average_aggregated_gradients = true;
+  // Largest gradient all-reduce bucket, in MiB.
+  double gradient_bucket_mb = 25;
 };
 
 struct ReproducibilityConfig {

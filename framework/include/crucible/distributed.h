@@ -68,6 +68,9 @@ class DistributedContext {
   // On rank `root`, every rank's value in rank order; empty on the others.
   std::vector<nlohmann::json> gather_object(const nlohmann::json& value, int64_t root = 0) const;
 
+  // Crucible's internals (gradient synchronisation); null in a one-process context.
+  const std::shared_ptr<detail::Collectives>& collectives() const { return collectives_; }
+
  private:
   Topology topology_;
   std::shared_ptr<detail::Collectives> collectives_;

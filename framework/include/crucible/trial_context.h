@@ -59,12 +59,15 @@ class TrialContext {
   }
 
   // loss.backward(), divided by aggregation_frequency when gradients are averaged over an
-  // accumulation window.
+  // accumulation window. In a distributed run whose trial wraps one optimizer, on a batch that
+  // ends an accumulation window, gradients are all-reduced in buckets while backward runs; the
+  // trial must then call no collective of distributed() before step_optimizer.
   void backward(const torch::Tensor& loss);
   // Steps `optimizer` and zeroes its gradients, on batches that end an accumulation window
   // (every batch when aggregation_frequency is 1); does nothing on the others. In a distributed
-  // run it first averages the gradients of the optimizer's parameters across ranks (bucketed
-  // all-reduce); the other batches communicate nothing.
+  // run it first replaces the gradients of the optimizer's parameters by their mean across ranks
+  // (finishing the all-reduces backward started; gradients from a plain loss.backward() are
+  // reduced here); the other batches communicate nothing.
   void step_optimizer(const Optimizer& optimizer);
 
   // The hyperparameter `name` as T (bool, integers, floats, std::string, std::vector of those,

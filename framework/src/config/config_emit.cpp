@@ -134,11 +134,14 @@ std::string to_yaml(const ExperimentConfig& c) {
       << YAML::Key << "save_trial_latest" << YAML::Value << c.checkpoint_storage.save_trial_latest
       << YAML::EndMap;
   out << YAML::Key << "resources" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
-      << "slots_per_trial" << YAML::Value << c.resources.slots_per_trial << YAML::EndMap;
+      << "slots_per_trial" << YAML::Value << c.resources.slots_per_trial << YAML::Key
+      << "distributed_timeout_seconds" << YAML::Value << c.resources.distributed_timeout_seconds
+      << YAML::EndMap;
   out << YAML::Key << "optimizations" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
       << "aggregation_frequency" << YAML::Value << c.optimizations.aggregation_frequency
       << YAML::Key << "average_aggregated_gradients" << YAML::Value
-      << (c.optimizations.average_aggregated_gradients ? "true" : "false") << YAML::EndMap;
+      << (c.optimizations.average_aggregated_gradients ? "true" : "false") << YAML::Key
+      << "gradient_bucket_mb" << YAML::Value << c.optimizations.gradient_bucket_mb << YAML::EndMap;
   out << YAML::Key << "reproducibility" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
       << "experiment_seed" << YAML::Value << c.reproducibility.experiment_seed << YAML::EndMap;
   out << YAML::Key << "scheduling_unit" << YAML::Value << c.scheduling_unit;

@@ -47,9 +47,10 @@ std::vector<Change> diff(const ExperimentConfig& before, const ExperimentConfig&
 }
 
 bool is_safe_change(const std::string& key) {
-  for (const char* prefix : {"max_length", "min_validation_period", "min_checkpoint_period",
-                             "scheduling_unit", "checkpoint_storage.save_trial_best",
-                             "checkpoint_storage.save_trial_latest", "description"}) {
+  for (const char* prefix :
+       {"max_length", "min_validation_period", "min_checkpoint_period", "scheduling_unit",
+        "checkpoint_storage.save_trial_best", "checkpoint_storage.save_trial_latest", "description",
+        "resources.distributed_timeout_seconds"}) {
     const std::string p(prefix);
     if (key == p || key.rfind(p + ".", 0) == 0) return true;
   }

@@ -210,14 +210,25 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
     c.checkpoint_storage.save_trial_latest = s.integer("save_trial_latest", 1, 0);
   }
   if (top.has("resources")) {
-    MapReader s(source, root["resources"], "resources", {"slots_per_trial"});
+    MapReader s(source, root["resources"], "resources",
+                {"slots_per_trial", "distributed_timeout_seconds"});
     c.resources.slots_per_trial = s.integer("slots_per_trial", 1, 1);
+    c.resources.distributed_timeout_seconds = s.number("distributed_timeout_seconds", 300);
+    if (!(c.resources.distributed_timeout_seconds > 0)) {
+      s.fail("distributed_timeout_seconds", fmt::format("must be a number of seconds > 0, got {}",
+                                                        c.resources.distributed_timeout_seconds));
+    }
   }
   if (top.has("optimizations")) {
     MapReader s(source, root["optimizations"], "optimizations",
-                {"aggregation_frequency", "average_aggregated_gradients"});
+                {"aggregation_frequency", "average_aggregated_gradients", "gradient_bucket_mb"});
     c.optimizations.aggregation_frequency = s.integer("aggregation_frequency", 1, 1);
     c.optimizations.average_aggregated_gradients = s.boolean("average_aggregated_gradients", true);
+    c.optimizations.gradient_bucket_mb = s.number("gradient_bucket_mb", 25);
+    if (!(c.optimizations.gradient_bucket_mb > 0)) {
+      s.fail("gradient_bucket_mb", fmt::format("must be a number of MiB > 0, got {}",
+                                               c.optimizations.gradient_bucket_mb));
+    }
   }
   if (top.has("reproducibility")) {
     MapReader s(source, root["reproducibility"], "reproducibility", {"experiment_seed"});

@@ -51,6 +51,14 @@ void Collectives::allreduce(std::vector<torch::Tensor>& tensors, ReduceOp op) {
   }
 }
 
+c10::intrusive_ptr<c10d::Work> Collectives::allreduce_async(torch::Tensor& tensor) {
+  std::vector<torch::Tensor> tensors = {tensor};
+  c10d::AllreduceOptions options;
+  options.timeout = timeout_;
+  options.reduceOp = c10d::ReduceOp::SUM;
+  return group_->allreduce(tensors, options);
+}
+
 void Collectives::broadcast(std::vector<torch::Tensor>& tensors, int64_t root) {
   c10d::BroadcastOptions options;
   options.rootRank = root;

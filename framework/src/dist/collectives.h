@@ -24,15 +24,18 @@ class Collectives {
               int64_t rank, std::chrono::milliseconds timeout);
 
   void allreduce(std::vector<torch::Tensor>& tensors, ReduceOp op);
+  // Starts a SUM all-reduce of `tensor` in place and returns at once; complete it with wait().
+  c10::intrusive_ptr<c10d::Work> allreduce_async(torch::Tensor& tensor);
   void broadcast(std::vector<torch::Tensor>& tensors, int64_t root);
   std::vector<torch::Tensor> allgather(const torch::Tensor& tensor, int64_t size);
   void barrier();
 
+  // Blocks until `work` completes; a failure or the timeout is a TrainingError naming `op`.
+  void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* op);
+
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:
-  void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* op);
-
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   int64_t rank_;

@@ -4,7 +4,7 @@
 #include <cctype>
 
 #include "data/shuffle.h"
-#include "train/grad_sync.h"
+#include "dist/grad_sync.h"
 
 namespace crucible::train {
 
@@ -14,6 +14,8 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
   state_.config = &config_;
   state_.dist = dist;
   state_.slots = dist.size();
+  state_.bucket_bytes = std::max<int64_t>(
+      1, static_cast<int64_t>(config_.optimizations.gradient_bucket_mb * 1024 * 1024));
   state_.hparams = config_.constant_hyperparameters();
   state_.trial_seed = data::mix64(config_.reproducibility.experiment_seed);
   state_.device =
@@ -36,7 +38,7 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
   contents_.trial = trial_.get();
   contents_.trial_class = factory_.name;
   if (dist.size() > 1) {
-    for (const auto& m : state_.models) broadcast_module(dist, *m);
+    for (const auto& m : state_.models) dist::broadcast_module(dist, *m);
     torch::manual_seed(data::mix64(state_.trial_seed ^ static_cast<uint64_t>(dist.rank() + 1)));
   }
   contents_.callbacks =

@@ -227,6 +227,10 @@ class FitLoop {
     Metrics m =
         call_trial([&] { return fmt::format("train_batch (batch {})", batches_); },
                    [&] { return session_->trial().train_batch(batch, epoch_idx, batches_); });
+    if (dist_.distributed()) {
+      detail::close_gradient_windows(state);
+      dist::broadcast_buffers(dist_, state.models);
+    }
     training_.add(m, batches_);
     for (auto& s : state.schedulers) {
       if (s.mode == StepMode::EveryBatch &&

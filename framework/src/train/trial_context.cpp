@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include "train/grad_sync.h"
 #include "train/trial_state.h"
 
 namespace crucible {
@@ -52,6 +51,10 @@ void TrialContext::register_lr_scheduler(std::shared_ptr<LRScheduler> scheduler,
 }
 
 void TrialContext::backward(const torch::Tensor& loss) {
+  if (state_->dist.size() > 1 && state_->optimizers.size() == 1 &&
+      detail::is_update_batch(*state_)) {
+    detail::gradient_sync(*state_, state_->optimizers.front()).open_window();
+  }
   const int64_t k = state_->config->optimizations.aggregation_frequency;
   if (k > 1 && state_->config->optimizations.average_aggregated_gradients) {
     (loss / static_cast<double>(k)).backward();
@@ -61,15 +64,8 @@ void TrialContext::backward(const torch::Tensor& loss) {
 }
 
 void TrialContext::step_optimizer(const Optimizer& optimizer) {
-  const int64_t k = state_->config->optimizations.aggregation_frequency;
-  if ((state_->batch_idx + 1) % k != 0) return;
-  if (state_->dist.size() > 1) {
-    std::vector<torch::Tensor> params;
-    for (const auto& group : optimizer->param_groups()) {
-      params.insert(params.end(), group.params().begin(), group.params().end());
-    }
-    train::average_gradients(state_->dist, params, state_->bucket_bytes);
-  }
+  if (!detail::is_update_batch(*state_)) return;
+  if (state_->dist.size() > 1) detail::gradient_sync(*state_, optimizer).finish();
   optimizer->step();
   optimizer->zero_grad();
   state_->stepped_this_batch.insert(optimizer.get());

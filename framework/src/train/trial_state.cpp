@@ -6,6 +6,29 @@
 
 namespace crucible::detail {
 
+bool is_update_batch(const TrialState& state) {
+  return (state.batch_idx + 1) % state.config->optimizations.aggregation_frequency == 0;
+}
+
+dist::GradientSync& gradient_sync(TrialState& state, const Optimizer& optimizer) {
+  auto& sync = state.grad_syncs[optimizer.get()];
+  if (!sync) {
+    std::vector<torch::Tensor> params;
+    for (const auto& group : optimizer->param_groups()) {
+      params.insert(params.end(), group.params().begin(), group.params().end());
+    }
+    sync = std::make_unique<dist::GradientSync>(state.dist, std::move(params), state.bucket_bytes,
+                                                state.optimizers.size() == 1);
+  }
+  return *sync;
+}
+
+void close_gradient_windows(TrialState& state) {
+  for (auto& [optimizer, sync] : state.grad_syncs) {
+    if (sync->window_open()) sync->finish();
+  }
+}
+
 nlohmann::json optimizer_counters(const TrialState& state) {
   nlohmann::json steps = nlohmann::json::array();
   nlohmann::json stepped = nlohmann::json::array();

@@ -12,6 +12,8 @@
 #include <crucible/distributed.h>
 #include <crucible/optim.h>
 
+#include "dist/grad_sync.h"
+
 namespace crucible::detail {
 
 // The trainer's side of a TrialContext: what the trial wrapped, and where training stands.
@@ -28,6 +30,8 @@ struct TrialState {
   int64_t slots = 1;
   DistributedContext dist;
   int64_t bucket_bytes = 25 << 20;  // gradient all-reduce bucket size
+  // Gradient averaging per wrapped optimizer, built on first use in a distributed run.
+  std::map<const torch::optim::Optimizer*, std::unique_ptr<dist::GradientSync>> grad_syncs;
 
   std::vector<std::shared_ptr<torch::nn::Module>> models;
   std::vector<Optimizer> optimizers;
@@ -39,6 +43,18 @@ struct TrialState {
   std::set<const torch::optim::Optimizer*> stepped_this_epoch;
   std::map<const torch::optim::Optimizer*, int64_t> optimizer_steps;  // steps taken, ever
 };
+
+// Whether the batch being trained ends an accumulation window (the optimizers step on it).
+bool is_update_batch(const TrialState& state);
+
+// The gradient averaging of `optimizer`'s parameters, built on first use. It overlaps with
+// backward when the trial wraps exactly one optimizer; with several, each optimizer's gradients
+// are averaged when it steps.
+dist::GradientSync& gradient_sync(TrialState& state, const Optimizer& optimizer);
+
+// Finishes every window a backward pass opened that no optimizer step closed, so that no
+// gradient all-reduce is left in flight across the trainer's own collectives.
+void close_gradient_windows(TrialState& state);
 
 // The optimizer counters a checkpoint carries, by wrapped-optimizer index:
 // {"optimizer_steps": [n, ...], "stepped_this_epoch": [i, ...]}.

@@ -1,0 +1,312 @@
+#include "dist/grad_sync.h"
+
+#include <mutex>
+
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include "dist/collectives.h"
+
+namespace crucible::dist {
+
+namespace {
+
+// The bytes of a tensor's data.
+int64_t byte_size(const torch::Tensor& t) {
+  return t.numel() * static_cast<int64_t>(t.element_size());
+}
+
+// Flattens same-dtype, same-device tensors into one buffer per group, for one collective each.
+struct Coalesced {
+  std::vector<torch::Tensor> members;
+  torch::Tensor flat;
+};
+
+std::vector<Coalesced> coalesce(const std::vector<torch::Tensor>& tensors) {
+  std::vector<Coalesced> groups;
+  for (const auto& t : tensors) {
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const Coalesced& g) {
+      return g.members.front().scalar_type() == t.scalar_type() &&
+             g.members.front().device() == t.device();
+    });
+    if (it == groups.end()) {
+      groups.push_back({{t}, {}});
+    } else {
+      it->members.push_back(t);
+    }
+  }
+  for (auto& g : groups) {
+    std::vector<torch::Tensor> flat;
+    for (const auto& m : g.members) flat.push_back(m.reshape({-1}));
+    g.flat = torch::cat(flat);
+  }
+  return groups;
+}
+
+void scatter_back(const Coalesced& g) {
+  int64_t offset = 0;
+  for (const auto& m : g.members) {
+    m.copy_(g.flat.narrow(0, offset, m.numel()).view_as(m));
+    offset += m.numel();
+  }
+}
+
+}  // namespace
+
+struct GradientSync::Impl {
+  struct Slot {
+    torch::Tensor param;
+    size_t bucket = 0;
+    int64_t offset = 0;  // in the bucket's buffer
+    bool copied = false;
+  };
+  struct Bucket {
+    torch::Tensor flat;
+    std::vector<size_t> slots;
+    size_t pending = 0;  // slots not yet copied
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+
+  DistributedContext dist;
+  std::vector<torch::Tensor> params;
+  std::vector<Slot> slots;
+  std::vector<Bucket> buckets;
+  // The last bucket's tail: [late copies, has-gradient flag per slot].
+  int64_t flags_offset = 0;
+  std::vector<float> flags;
+  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks;
+
+  std::mutex mutex;
+  bool open = false;
+  size_t next = 0;  // the next bucket to start
+  int64_t started_early = 0;
+  int64_t last_started_early = 0;
+  bool redone = false;
+
+  void build(int64_t bucket_bytes) {
+    for (auto it = params.rbegin(); it != params.rend(); ++it) {
+      const torch::Tensor& p = *it;
+      Slot slot;
+      slot.param = p;
+      const bool fits = !buckets.empty() && [&] {
+        const Bucket& b = buckets.back();
+        const torch::Tensor& first = slots[b.slots.front()].param;
+        return first.scalar_type() == p.scalar_type() && first.device() == p.device() &&
+               bucket_elements(b) * first.element_size() + byte_size(p) <= bucket_bytes;
+      }();
+      if (!fits) buckets.emplace_back();
+      Bucket& b = buckets.back();
+      slot.bucket = buckets.size() - 1;
+      slot.offset = bucket_elements(b);
+      b.slots.push_back(slots.size());
+      slots.push_back(slot);
+    }
+    // The flags ride in the last bucket when it holds floats; else in a bucket of their own.
+    const bool floats = !buckets.empty() &&
+                        (slots[buckets.back().slots.front()].param.scalar_type() == torch::kFloat ||
+                         slots[buckets.back().slots.front()].param.scalar_type() == torch::kDouble);
+    if (!floats) buckets.emplace_back();
+    flags.assign(slots.size() + 1, 0.0f);
+    for (auto& b : buckets) {
+      auto options = b.slots.empty() ? torch::TensorOptions(torch::kFloat)
+                                     : slots[b.slots.front()].param.options();
+      int64_t elements = bucket_elements(b);
+      if (&b == &buckets.back()) {
+        flags_offset = elements;
+        elements += static_cast<int64_t>(flags.size());
+      }
+      b.flat = torch::zeros({elements}, options.requires_grad(false));
+      b.pending = b.slots.size();
+    }
+  }
+
+  int64_t bucket_elements(const Bucket& b) const {
+    if (b.slots.empty()) return 0;
+    const Slot& last = slots[b.slots.back()];
+    return last.offset + last.param.numel();
+  }
+
+  void install_hooks() {
+    for (size_t i = 0; i < slots.size(); ++i) {
+      auto accumulator = torch::autograd::impl::grad_accumulator(slots[i].param);
+      TORCH_INTERNAL_ASSERT(accumulator, "a parameter that requires grad has no accumulator");
+      const uintptr_t key = accumulator->add_post_hook(std::make_unique<ReadyHook>(this, i));
+      hooks.emplace_back(std::move(accumulator), key);
+    }
+  }
+
+  // Runs after backward accumulated slot i's gradient.
+  class ReadyHook final : public torch::autograd::FunctionPostHook {
+   public:
+    ReadyHook(Impl* impl, size_t slot) : impl_(impl), slot_(slot) {}
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                              const torch::autograd::variable_list&) override {
+      impl_->on_ready(slot_);
+      return outputs;
+    }
+
+   private:
+    Impl* impl_;
+    size_t slot_;
+  };
+
+  void on_ready(size_t i) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!open) return;
+    if (slots[i].copied) {
+      flags[0] += 1;  // a second gradient after the copy: finish() must average again
+      return;
+    }
+    copy_in(i);
+    // Start every complete bucket that is next in line; the last waits for finish().
+    while (next + 1 < buckets.size() && buckets[next].pending == 0) {
+      start(next++);
+      ++started_early;
+    }
+  }
+
+  void copy_in(size_t i) {
+    torch::NoGradGuard no_grad;
+    Slot& s = slots[i];
+    Bucket& b = buckets[s.bucket];
+    torch::Tensor view = b.flat.narrow(0, s.offset, s.param.numel());
+    const torch::Tensor& grad = s.param.grad();
+    if (grad.defined()) {
+      view.copy_(grad.reshape({-1}));
+    } else {
+      view.zero_();
+    }
+    flags[i + 1] = grad.defined() ? 1.0f : 0.0f;
+    s.copied = true;
+    --b.pending;
+  }
+
+  void start(size_t index) {
+    Bucket& b = buckets[index];
+    if (index + 1 == buckets.size()) {
+      b.flat.narrow(0, flags_offset, static_cast<int64_t>(flags.size()))
+          .copy_(torch::from_blob(flags.data(), {static_cast<int64_t>(flags.size())}));
+    }
+    b.work = dist.collectives()->allreduce_async(b.flat);
+  }
+
+  // Copies what is missing, starts what has not started, waits for it all. Returns the number
+  // of late copies summed over the ranks.
+  float reduce_all() {
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (!slots[i].copied) copy_in(i);
+    }
+    while (next < buckets.size()) start(next++);
+    for (auto& b : buckets) {
+      dist.collectives()->wait(b.work, "gradient allreduce");
+      b.work.reset();
+    }
+    const torch::Tensor tail = buckets.back()
+                                   .flat.narrow(0, flags_offset, static_cast<int64_t>(flags.size()))
+                                   .to(torch::kCPU, torch::kFloat);
+    std::copy_n(tail.data_ptr<float>(), flags.size(), flags.begin());
+    return flags[0];
+  }
+
+  void reset() {
+    for (auto& s : slots) s.copied = false;
+    for (auto& b : buckets) b.pending = b.slots.size();
+    std::fill(flags.begin(), flags.end(), 0.0f);
+    next = 0;
+  }
+
+  void finish() {
+    std::lock_guard<std::mutex> lock(mutex);
+    redone = false;
+    const int64_t early = started_early;
+    float late = reduce_all();
+    open = false;
+    if (late > 0) {
+      reset();
+      late = reduce_all();
+      redone = true;
+    }
+    TORCH_INTERNAL_ASSERT(late == 0, "gradient changed while no window was open");
+    torch::NoGradGuard no_grad;
+    const double size = static_cast<double>(dist.size());
+    for (size_t i = 0; i < slots.size(); ++i) {
+      Slot& s = slots[i];
+      if (flags[i + 1] == 0) continue;  // no rank has a gradient
+      torch::Tensor mean =
+          buckets[s.bucket].flat.narrow(0, s.offset, s.param.numel()).view_as(s.param).div_(size);
+      if (s.param.grad().defined()) {
+        s.param.mutable_grad().copy_(mean);
+      } else {
+        s.param.mutable_grad() = mean.clone();
+      }
+    }
+    reset();
+    started_early = 0;
+    last_started_early = early;
+  }
+};
+
+GradientSync::GradientSync(DistributedContext dist, std::vector<torch::Tensor> params,
+                           int64_t bucket_bytes, bool overlap)
+    : impl_(std::make_unique<Impl>()) {
+  TORCH_INTERNAL_ASSERT(dist.collectives(), "GradientSync needs a distributed context");
+  TORCH_INTERNAL_ASSERT(bucket_bytes > 0, "bucket_bytes must be positive");
+  impl_->dist = std::move(dist);
+  for (auto& p : params) {
+    if (p.requires_grad()) impl_->params.push_back(std::move(p));
+  }
+  impl_->build(bucket_bytes);
+  if (overlap) impl_->install_hooks();
+}
+
+GradientSync::~GradientSync() {
+  for (auto& [accumulator, key] : impl_->hooks) accumulator->del_post_hook(key);
+}
+
+void GradientSync::open_window() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->open = true;
+}
+
+bool GradientSync::window_open() const { return impl_->open; }
+
+void GradientSync::finish() { impl_->finish(); }
+
+const std::vector<torch::Tensor>& GradientSync::params() const { return impl_->params; }
+
+int64_t GradientSync::bucket_count() const { return static_cast<int64_t>(impl_->buckets.size()); }
+
+int64_t GradientSync::buckets_started_early() const { return impl_->last_started_early; }
+
+bool GradientSync::last_finish_redone() const { return impl_->redone; }
+
+void broadcast_module(const DistributedContext& dist, torch::nn::Module& module) {
+  if (dist.size() == 1) return;
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> tensors;
+  for (const auto& p : module.parameters(true)) tensors.push_back(p.detach());
+  for (const auto& b : module.buffers(true)) tensors.push_back(b);
+  for (auto& group : coalesce(tensors)) {
+    dist.broadcast(group.flat, 0);
+    scatter_back(group);
+  }
+}
+
+void broadcast_buffers(const DistributedContext& dist,
+                       const std::vector<std::shared_ptr<torch::nn::Module>>& modules) {
+  if (dist.size() == 1) return;
+  std::vector<torch::Tensor> buffers;
+  for (const auto& m : modules) {
+    for (const auto& b : m->buffers(true)) {
+      if (b.numel() > 0) buffers.push_back(b);
+    }
+  }
+  if (buffers.empty()) return;
+  torch::NoGradGuard no_grad;
+  for (auto& group : coalesce(buffers)) {
+    dist.broadcast(group.flat, 0);
+    scatter_back(group);
+  }
+}
+
+}  // namespace crucible::dist

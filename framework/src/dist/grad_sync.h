@@ -1,0 +1,76 @@
+#pragma once
+
+// Gradient averaging across the ranks of a run, and copies of rank 0's weights and buffers.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include <crucible/distributed.h>
+
+namespace crucible::dist {
+
+// Averages the gradients of a fixed list of parameters across the ranks of a run with bucketed
+// all-reduces, started while the backward pass still runs when a window is open (as PyTorch's
+// DistributedDataParallel does).
+//
+// The parameters that require gradients are grouped, in reverse order (the order backward
+// usually produces their gradients), into buckets of at most `bucket_bytes` of one dtype and
+// device; a larger tensor is a bucket of its own. With `overlap`, a hook on each parameter's
+// gradient accumulator copies its gradient into its bucket as soon as backward has accumulated
+// it, while a window is open; a bucket whose gradients are all in is all-reduced at once. Buckets
+// start in bucket order on every rank, so every rank issues the same all-reduces in the same
+// order. The last bucket also carries, per parameter, whether the rank has a gradient, and
+// whether a gradient changed after it was copied; it always starts in finish().
+//
+// After finish(), every parameter's gradient is the mean over the ranks (a rank without a
+// gradient counts as zeros), and a parameter that no rank has a gradient for keeps none. When any
+// rank saw a gradient change after its copy (two backward passes in one window), every rank
+// averages all gradients again from what they hold after backward, so results never depend on
+// the overlap.
+//
+// Every rank must build it with the same parameters (shapes, dtypes, order) and open and finish
+// windows at the same points; between open_window() and finish() the ranks must issue no other
+// collective on the same process group.
+class GradientSync {
+ public:
+  GradientSync(DistributedContext dist, std::vector<torch::Tensor> params, int64_t bucket_bytes,
+               bool overlap);
+  // Removes the hooks. In-flight all-reduces are abandoned (their tensors stay alive with them).
+  ~GradientSync();
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
+
+  // From now until finish(), gradients are copied and reduced as backward produces them (only
+  // with `overlap`; otherwise finish() does it all). Opening an open window does nothing.
+  void open_window();
+  bool window_open() const;
+  // Completes the averaging described above and closes the window. Throws TrainingError when a
+  // peer fails or does not join within the run's timeout.
+  void finish();
+
+  // The parameters it averages (those of the list that require gradients), in the given order.
+  const std::vector<torch::Tensor>& params() const;
+  int64_t bucket_count() const;
+  // How many buckets the last finish() found already started (during backward).
+  int64_t buckets_started_early() const;
+  // Whether the last finish() averaged again because a gradient changed after its copy.
+  bool last_finish_redone() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Copies rank 0's parameters and buffers of `module` to every rank.
+void broadcast_module(const DistributedContext& dist, torch::nn::Module& module);
+
+// Copies rank 0's buffers (running statistics and the like) of `modules` to every rank: one
+// broadcast per dtype and device. Does nothing when there are none or on one rank.
+void broadcast_buffers(const DistributedContext& dist,
+                       const std::vector<std::shared_ptr<torch::nn::Module>>& modules);
+
+}  // namespace crucible::dist
