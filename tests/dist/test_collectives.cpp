@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "process.h"
+#include "torchrun_env.h"
 
 using namespace crucible::testing;
 
@@ -52,13 +53,8 @@ std::vector<Finished> run_world(int n, const std::string& mode,
   return out;  // children still running are killed by their destructors
 }
 
-std::function<std::string(int)> torchrun_env(int n, int port, const std::string& extra = "") {
-  return [=](int rank) {
-    return fmt::format(
-        "RANK={} WORLD_SIZE={} LOCAL_RANK={} LOCAL_WORLD_SIZE={} GROUP_RANK=0 "
-        "MASTER_ADDR=127.0.0.1 MASTER_PORT={} {}",
-        rank, n, rank, n, port, extra);
-  };
+std::function<std::string(int)> torchrun_world(int n, int port, const std::string& extra = "") {
+  return [=](int rank) { return crucible::testing::torchrun_env(rank, n, port) + " " + extra; };
 }
 
 nlohmann::json result_of(const Finished& f) {
@@ -72,7 +68,7 @@ nlohmann::json result_of(const Finished& f) {
 TEST_CASE("collectives across 2 and 3 ranks give exact results", "[dist]") {
   for (int n : {2, 3}) {
     INFO(n << " ranks");
-    const auto ranks = run_world(n, "collectives", torchrun_env(n, free_port()));
+    const auto ranks = run_world(n, "collectives", torchrun_world(n, free_port()));
     const double s = n * (n + 1) / 2.0;  // sum of rank + 1
     for (int r = 0; r < n; ++r) {
       const auto j = result_of(ranks[static_cast<size_t>(r)]);
@@ -115,7 +111,7 @@ TEST_CASE("Open MPI's variables join the same kind of run", "[dist]") {
 TEST_CASE("a rank that dies makes the others fail, each naming itself and the operation",
           "[dist]") {
   const auto ranks =
-      run_world(3, "die", torchrun_env(3, free_port(), "CRUCIBLE_TEST_TIMEOUT_S=120"));
+      run_world(3, "die", torchrun_world(3, free_port(), "CRUCIBLE_TEST_TIMEOUT_S=120"));
   CHECK(ranks[1].exit_code == 3);
   for (int r : {0, 2}) {
     INFO(ranks[static_cast<size_t>(r)].log);
@@ -128,8 +124,8 @@ TEST_CASE("a rank that dies makes the others fail, each naming itself and the op
 }
 
 TEST_CASE("a rank that hangs makes the others fail within the timeout", "[dist]") {
-  const auto ranks = run_world(3, "hang", torchrun_env(3, free_port(), "CRUCIBLE_TEST_TIMEOUT_S=3"),
-                               30, /*hanging=*/1);
+  const auto ranks = run_world(
+      3, "hang", torchrun_world(3, free_port(), "CRUCIBLE_TEST_TIMEOUT_S=3"), 30, /*hanging=*/1);
   for (int r : {0, 2}) {
     INFO(ranks[static_cast<size_t>(r)].log);
     CHECK(ranks[static_cast<size_t>(r)].exit_code == 1);
@@ -144,7 +140,7 @@ TEST_CASE("a rank that hangs makes the others fail within the timeout", "[dist]"
 TEST_CASE("gradient buckets are all-reduced during backward and give the exact mean", "[dist]") {
   for (int n : {2, 3}) {
     INFO(n << " ranks");
-    const auto ranks = run_world(n, "grad_sync", torchrun_env(n, free_port()));
+    const auto ranks = run_world(n, "grad_sync", torchrun_world(n, free_port()));
     for (int r = 0; r < n; ++r) {
       const auto out = result_of(ranks[static_cast<size_t>(r)]);
       INFO(out.dump());

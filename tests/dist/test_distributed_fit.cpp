@@ -5,7 +5,10 @@
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
 #include "resumable_run.h"
+#include "torchrun_env.h"
 
 using namespace crucible::testing;
 
@@ -49,6 +52,51 @@ TEST_CASE("N slots of batch B train to the weights of 1 slot of batch N x B", "[
     }
     CHECK(many["validation_weight"].get<double>() == Approx(2.5).margin(0.02));
   }
+}
+
+TEST_CASE("mpirun and torchrun's environment run the same 2-slot fit as the built-in launcher",
+          "[dist][fit]") {
+  TempDir tmp;
+  const std::string sets =
+      "--set hyperparameters.global_batch_size=32 --set hyperparameters.train_samples=1980";
+  const auto builtin = fit_linear(tmp, 2, sets);
+  const std::string run = tmp / "run";
+  const std::string fit =
+      fmt::format("{} fit {} --quiet --slots 2 --output {} {}", kTrainer, kLinear, run, sets);
+  SECTION("mpirun -n 2 (Open MPI)") {
+    auto r =
+        run_command(fmt::format("mpirun --allow-run-as-root --oversubscribe -n 2 {} 2>&1", fit));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+  }
+  // Debian's torchrun cannot start under Python 3.11, so its workers' environment is set here
+  // exactly as its agent sets it.
+  for (const bool agent_store : {true, false}) {
+    DYNAMIC_SECTION("torchrun's variables, " << (agent_store ? "agent" : "rank 0") << " serves") {
+      c10::intrusive_ptr<c10d::TCPStore> store;  // torchrun's agent, serving the store
+      int port = free_port();
+      if (agent_store) {
+        c10d::TCPStoreOptions options;
+        options.port = 0;
+        options.isServer = true;
+        options.waitWorkers = false;
+        store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+        port = store->getPort();
+      }
+      std::vector<std::unique_ptr<Child>> workers;
+      for (int rank = 0; rank < 2; ++rank) {
+        workers.push_back(
+            std::make_unique<Child>(torchrun_env(rank, 2, port, agent_store) + " " + fit,
+                                    tmp / fmt::format("rank{}.log", rank)));
+      }
+      for (int rank = 0; rank < 2; ++rank) {
+        INFO(read_file(tmp / fmt::format("rank{}.log", rank)));
+        REQUIRE(workers[static_cast<size_t>(rank)]->wait() == 0);
+      }
+    }
+  }
+  // The same processes computing the same thing: bitwise the same metrics.
+  CHECK(final_validation(run) == builtin);
 }
 
 TEST_CASE("batch-norm buffers stay the same on every rank, with small overlapped buckets",

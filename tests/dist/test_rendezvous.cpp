@@ -56,14 +56,22 @@ TEST_CASE("Open MPI's variables, with MASTER_ADDR needed across nodes", "[dist]"
                                    {"OMPI_COMM_WORLD_SIZE", "3"},
                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"},
-                                   {"OMPI_COMM_WORLD_NODE_RANK", "0"}});
+                                   // as mpirun sets it: this process's index on its node
+                                   {"OMPI_COMM_WORLD_NODE_RANK", "1"}});
   REQUIRE(r);
   CHECK(r->source == "Open MPI");
   CHECK(r->topology.rank == 1);
   CHECK(r->topology.size == 3);
+  CHECK(r->topology.cross_rank == 0);
   CHECK(r->topology.cross_size == 1);
   CHECK(r->master_addr == "127.0.0.1");
   CHECK(r->master_port == 29500);
+  // mpirun's job id picks the port, so that two jobs on one machine do not meet.
+  const auto job = from_environment({{"OMPI_COMM_WORLD_RANK", "0"},
+                                     {"OMPI_COMM_WORLD_SIZE", "2"},
+                                     {"OMPI_MCA_ess_base_jobid", "1299316737"}});
+  REQUIRE(job);
+  CHECK(job->master_port == 20000 + 1299316737 % 10000);
   CHECK_THAT(error_of({{"OMPI_COMM_WORLD_RANK", "2"},
                        {"OMPI_COMM_WORLD_SIZE", "4"},
                        {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},

@@ -126,7 +126,7 @@ DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeou
       options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     }
     options->threads = 2;
-    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("crucible/", store);
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(r.store_prefix + "crucible/", store);
     group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, static_cast<int>(t.rank),
                                                         static_cast<int>(t.size), options);
   } catch (const std::exception& e) {

@@ -85,12 +85,14 @@ struct TopologyVariables {
 constexpr TopologyVariables kTorchrun = {
     "torchrun",         "RANK",       "WORLD_SIZE",      "LOCAL_RANK",
     "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE"};
+// OMPI_COMM_WORLD_NODE_RANK is not the node's index (it counts the node's processes of all
+// jobs), so the node is derived from the rank and the local size.
 constexpr TopologyVariables kOpenMpi = {"Open MPI",
                                         "OMPI_COMM_WORLD_RANK",
                                         "OMPI_COMM_WORLD_SIZE",
                                         "OMPI_COMM_WORLD_LOCAL_RANK",
                                         "OMPI_COMM_WORLD_LOCAL_SIZE",
-                                        "OMPI_COMM_WORLD_NODE_RANK",
+                                        nullptr,
                                         nullptr};
 
 // A rendezvous from `vars`; absent local variables mean one node, absent node variables are
@@ -114,6 +116,10 @@ Rendezvous read_topology(const Env& env, const TopologyVariables& vars) {
 
 Rendezvous open_mpi(const Env& env) {
   Rendezvous r = read_topology(env, kOpenMpi);
+  if (!has(env, "MASTER_PORT") && has(env, "OMPI_MCA_ess_base_jobid")) {
+    r.master_port =
+        static_cast<int>(20000 + integer(env, "OMPI_MCA_ess_base_jobid", r.source) % 10000);
+  }
   if (r.topology.cross_size > 1 && !has(env, "MASTER_ADDR")) {
     throw UsageError(
         "Open MPI: a run over several nodes needs MASTER_ADDR (the address of rank 0's node), "
@@ -166,6 +172,14 @@ std::optional<Rendezvous> from_environment(const Env& env) {
   }
   if (r) {
     r->store_hosted = has(env, "CRUCIBLE_STORE_HOSTED") && env.at("CRUCIBLE_STORE_HOSTED") == "1";
+    // torchrun's static rendezvous (its default): the agent on node 0 serves the store at
+    // MASTER_PORT and the workers meet under a per-restart prefix, as torch.distributed does.
+    if (r->source == "torchrun" && has(env, "TORCHELASTIC_USE_AGENT_STORE") &&
+        env.at("TORCHELASTIC_USE_AGENT_STORE") == "True") {
+      r->store_hosted = true;
+      r->store_prefix = "/worker/attempt_" +
+                        std::to_string(integer_or(env, "TORCHELASTIC_RESTART_COUNT", 0, r->source));
+    }
     check(*r);
   }
   return r;

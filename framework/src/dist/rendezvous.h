@@ -18,9 +18,12 @@ struct Rendezvous {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string source;  // the launcher the variables came from: "torchrun", "Open MPI", "Slurm"
-  // Whether the launcher serves the store (CRUCIBLE_STORE_HOSTED=1, set by Crucible's own);
-  // otherwise rank 0 serves it.
+  // Whether the launcher serves the store (CRUCIBLE_STORE_HOSTED=1, set by Crucible's own, or
+  // torchrun's TORCHELASTIC_USE_AGENT_STORE=True); otherwise rank 0 serves it.
   bool store_hosted = false;
+  // The key prefix of this run in the store (torchrun's agent store:
+  // "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>").
+  std::string store_prefix;
 };
 
 // The variables of this process's environment.
@@ -29,12 +32,13 @@ Env process_environment();
 // The rendezvous that `env` describes, looked for in this order:
 //   torchrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE,
 //             MASTER_ADDR, MASTER_PORT;
-//   Open MPI: OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE,NODE_RANK};
+//   Open MPI: OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE} (node = rank / local size);
 //   Slurm (srun steps only, SLURM_STEP_ID set): SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
 //             SLURM_NODEID, SLURM_NNODES, SLURM_NTASKS_PER_NODE or SLURM_TASKS_PER_NODE.
 // For Open MPI and Slurm, MASTER_ADDR and MASTER_PORT are honoured when set; otherwise the
 // address is 127.0.0.1 for a one-node run (SLURM_LAUNCH_NODE_IPADDR under Slurm) and the port
-// 29500 (Slurm: 20000 + SLURM_JOB_ID % 10000). Returns nullopt when no launcher's variables are
+// 20000 + the job id % 10000 (Open MPI: OMPI_MCA_ess_base_jobid, Slurm: SLURM_JOB_ID), 29500
+// without one. Returns nullopt when no launcher's variables are
 // present. Throws UsageError naming the variable when one is malformed or they disagree (a rank
 // outside the world, a multi-node Open MPI run without MASTER_ADDR).
 std::optional<Rendezvous> from_environment(const Env& env);
