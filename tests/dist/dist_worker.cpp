@@ -28,7 +28,8 @@ nlohmann::json collectives(const crucible::DistributedContext& ctx) {
                         {"local_rank", ctx.local_rank()},
                         {"local_size", ctx.local_size()},
                         {"cross_rank", ctx.cross_rank()},
-                        {"cross_size", ctx.cross_size()}};
+                        {"cross_size", ctx.cross_size()},
+                        {"torch_threads", torch::get_num_threads()}};
   for (auto [name, op] : {std::pair{"sum", ReduceOp::kSum}, std::pair{"avg", ReduceOp::kAvg},
                           std::pair{"min", ReduceOp::kMin}, std::pair{"max", ReduceOp::kMax}}) {
     auto t = torch::tensor({rank + 1, 10 * (rank + 1)}, torch::kDouble);

@@ -34,6 +34,13 @@ nlohmann::json fit_linear(const TempDir& tmp, int slots, const std::string& sets
   return final_validation(run);
 }
 
+// Writes `yaml` as an experiment file in `tmp` and fits it into tmp/run.
+CommandResult fit_yaml(const TempDir& tmp, const std::string& yaml) {
+  const std::string config = tmp / "experiment.yaml";
+  write_file(config, yaml);
+  return run_command(kTrainer + " fit " + config + " --output " + (tmp / "run"));
+}
+
 }  // namespace
 
 TEST_CASE("N slots of batch B train to the weights of 1 slot of batch N x B", "[dist][fit]") {
@@ -127,17 +134,61 @@ optimizations: {gradient_bucket_mb: 0.0002}
   }
 }
 
+TEST_CASE("a custom reducer's cross-slot step runs on every rank and is exact", "[dist][fit]") {
+  TempDir tmp;
+  for (int slots : {1, 2, 3}) {
+    INFO(slots << " slots");
+    const std::string dir = tmp / fmt::format("reducers{}", slots);
+    std::filesystem::create_directories(dir);
+    const std::string config = tmp / "reducer.yaml";
+    // 71 validation records in batches of 8: uneven shards on 2 and 3 ranks.
+    write_file(config, fmt::format(R"(name: reducer
+entrypoint: crucible_test_trials:ReducerTrial
+hyperparameters: {{global_batch_size: 6, records: 60, validation_records: 71,
+                  validation_batch_size: 8, reducer_dir: {}}}
+searcher: {{metric: validation_median_x}}
+max_length: {{batches: 20}}
+min_validation_period: {{batches: 10}}
+)",
+                                   dir));
+    const std::string run = tmp / fmt::format("run{}", slots);
+    auto r = run_command(kTrainer + " fit " + config + " --quiet --output " + run + " --slots " +
+                         std::to_string(slots));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(final_validation(run)["validation_median_x"].get<double>() == 35.0);
+    for (int rank = 0; rank < slots; ++rank) {
+      // Two validations (batches 10 and 20), each reduced on this rank over all ranks' records.
+      CHECK(read_file(dir + fmt::format("/rank{}", rank)) ==
+            fmt::format("35 {}\n35 {}\n", slots, slots));
+    }
+  }
+}
+
+TEST_CASE("a reducer named like an evaluate_batch metric is an error naming it", "[dist][fit]") {
+  TempDir tmp;
+  auto r = fit_yaml(tmp, R"(name: clash
+entrypoint: crucible_test_trials:ReducerTrial
+hyperparameters: {global_batch_size: 6, records: 60, validation_records: 10,
+                  validation_batch_size: 8, reducer_name: avg_x}
+searcher: {metric: validation_avg_x}
+max_length: {batches: 5}
+)");
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("validation metric 'avg_x' comes both from evaluate_batch "
+                                       "and from a reducer"));
+}
+
 TEST_CASE("a rank that throws stops the run: the launcher names it", "[dist][fit]") {
   TempDir tmp;
-  const std::string config = tmp / "fail.yaml";
-  write_file(config, R"(name: fail
+  auto r = fit_yaml(tmp, R"(name: fail
 entrypoint: crucible_test_trials:RecordingTrial
 hyperparameters: {global_batch_size: 8, records: 100, validation_records: 20,
                   validation_batch_size: 4, fail_at: 5, fail_rank: 1}
 max_length: {batches: 20}
 resources: {slots_per_trial: 2}
 )");
-  auto r = run_command(kTrainer + " fit " + config + " --output " + (tmp / "run"));
   INFO(r.output);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("error: rank 1 exited with code 1; the other ranks were "

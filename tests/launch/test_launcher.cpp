@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <sstream>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -62,6 +63,10 @@ TEST_CASE("the launcher starts ranked workers and prefixes their output", "[laun
     CHECK(j["size"] == 3);
     CHECK(j["local_rank"] == r);
     CHECK(j["sum"][0] == 6.0);
+    // The workers share the cores: OMP_NUM_THREADS = cores / slots unless the user set it.
+    const char* user = std::getenv("OMP_NUM_THREADS");
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    CHECK(j["torch_threads"] == (user ? std::atoi(user) : std::max(1, cores / 3)));
   }
 }
 

@@ -78,7 +78,8 @@ TEST_CASE("an ABI stamp mismatch is refused, showing both stamps", "[plugin]") {
 TEST_CASE("an unknown class lists the classes the library registers", "[plugin]") {
   CHECK_THAT(plugin_error("crucible_test_trials:RecordngTrial"),
              Catch::Contains("trial class 'RecordngTrial' is not registered in") &&
-                 Catch::Contains("it registers: RecordingTrial, ResumableTrial, BatchNormTrial, "
-                                 "BothEvalTrial, "
-                                 "NeitherEvalTrial, ThrowingCtorTrial"));
+                 Catch::Contains(
+                     "it registers: RecordingTrial, ResumableTrial, ReducerTrial, BatchNormTrial, "
+                     "BothEvalTrial, "
+                     "NeitherEvalTrial, ThrowingCtorTrial"));
 }

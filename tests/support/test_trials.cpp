@@ -5,11 +5,13 @@ using crucible::testing::BatchNormTrial;
 using crucible::testing::BothEvalTrial;
 using crucible::testing::NeitherEvalTrial;
 using crucible::testing::RecordingTrial;
+using crucible::testing::ReducerTrial;
 using crucible::testing::ResumableTrial;
 using crucible::testing::ThrowingCtorTrial;
 
 CRUCIBLE_REGISTER_TRIAL(RecordingTrial);
 CRUCIBLE_REGISTER_TRIAL(ResumableTrial);
+CRUCIBLE_REGISTER_TRIAL(ReducerTrial);
 CRUCIBLE_REGISTER_TRIAL(BatchNormTrial);
 CRUCIBLE_REGISTER_TRIAL(BothEvalTrial);
 CRUCIBLE_REGISTER_TRIAL(NeitherEvalTrial);

@@ -3,9 +3,11 @@
 // Small trials the tests drive, in process (TrialFactory::of) and as a plugin library
 // (libcrucible_test_trials.so, registered in test_trials.cpp).
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -128,6 +130,36 @@ class RecordingTrial : public Trial {
   Optimizer opt_;
   std::shared_ptr<lr::LambdaLR> scheduler_;
   int64_t trained_ = 0;
+};
+
+// The exact median of the validation examples' x (their indices), which per-batch reduction
+// cannot give. cross_slot_reduce appends "<median> <ranks>" to `file` when it is not empty.
+class MedianReducer : public MetricReducer {
+ public:
+  explicit MedianReducer(std::string file) : file_(std::move(file)) {}
+  void update(const torch::Tensor& x) {
+    for (int64_t i = 0; i < x.size(0); ++i) values_.push_back(x[i].item<double>());
+  }
+  void reset() override { values_.clear(); }
+  nlohmann::json per_slot_reduce() override { return values_; }
+  double cross_slot_reduce(const std::vector<nlohmann::json>& per_slot) override {
+    std::vector<double> all;
+    for (const auto& slot : per_slot) {
+      for (const auto& v : slot) all.push_back(v.get<double>());
+    }
+    std::sort(all.begin(), all.end());
+    const size_t n = all.size();
+    const double median = n == 0       ? std::nan("")
+                          : n % 2 == 1 ? all[n / 2]
+                                       : (all[n / 2 - 1] + all[n / 2]) / 2;
+    if (!file_.empty())
+      std::ofstream(file_, std::ios::app) << median << " " << per_slot.size() << "\n";
+    return median;
+  }
+
+ private:
+  std::string file_;
+  std::vector<double> values_;
 };
 
 // A callback that logs every hook it sees (into events(), for in-process tests) and counts the
@@ -310,6 +342,28 @@ class CallbackTrial : public RecordingTrial {
     const auto& hp = context().hparams();
     return {{"log", std::make_shared<EventLog>(hp.value("throw_in", ""))}};
   }
+};
+
+// RecordingTrial with a MedianReducer as validation metric median_x (or hyperparameter
+// reducer_name); with hyperparameter reducer_dir, each rank's reducer logs to
+// <reducer_dir>/rank<R>.
+class ReducerTrial : public RecordingTrial {
+ public:
+  explicit ReducerTrial(TrialContext& ctx)
+      : RecordingTrial(ctx),
+        median_(ctx.wrap_reducer(
+            ctx.hparams().value("reducer_name", "median_x"),
+            std::make_shared<MedianReducer>(ctx.hparams().contains("reducer_dir")
+                                                ? ctx.hparam<std::string>("reducer_dir") + "/rank" +
+                                                      std::to_string(ctx.distributed().rank())
+                                                : ""))) {}
+  Metrics evaluate_batch(Batch& batch, int64_t batch_idx) override {
+    median_->update(batch[0].tensor());
+    return RecordingTrial::evaluate_batch(batch, batch_idx);
+  }
+
+ private:
+  std::shared_ptr<MedianReducer> median_;
 };
 
 // Overrides both evaluation methods: must be refused at start-up.

@@ -21,6 +21,8 @@
 
 #include <fmt/format.h>
 
+#include "bench_util.h"
+
 #include "checkpoint/checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -33,10 +35,7 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using bench::median;
 
 // The Fashion-MNIST CNN of trials/fashion_mnist with configs/fashion_mnist_cnn.yaml's sizes.
 torch::nn::Sequential fashion_cnn() {

@@ -15,32 +15,13 @@
 #include <fmt/format.h>
 
 #include "bench_model.h"
+#include "bench_util.h"
 
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-std::vector<double> read_numbers(const std::string& text) {
-  std::vector<double> out;
-  std::istringstream in(text);
-  for (double d; in >> d;) out.push_back(d);
-  return out;
-}
-
-std::string capture(const std::string& command, int* rc) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  *rc = pclose(pipe);
-  return out;
-}
+using bench::capture;
+using bench::median;
+using bench::read_numbers;
 
 std::vector<double> hand_written(int64_t batches, int64_t batch_size, int64_t warmup) {
   torch::manual_seed(1);

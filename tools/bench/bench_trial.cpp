@@ -1,4 +1,5 @@
-// The Crucible side of the overhead benchmark; writes its step times to hparam `timing_file`.
+// The Crucible side of the overhead and DDP benchmarks; writes its step times to hparam
+// `timing_file` (with ".rank<R>" appended in a distributed run).
 #include <crucible/crucible.h>
 
 #include "bench_model.h"
@@ -10,7 +11,9 @@ class BenchMLPTrial : public crucible::Trial {
         model_(ctx.wrap_model(bench::MLP())),
         opt_(ctx.wrap_optimizer(bench::make_optimizer(model_))) {}
   ~BenchMLPTrial() override {
-    clock_.write(ctx_.hparam<std::string>("timing_file"), ctx_.hparam<int64_t>("warmup"));
+    const auto& dist = ctx_.distributed();
+    const std::string suffix = dist.distributed() ? ".rank" + std::to_string(dist.rank()) : "";
+    clock_.write(ctx_.hparam<std::string>("timing_file") + suffix, ctx_.hparam<int64_t>("warmup"));
   }
 
   crucible::DataLoader build_training_data_loader() override {

@@ -12,6 +12,7 @@
 #include <crucible/config.h>
 #include <crucible/distributed.h>
 #include <crucible/json_value.h>
+#include <crucible/metrics.h>
 #include <crucible/optim.h>
 
 namespace crucible {
@@ -56,6 +57,16 @@ class TrialContext {
     auto owned = std::make_shared<S>(std::move(scheduler));
     register_lr_scheduler(owned, mode);
     return owned;
+  }
+
+  // Registers `reducer` as the validation metric `name` (MetricReducer says when Crucible calls
+  // it). Returns it, for the trial to feed from evaluate_batch. Throws Error for an empty name or
+  // one already registered.
+  template <class R>
+  std::shared_ptr<R> wrap_reducer(const std::string& name, std::shared_ptr<R> reducer) {
+    static_assert(std::is_base_of_v<MetricReducer, R>, "wrap_reducer takes a MetricReducer");
+    register_reducer(name, reducer);
+    return reducer;
   }
 
   // loss.backward(), divided by aggregation_frequency when gradients are averaged over an
@@ -115,6 +126,7 @@ class TrialContext {
   void register_model(std::shared_ptr<torch::nn::Module> model);
   void register_optimizer(Optimizer optimizer);
   void register_lr_scheduler(std::shared_ptr<LRScheduler> scheduler, StepMode mode);
+  void register_reducer(const std::string& name, std::shared_ptr<MetricReducer> reducer);
   const nlohmann::json& hparam_value(const std::string& name) const;
 
   detail::TrialState* state_;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <thread>
 #include <optional>
 
 #include <fmt/format.h>
@@ -156,16 +157,21 @@ class Supervisor {
     for (int64_t i = 0; i < options_.slots; ++i) {
       Worker& w = workers_[static_cast<size_t>(i)];
       w.rank = options_.node_rank * options_.slots + i;
-      spawn(w, options_.command,
-            environment_with({{"RANK", std::to_string(w.rank)},
-                              {"WORLD_SIZE", std::to_string(world)},
-                              {"LOCAL_RANK", std::to_string(i)},
-                              {"LOCAL_WORLD_SIZE", std::to_string(options_.slots)},
-                              {"GROUP_RANK", std::to_string(options_.node_rank)},
-                              {"GROUP_WORLD_SIZE", std::to_string(options_.nnodes)},
-                              {"MASTER_ADDR", options_.master_addr},
-                              {"MASTER_PORT", std::to_string(port)},
-                              {"CRUCIBLE_STORE_HOSTED", "1"}}));
+      std::map<std::string, std::string> vars = {
+          {"RANK", std::to_string(w.rank)},
+          {"WORLD_SIZE", std::to_string(world)},
+          {"LOCAL_RANK", std::to_string(i)},
+          {"LOCAL_WORLD_SIZE", std::to_string(options_.slots)},
+          {"GROUP_RANK", std::to_string(options_.node_rank)},
+          {"GROUP_WORLD_SIZE", std::to_string(options_.nnodes)},
+          {"MASTER_ADDR", options_.master_addr},
+          {"MASTER_PORT", std::to_string(port)},
+          {"CRUCIBLE_STORE_HOSTED", "1"}};
+      if (!std::getenv("OMP_NUM_THREADS")) {
+        const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+        vars["OMP_NUM_THREADS"] = std::to_string(std::max<int64_t>(1, cores / options_.slots));
+      }
+      spawn(w, options_.command, environment_with(vars));
     }
     while (!all_finished()) {
       if (const int sig = g_forward.exchange(0)) signal_running(sig);

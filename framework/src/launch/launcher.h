@@ -14,7 +14,8 @@ namespace crucible::launch {
 struct LaunchOptions {
   // The worker command: program path and arguments. Each worker also gets torchrun's variables
   // (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR,
-  // MASTER_PORT) and CRUCIBLE_STORE_HOSTED=1.
+  // MASTER_PORT) and CRUCIBLE_STORE_HOSTED=1; and, unless this process's environment sets it,
+  // OMP_NUM_THREADS = max(1, cores / slots), so that the workers' threads share the cores.
   std::vector<std::string> command;
   int64_t slots = 1;      // workers on this node
   int64_t nnodes = 1;     // nodes of the run, each with its own launcher

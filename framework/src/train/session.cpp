@@ -55,6 +55,22 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
   }
 }
 
+void TrialSession::reduce_custom(metrics::Values& values) {
+  for (const auto& [name, reducer] : state_.reducers) {
+    const nlohmann::json mine =
+        call_trial([&] { return fmt::format("reducer '{}' per_slot_reduce", name); },
+                   [&] { return reducer->per_slot_reduce(); });
+    const std::vector<nlohmann::json> all = state_.dist.allgather_object(mine);
+    const double value =
+        call_trial([&] { return fmt::format("reducer '{}' cross_slot_reduce", name); },
+                   [&] { return reducer->cross_slot_reduce(all); });
+    if (!values.emplace(name, value).second) {
+      throw TrainingError(fmt::format(
+          "validation metric '{}' comes both from evaluate_batch and from a reducer", name));
+    }
+  }
+}
+
 metrics::Values TrialSession::validate(int64_t max_batches) {
   DataLoader loader = call_trial(named("build_validation_data_loader"),
                                  [&] { return trial_->build_validation_data_loader(); });
@@ -66,6 +82,10 @@ metrics::Values TrialSession::validate(int64_t max_batches) {
   metrics::Values values;
   {
     torch::NoGradGuard no_grad;
+    for (const auto& [name, reducer] : state_.reducers) {
+      call_trial([&] { return fmt::format("reducer '{}' reset", name); },
+                 [&] { reducer->reset(); });
+    }
     if (factory_.overrides_evaluate_full_dataset) {
       nlohmann::json result;
       if (dist.is_chief()) {
@@ -94,6 +114,7 @@ metrics::Values TrialSession::validate(int64_t max_batches) {
                    ? acc.result()
                    : metrics::combine_partials(dist.allgather_object(acc.partial()), reducer);
     }
+    reduce_custom(values);
   }
   for (auto& m : state_.models) m->train();
   metrics::Values prefixed;

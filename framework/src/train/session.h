@@ -56,10 +56,15 @@ class TrialSession {
   // eval mode without gradients; returns the metrics, each named "validation_<name>". In a
   // distributed run each rank evaluates its stride of the batches and the results are reduced
   // across ranks exactly (AVG weighted by records); evaluate_full_dataset runs on rank 0 alone
-  // over the whole loader and its result is broadcast.
+  // over the whole loader and its result is broadcast. The trial's MetricReducers are reset
+  // before the pass and add their metrics after it (their cross-slot step on every rank).
   metrics::Values validate(int64_t max_batches = -1);
 
  private:
+  // Adds each wrapped reducer's metric to `values`: per-slot summaries all-gathered, reduced on
+  // every rank. Throws TrainingError when a name is taken by an evaluate_batch metric.
+  void reduce_custom(metrics::Values& values);
+
   const ExperimentConfig& config_;
   const TrialFactory& factory_;
   detail::TrialState state_;

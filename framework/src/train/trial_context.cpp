@@ -50,6 +50,15 @@ void TrialContext::register_lr_scheduler(std::shared_ptr<LRScheduler> scheduler,
   state_->schedulers.push_back({std::move(scheduler), mode});
 }
 
+void TrialContext::register_reducer(const std::string& name,
+                                    std::shared_ptr<MetricReducer> reducer) {
+  if (name.empty()) throw Error("wrap_reducer: the metric name is empty");
+  if (!reducer) throw Error(fmt::format("wrap_reducer: reducer '{}' is null", name));
+  if (!state_->reducers.emplace(name, std::move(reducer)).second) {
+    throw Error(fmt::format("wrap_reducer: a reducer named '{}' is already registered", name));
+  }
+}
+
 void TrialContext::backward(const torch::Tensor& loss) {
   if (state_->dist.size() > 1 && state_->optimizers.size() == 1 &&
       detail::is_update_batch(*state_)) {

@@ -10,6 +10,7 @@
 
 #include <crucible/config.h>
 #include <crucible/distributed.h>
+#include <crucible/metrics.h>
 #include <crucible/optim.h>
 
 #include "dist/grad_sync.h"
@@ -36,6 +37,7 @@ struct TrialState {
   std::vector<std::shared_ptr<torch::nn::Module>> models;
   std::vector<Optimizer> optimizers;
   std::vector<Scheduler> schedulers;
+  std::map<std::string, std::shared_ptr<MetricReducer>> reducers;  // by metric name
 
   int64_t batch_idx = 0;  // the batch being trained
   int64_t epoch_len = 1;

@@ -1,0 +1,202 @@
+// bench_ddp [--batches N] [--batch-size B] [--rounds R] [--python PYTHON] [--sizes-mb LIST]
+//           [--repeats K]
+//
+// Two processes on this machine, both sides with the same OMP_NUM_THREADS (cores / 2):
+// (a) data-parallel training throughput: the bench MLP through `trainer fit --slots 2` vs Python
+//     PyTorch's DistributedDataParallel over Gloo (Debian's python3-torch), B records per rank
+//     per step, the same data and split; samples/s from the median step time of rank 0, rounds
+//     interleaved.
+// (b) gradient all-reduce bus bandwidth: Crucible's gradient sync (GradientSync::finish over 8
+//     gradient tensors of S bytes in all, default 25 MB buckets) vs one bare c10d Gloo all-reduce
+//     of an S-byte tensor; median of K; bus bandwidth = S / t * 2(n-1)/n.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "bench_util.h"
+#include "dist/collectives.h"
+#include "dist/grad_sync.h"
+#include "dist/rendezvous.h"
+#include "launch/launcher.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kRanks = 2;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// One rank of (b): prints "bytes bare_s crucible_s" per size on rank 0.
+int allreduce_worker(const std::vector<int64_t>& sizes_mb, int repeats) {
+  namespace dist = crucible::dist;
+  const auto rendezvous = dist::from_environment(dist::process_environment());
+  if (!rendezvous) throw std::runtime_error("the worker needs launcher variables");
+  const crucible::DistributedContext ctx = dist::connect(*rendezvous, std::chrono::seconds(120));
+  for (const int64_t mb : sizes_mb) {
+    const int64_t elements = mb * (1 << 20) / 4;
+    torch::Tensor flat = torch::randn({elements});
+    std::vector<double> bare, sync_times;
+    for (int i = 0; i < repeats + 2; ++i) {
+      const auto t = Clock::now();
+      ctx.collectives()->allreduce_async(flat)->wait();
+      if (i >= 2) bare.push_back(seconds_since(t));
+    }
+    std::vector<torch::Tensor> params;
+    for (int i = 0; i < 8; ++i) {
+      params.push_back(torch::zeros({elements / 8}).requires_grad_());
+      params.back().mutable_grad() = torch::randn({elements / 8});
+    }
+    dist::GradientSync sync(ctx, params, 25 << 20, /*overlap=*/false);
+    for (int i = 0; i < repeats + 2; ++i) {
+      const auto t = Clock::now();
+      sync.finish();
+      if (i >= 2) sync_times.push_back(seconds_since(t));
+    }
+    if (ctx.is_chief()) {
+      std::cout << elements * 4 << " " << bench::median(bare) << " " << bench::median(sync_times)
+                << std::endl;
+    }
+  }
+  return 0;
+}
+
+// Median step time of rank 0 of `trainer fit` on the bench MLP with 2 slots.
+double crucible_step(int64_t batches, int64_t per_rank, int64_t warmup) {
+  const std::string timing = fmt::format("/tmp/crucible_bench_ddp_{}.txt", getpid());
+  const std::string run = fmt::format("/tmp/crucible_bench_ddp_run_{}", getpid());
+  const std::string command = fmt::format(
+      "{}/trainer fit {}/bench_overhead.yaml --quiet --slots {} --output {} "
+      "--set max_length.batches={} --set hyperparameters.global_batch_size={} "
+      "--set hyperparameters.warmup={} --set hyperparameters.workers=0 "
+      "--set hyperparameters.timing_file={} 2>&1",
+      CRUCIBLE_BIN_DIR, CRUCIBLE_BENCH_DIR, kRanks, run, batches, per_rank * kRanks, warmup,
+      timing);
+  int status = 0;
+  const std::string log = bench::capture(command, &status);
+  std::filesystem::remove_all(run);
+  if (status != 0) throw std::runtime_error("trainer fit failed:\n" + log);
+  double step = 0;
+  for (int r = 0; r < kRanks; ++r) {
+    const std::string file = timing + ".rank" + std::to_string(r);
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (r == 0) step = bench::median(bench::read_numbers(text.str()));
+    std::filesystem::remove(file);
+  }
+  return step;
+}
+
+// Median step time of rank 0 of the DDP script; 0 when Python or torch is missing.
+double pytorch_step(const std::string& python, int64_t batches, int64_t per_rank, int64_t warmup) {
+  const std::string script = fmt::format("{} {}/ddp_pytorch.py {} {} {}", python,
+                                         CRUCIBLE_BENCH_DIR, batches, per_rank, warmup);
+  const std::string command = fmt::format(
+      "export MASTER_ADDR=127.0.0.1 MASTER_PORT={} WORLD_SIZE={}; "
+      "RANK=1 {} > /dev/null 2>&1 & RANK=0 {} 2>/dev/null; status=$?; wait; exit $status",
+      bench::free_port(), kRanks, script, script);
+  int status = 0;
+  const std::string out = bench::capture(command, &status);
+  return status == 0 ? bench::median(bench::read_numbers(out)) : 0;
+}
+
+std::vector<int64_t> parse_list(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoll(item));
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t batches = 1500, per_rank = 64, warmup = 20;
+  int rounds = 3, repeats = 15;
+  std::string python = "/usr/bin/python3";
+  std::string sizes = "1,4,16,64";
+  try {
+    if (argc == 4 && std::string(argv[1]) == "--allreduce-worker") {
+      return allreduce_worker(parse_list(argv[2]), std::stoi(argv[3]));
+    }
+    for (int i = 1; i + 1 < argc; i += 2) {
+      const std::string flag = argv[i], value = argv[i + 1];
+      if (flag == "--batches") {
+        batches = std::stoll(value);
+      } else if (flag == "--batch-size") {
+        per_rank = std::stoll(value);
+      } else if (flag == "--rounds") {
+        rounds = std::stoi(value);
+      } else if (flag == "--python") {
+        python = value;
+      } else if (flag == "--sizes-mb") {
+        sizes = value;
+      } else if (flag == "--repeats") {
+        repeats = std::stoi(value);
+      } else {
+        std::cerr << "usage: bench_ddp [--batches N] [--batch-size B] [--rounds R] "
+                     "[--python PYTHON] [--sizes-mb LIST] [--repeats K]\n";
+        return 2;
+      }
+    }
+    const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    const std::string threads = std::to_string(std::max(1, cores / kRanks));
+    setenv("OMP_NUM_THREADS", threads.c_str(), 1);
+
+    std::vector<double> ours, theirs;
+    for (int round = 0; round < rounds; ++round) {
+      ours.push_back(crucible_step(batches, per_rank, warmup));
+      const double py = pytorch_step(python, batches, per_rank, warmup);
+      if (py > 0) theirs.push_back(py);
+    }
+    const double global = static_cast<double>(per_rank * kRanks);
+    fmt::print(
+        "(a) data-parallel MLP 784-256-128-10, {} processes, batch {} per rank, {} steps ({} "
+        "warm-up), {} rounds, OMP_NUM_THREADS={}\n",
+        kRanks, per_rank, batches, warmup, rounds, threads);
+    const double our_rate = global / bench::median(ours);
+    fmt::print("Crucible trainer fit --slots 2          {:>9.0f} samples/s  ({:.3f} ms/step)\n",
+               our_rate, bench::median(ours) * 1e3);
+    if (theirs.size() == static_cast<size_t>(rounds)) {
+      const double their_rate = global / bench::median(theirs);
+      fmt::print("PyTorch DistributedDataParallel (Gloo)  {:>9.0f} samples/s  ({:.3f} ms/step)\n",
+                 their_rate, bench::median(theirs) * 1e3);
+      fmt::print("ratio Crucible / PyTorch DDP: {:.3f}\n", our_rate / their_rate);
+    } else {
+      fmt::print("PyTorch DDP: skipped ({} cannot run torch.distributed with Gloo)\n", python);
+    }
+
+    crucible::launch::LaunchOptions options;
+    options.command = {std::filesystem::read_symlink("/proc/self/exe").string(),
+                       "--allreduce-worker", sizes, std::to_string(repeats)};
+    options.slots = kRanks;
+    std::ostringstream out, err;
+    const auto result = crucible::launch::launch(options, out, err);
+    if (result.exit_code != 0) throw std::runtime_error(result.failure + "\n" + err.str());
+    fmt::print(
+        "\n(b) gradient all-reduce, {} processes, median of {}; busbw = size / time * 2(n-1)/n\n",
+        kRanks, repeats);
+    fmt::print("{:>8}  {:>12} {:>10}  {:>12} {:>10}  {:>6}\n", "size", "bare c10d ms", "busbw GB/s",
+               "Crucible ms", "busbw GB/s", "ratio");
+    std::istringstream lines(out.str());
+    const double factor = 2.0 * (kRanks - 1) / kRanks;
+    for (std::string line; std::getline(lines, line);) {
+      const std::string prefix = "[rank 0] ";
+      if (line.rfind(prefix, 0) != 0) continue;
+      const auto v = bench::read_numbers(line.substr(prefix.size()));
+      if (v.size() != 3) continue;
+      fmt::print("{:>5.0f} MB  {:>12.2f} {:>10.2f}  {:>12.2f} {:>10.2f}  {:>6.3f}\n",
+                 v[0] / (1 << 20), v[1] * 1e3, v[0] / v[1] * factor / 1e9, v[2] * 1e3,
+                 v[0] / v[2] * factor / 1e9, v[1] / v[2]);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_ddp: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,39 @@
+"""Python side of bench_ddp: the bench MLP under torch.nn.parallel.DistributedDataParallel (Gloo).
+
+Run one process per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set. Each rank
+trains on its slice of every global batch (the same split Crucible makes); rank 0 prints its step
+times, one per line.
+"""
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+batches, per_rank, warmup = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+torch.manual_seed(1)
+x = torch.randn(16384, 784)
+y = torch.randint(0, 10, (16384,))
+model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),
+                            torch.nn.ReLU(), torch.nn.Linear(128, 10))
+ddp = torch.nn.parallel.DistributedDataParallel(model)
+opt = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
+global_batch = per_rank * world
+per_epoch = 16384 // global_batch
+starts = []
+for b in range(batches):
+    starts.append(time.perf_counter())
+    if b % per_epoch == 0:
+        perm = torch.randperm(16384)
+    first = (b % per_epoch) * global_batch + rank * per_rank
+    idx = perm[first:first + per_rank]
+    loss = torch.nn.functional.cross_entropy(ddp(x.index_select(0, idx)), y.index_select(0, idx))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+dist.destroy_process_group()
+if rank == 0:
+    for a, b in zip(starts[warmup:], starts[warmup + 1:]):
+        print(b - a)
