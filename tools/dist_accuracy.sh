@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Trains CONFIG on 1 slot, then on SLOTS slots through each way of starting a distributed run:
 # the built-in launcher, mpirun (Open MPI) and torchrun's environment contract (the variables
-# torchrun's agent sets, one `trainer fit` per rank). Prints each run's final validation metrics
-# and wall time.
+# torchrun's agent sets, one `trainer fit` per rank, OMP_NUM_THREADS=1 included). Prints each
+# run's final validation metrics and wall time. Results depend on each process's thread count
+# (convolution kernels sum in another order): the built-in launcher gives each worker
+# cores / slots threads, mpirun binds each rank to one core, torchrun sets OMP_NUM_THREADS=1.
 #
 #   tools/dist_accuracy.sh [CONFIG] [SLOTS]
 #   defaults: configs/fashion_mnist_cnn.yaml 2
@@ -30,7 +32,7 @@ torchrun_env() {  # RANK PORT
   timeout 3600 env RANK="$rank" LOCAL_RANK="$rank" GROUP_RANK=0 ROLE_RANK="$rank" \
     WORLD_SIZE="$slots" LOCAL_WORLD_SIZE="$slots" GROUP_WORLD_SIZE=1 ROLE_WORLD_SIZE="$slots" \
     MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" TORCHELASTIC_RESTART_COUNT=0 \
-    TORCHELASTIC_USE_AGENT_STORE=False \
+    TORCHELASTIC_USE_AGENT_STORE=False OMP_NUM_THREADS=1 \
     "$trainer" fit "$config" --quiet --slots "$slots" --output "$work/torchrun"
 }
 

@@ -196,6 +196,28 @@ resources: {slots_per_trial: 2}
                            Catch::Contains("train_batch (batch 5) threw: injected failure"));
 }
 
+TEST_CASE("a rank that hangs makes the others fail within the timeout: the launcher names it",
+          "[dist][fit]") {
+  TempDir tmp;
+  const auto started = std::chrono::steady_clock::now();
+  auto r = fit_yaml(tmp, R"(name: hang
+entrypoint: crucible_test_trials:RecordingTrial
+hyperparameters: {global_batch_size: 8, records: 100, validation_records: 20,
+                  validation_batch_size: 4, hang_at: 5, fail_rank: 1}
+max_length: {batches: 20}
+resources: {slots_per_trial: 2, distributed_timeout_seconds: 3}
+)");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("error: rank 1 stopped responding") &&
+                           Catch::Contains("rank 0 exited with code 1") &&
+                           Catch::Contains("rank 0: gradient allreduce across ranks failed"));
+  // 3 s timeout, 1 s for the others to fail, 10 s between SIGTERM and SIGKILL of the hung rank.
+  CHECK(seconds < 30);
+}
+
 TEST_CASE("a SIGKILLed worker is named: killing the launcher leaves no worker", "[dist][fit]") {
   TempDir tmp;
   const std::string run = tmp / "run";

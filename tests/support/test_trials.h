@@ -29,8 +29,9 @@ inline std::shared_ptr<TensorDataset> index_dataset(int64_t n) {
 }
 
 // Records what the fit loop asks of it. Hyperparameters: records, validation_records,
-// validation_batch_size, and optional fail_at / nan_at (batch indices, -1 = never) and
-// fail_rank (the only rank that fails at fail_at; default every rank).
+// validation_batch_size, and optional fail_at / hang_at / nan_at (batch indices, -1 = never:
+// throw, sleep forever, report a NaN loss) and fail_rank (the only rank that fails or hangs;
+// default every rank).
 class RecordingTrial : public Trial {
  public:
   struct Call {
@@ -74,9 +75,13 @@ class RecordingTrial : public Trial {
     if (scheduler_ && ctx_.hparam<std::string>("step_mode") == "manual" && batch_idx % 4 == 3) {
       scheduler_->step();
     }
-    if (batch_idx == hparam_or("fail_at", -1) &&
-        hparam_or("fail_rank", ctx_.distributed().rank()) == ctx_.distributed().rank()) {
+    const bool failing_rank =
+        hparam_or("fail_rank", ctx_.distributed().rank()) == ctx_.distributed().rank();
+    if (batch_idx == hparam_or("fail_at", -1) && failing_rank) {
       throw std::runtime_error("injected failure");
+    }
+    while (batch_idx == hparam_or("hang_at", -1) && failing_rank) {
+      std::this_thread::sleep_for(std::chrono::hours(1));
     }
     const double scale = static_cast<double>(ctx_.hparam<int64_t>("records"));
     auto loss = torch::mse_loss(model_->forward(x / scale), batch[1].tensor() / scale);

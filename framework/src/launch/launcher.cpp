@@ -13,10 +13,11 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <thread>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <crucible/errors.h>
@@ -274,6 +275,13 @@ class Supervisor {
         break;
       }
     }
+    // Every failure so far was a rank giving up on its peers: the ones still running are the
+    // ones that stopped responding.
+    if (mentions_peers(*failed_)) {
+      for (const auto& w : workers_) {
+        if (!w.reaped) unresponsive_.push_back(w.rank);
+      }
+    }
     signal_running(SIGTERM);
     kill_at_ = Clock::now() + options_.grace;
   }
@@ -297,6 +305,13 @@ class Supervisor {
       r.failure =
           fmt::format("rank {} {}; the other ranks were stopped. Its last lines:{}", failed_->rank,
                       describe(failed_->status), tail.empty() ? "\n  (none)" : tail);
+      if (!unresponsive_.empty()) {
+        r.failure = fmt::format(
+                        "rank {} stopped responding (still running when the others gave "
+                        "up waiting for it; stopped): ",
+                        fmt::join(unresponsive_, ", ")) +
+                    r.failure;
+      }
       return r;
     }
     for (const auto& w : workers_) {
@@ -312,6 +327,7 @@ class Supervisor {
   std::vector<const Worker*> failures_;  // in the order they were reaped
   std::optional<Clock::time_point> first_failure_at_;
   const Worker* failed_ = nullptr;
+  std::vector<int64_t> unresponsive_;  // ranks running when only peer-wait failures had come
   std::optional<Clock::time_point> kill_at_;
 };
 

@@ -33,7 +33,8 @@ struct LaunchResult {
   // a checkpoint); otherwise the first failed worker's exit code, or 128 + signal.
   int exit_code = 0;
   // Empty on success; otherwise names the first failed worker's rank and exit status, with the
-  // tail of its output.
+  // tail of its output, preceded by the ranks that stopped responding when every failure was a
+  // rank giving up on its peers (a hung rank).
   std::string failure;
 };
 
