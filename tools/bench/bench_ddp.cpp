@@ -41,22 +41,24 @@ int allreduce_worker(const std::vector<int64_t>& sizes_mb, int repeats) {
   for (const int64_t mb : sizes_mb) {
     const int64_t elements = mb * (1 << 20) / 4;
     torch::Tensor flat = torch::randn({elements});
-    std::vector<double> bare, sync_times;
-    for (int i = 0; i < repeats + 2; ++i) {
-      const auto t = Clock::now();
-      ctx.collectives()->allreduce_async(flat)->wait();
-      if (i >= 2) bare.push_back(seconds_since(t));
-    }
     std::vector<torch::Tensor> params;
     for (int i = 0; i < 8; ++i) {
       params.push_back(torch::zeros({elements / 8}).requires_grad_());
       params.back().mutable_grad() = torch::randn({elements / 8});
     }
     dist::GradientSync sync(ctx, params, 25 << 20, /*overlap=*/false);
+    // Alternating, so that drift of the machine hits both alike.
+    std::vector<double> bare, sync_times;
     for (int i = 0; i < repeats + 2; ++i) {
-      const auto t = Clock::now();
+      auto t = Clock::now();
+      ctx.collectives()->allreduce_async(flat)->wait();
+      const double bare_s = seconds_since(t);
+      t = Clock::now();
       sync.finish();
-      if (i >= 2) sync_times.push_back(seconds_since(t));
+      if (i >= 2) {
+        bare.push_back(bare_s);
+        sync_times.push_back(seconds_since(t));
+      }
     }
     if (ctx.is_chief()) {
       std::cout << elements * 4 << " " << bench::median(bare) << " " << bench::median(sync_times)
@@ -117,7 +119,7 @@ std::vector<int64_t> parse_list(const std::string& text) {
 
 int main(int argc, char** argv) {
   int64_t batches = 1500, per_rank = 64, warmup = 20;
-  int rounds = 3, repeats = 15;
+  int rounds = 3, repeats = 31;
   std::string python = "/usr/bin/python3";
   std::string sizes = "1,4,16,64";
   try {

@@ -232,12 +232,13 @@ struct GradientSync::Impl {
     for (size_t i = 0; i < slots.size(); ++i) {
       Slot& s = slots[i];
       if (flags[i + 1] == 0) continue;  // no rank has a gradient
-      torch::Tensor mean =
-          buckets[s.bucket].flat.narrow(0, s.offset, s.param.numel()).view_as(s.param).div_(size);
+      // One pass: the sum is read and the mean written straight into the gradient.
+      const torch::Tensor sum =
+          buckets[s.bucket].flat.narrow(0, s.offset, s.param.numel()).view_as(s.param);
       if (s.param.grad().defined()) {
-        s.param.mutable_grad().copy_(mean);
+        torch::div_out(s.param.mutable_grad(), sum, size);
       } else {
-        s.param.mutable_grad() = mean.clone();
+        s.param.mutable_grad() = sum / size;
       }
     }
     reset();
