@@ -106,7 +106,7 @@ TEST_CASE("mpirun and torchrun's environment run the same 2-slot fit as the buil
   CHECK(final_validation(run) == builtin);
 }
 
-TEST_CASE("batch-norm buffers stay the same on every rank, with small overlapped buckets",
+TEST_CASE("buffers and gradients after backward are the same on every rank (small buckets)",
           "[dist][fit]") {
   TempDir tmp;
   const std::string config = tmp / "bn.yaml";
@@ -131,6 +131,10 @@ optimizations: {gradient_bucket_mb: 0.0002}
     CHECK(m["validation_stats_max"].get<double>() == m["validation_stats_min"].get<double>());
     CHECK(m["validation_stats_max"].get<double>() != 0.0);
     CHECK(m["validation_loss"].get<double>() < 0.5);
+    // The gradients are the same on every rank as soon as ctx.backward returns.
+    for (const auto& row : read_metrics(run + "/metrics.jsonl")) {
+      if (row["type"] == "training") CHECK(row["metrics"]["grad_spread"].get<double>() == 0.0);
+    }
   }
 }
 

@@ -300,7 +300,8 @@ class ResumableTrial : public Trial {
 
 // An MLP with batch norm and one optimizer, for distributed runs: its validation reports the sum
 // of the running means reduced with MAX and with MIN over the ranks, equal when every rank holds
-// the same buffers. Hyperparameters: records.
+// the same buffers; its training, how far the ranks' gradients differ after ctx.backward.
+// Hyperparameters: records.
 class BatchNormTrial : public Trial {
  public:
   explicit BatchNormTrial(TrialContext& ctx)
@@ -317,11 +318,17 @@ class BatchNormTrial : public Trial {
   DataLoader build_validation_data_loader() override {
     return DataLoader(std::make_shared<JitteredDataset>(64, 4), DataLoaderOptions(16));
   }
+  // grad_spread: how far the ranks' gradients differ when ctx.backward returns (0: averaged).
   Metrics train_batch(Batch& batch, int64_t, int64_t) override {
     auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]);
     ctx_.backward(loss);
+    torch::Tensor high = torch::zeros({1}, torch::kDouble);
+    for (const auto& p : model_->parameters()) high += p.grad().abs().sum().to(torch::kDouble);
+    torch::Tensor low = high.clone();
+    ctx_.distributed().allreduce(high, ReduceOp::kMax);
+    ctx_.distributed().allreduce(low, ReduceOp::kMin);
     ctx_.step_optimizer(opt_);
-    return {{"loss", loss}};
+    return {{"loss", loss}, {"grad_spread", (high - low).squeeze()}};
   }
   Metrics evaluate_batch(Batch& batch, int64_t) override {
     const torch::Tensor stats = model_[1]->as<torch::nn::BatchNorm1d>()->running_mean.sum();

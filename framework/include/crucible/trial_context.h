@@ -71,14 +71,14 @@ class TrialContext {
 
   // loss.backward(), divided by aggregation_frequency when gradients are averaged over an
   // accumulation window. In a distributed run whose trial wraps one optimizer, on a batch that
-  // ends an accumulation window, gradients are all-reduced in buckets while backward runs; the
-  // trial must then call no collective of distributed() before step_optimizer.
+  // ends an accumulation window, gradients are all-reduced in buckets while backward runs, and
+  // when it returns they are the mean across ranks (gradient clipping may follow). The other
+  // batches communicate nothing.
   void backward(const torch::Tensor& loss);
   // Steps `optimizer` and zeroes its gradients, on batches that end an accumulation window
   // (every batch when aggregation_frequency is 1); does nothing on the others. In a distributed
-  // run it first replaces the gradients of the optimizer's parameters by their mean across ranks
-  // (finishing the all-reduces backward started; gradients from a plain loss.backward() are
-  // reduced here); the other batches communicate nothing.
+  // run it first averages across ranks the gradients of the optimizer's parameters that
+  // backward() did not (several optimizers, or gradients from a plain loss.backward()).
   void step_optimizer(const Optimizer& optimizer);
 
   // The hyperparameter `name` as T (bool, integers, floats, std::string, std::vector of those,

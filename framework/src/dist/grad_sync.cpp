@@ -78,6 +78,8 @@ struct GradientSync::Impl {
 
   std::mutex mutex;
   bool open = false;
+  bool changed = true;  // a gradient changed since the last finish() (always, without hooks)
+  bool overlap = false;
   size_t next = 0;  // the next bucket to start
   int64_t started_early = 0;
   int64_t last_started_early = 0;
@@ -152,7 +154,10 @@ struct GradientSync::Impl {
 
   void on_ready(size_t i) {
     std::lock_guard<std::mutex> lock(mutex);
-    if (!open) return;
+    if (!open) {
+      changed = true;
+      return;
+    }
     if (slots[i].copied) {
       flags[0] += 1;  // a second gradient after the copy: finish() must average again
       return;
@@ -244,6 +249,7 @@ struct GradientSync::Impl {
     reset();
     started_early = 0;
     last_started_early = early;
+    changed = !overlap;
   }
 };
 
@@ -257,6 +263,7 @@ GradientSync::GradientSync(DistributedContext dist, std::vector<torch::Tensor> p
     if (p.requires_grad()) impl_->params.push_back(std::move(p));
   }
   impl_->build(bucket_bytes);
+  impl_->overlap = overlap;
   if (overlap) impl_->install_hooks();
 }
 
@@ -270,6 +277,8 @@ void GradientSync::open_window() {
 }
 
 bool GradientSync::window_open() const { return impl_->open; }
+
+bool GradientSync::changed_since_finish() const { return impl_->changed; }
 
 void GradientSync::finish() { impl_->finish(); }
 

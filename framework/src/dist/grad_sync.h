@@ -47,6 +47,9 @@ class GradientSync {
   // with `overlap`; otherwise finish() does it all). Opening an open window does nothing.
   void open_window();
   bool window_open() const;
+  // Whether a gradient may have changed since the last finish(): with `overlap`, whether a hook
+  // saw a gradient accumulate outside a window since then; without, always true.
+  bool changed_since_finish() const;
   // Completes the averaging described above and closes the window. Throws TrainingError when a
   // peer fails or does not join within the run's timeout.
   void finish();

@@ -60,9 +60,11 @@ void TrialContext::register_reducer(const std::string& name,
 }
 
 void TrialContext::backward(const torch::Tensor& loss) {
+  dist::GradientSync* sync = nullptr;
   if (state_->dist.size() > 1 && state_->optimizers.size() == 1 &&
       detail::is_update_batch(*state_)) {
-    detail::gradient_sync(*state_, state_->optimizers.front()).open_window();
+    sync = &detail::gradient_sync(*state_, state_->optimizers.front());
+    sync->open_window();
   }
   const int64_t k = state_->config->optimizations.aggregation_frequency;
   if (k > 1 && state_->config->optimizations.average_aggregated_gradients) {
@@ -70,11 +72,15 @@ void TrialContext::backward(const torch::Tensor& loss) {
   } else {
     loss.backward();
   }
+  if (sync) sync->finish();
 }
 
 void TrialContext::step_optimizer(const Optimizer& optimizer) {
   if (!detail::is_update_batch(*state_)) return;
-  if (state_->dist.size() > 1) detail::gradient_sync(*state_, optimizer).finish();
+  if (state_->dist.size() > 1) {
+    dist::GradientSync& sync = detail::gradient_sync(*state_, optimizer);
+    if (sync.changed_since_finish()) sync.finish();
+  }
   optimizer->step();
   optimizer->zero_grad();
   state_->stepped_this_batch.insert(optimizer.get());
