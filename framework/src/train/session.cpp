@@ -18,8 +18,13 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
       1, static_cast<int64_t>(config_.optimizations.gradient_bucket_mb * 1024 * 1024));
   state_.hparams = config_.constant_hyperparameters();
   state_.trial_seed = data::mix64(config_.reproducibility.experiment_seed);
+  // One process per slot: each rank of a node takes its own GPU (cuda:<local rank>).
   state_.device =
-      torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+      torch::cuda::is_available()
+          ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(
+                                            dist.local_rank() %
+                                            static_cast<int64_t>(torch::cuda::device_count())))
+          : torch::Device(torch::kCPU);
   torch::manual_seed(state_.trial_seed);
   context_ = std::make_unique<TrialContext>(&state_);
   try {
