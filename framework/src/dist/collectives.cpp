@@ -30,12 +30,13 @@ void Collectives::wait(const c10::intrusive_ptr<c10d::Work>& work, const char* o
   }
 }
 
-void Collectives::allreduce(std::vector<torch::Tensor>& tensors, ReduceOp op) {
+c10::intrusive_ptr<c10d::Work> Collectives::start_allreduce(std::vector<torch::Tensor>& tensors,
+                                                            ReduceOp op) {
   c10d::AllreduceOptions options;
   options.timeout = timeout_;
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg:  // Gloo has no AVG: a sum, divided below
+    case ReduceOp::kAvg:  // Gloo has no AVG: a sum, divided by allreduce()
       options.reduceOp = c10d::ReduceOp::SUM;
       break;
     case ReduceOp::kMin:
@@ -45,18 +46,20 @@ void Collectives::allreduce(std::vector<torch::Tensor>& tensors, ReduceOp op) {
       options.reduceOp = c10d::ReduceOp::MAX;
       break;
   }
-  wait(group_->allreduce(tensors, options), "allreduce");
+  return group_->allreduce(tensors, options);
+}
+
+void Collectives::allreduce(std::vector<torch::Tensor>& tensors, ReduceOp op) {
+  wait(start_allreduce(tensors, op), "allreduce");
   if (op == ReduceOp::kAvg) {
     for (auto& t : tensors) t.div_(group_->getSize());
   }
 }
 
-c10::intrusive_ptr<c10d::Work> Collectives::allreduce_async(torch::Tensor& tensor) {
+c10::intrusive_ptr<c10d::Work> Collectives::allreduce_async(torch::Tensor& tensor, ReduceOp op) {
+  TORCH_INTERNAL_ASSERT(op != ReduceOp::kAvg, "allreduce_async has no AVG: sum, then divide");
   std::vector<torch::Tensor> tensors = {tensor};
-  c10d::AllreduceOptions options;
-  options.timeout = timeout_;
-  options.reduceOp = c10d::ReduceOp::SUM;
-  return group_->allreduce(tensors, options);
+  return start_allreduce(tensors, op);
 }
 
 void Collectives::broadcast(std::vector<torch::Tensor>& tensors, int64_t root) {

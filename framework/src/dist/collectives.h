@@ -24,8 +24,10 @@ class Collectives {
               int64_t rank, std::chrono::milliseconds timeout);
 
   void allreduce(std::vector<torch::Tensor>& tensors, ReduceOp op);
-  // Starts a SUM all-reduce of `tensor` in place and returns at once; complete it with wait().
-  c10::intrusive_ptr<c10d::Work> allreduce_async(torch::Tensor& tensor);
+  // Starts an all-reduce of `tensor` in place (SUM, MIN or MAX) and returns at once; complete
+  // it with wait().
+  c10::intrusive_ptr<c10d::Work> allreduce_async(torch::Tensor& tensor,
+                                                 ReduceOp op = ReduceOp::kSum);
   void broadcast(std::vector<torch::Tensor>& tensors, int64_t root);
   std::vector<torch::Tensor> allgather(const torch::Tensor& tensor, int64_t size);
   void barrier();
@@ -36,6 +38,8 @@ class Collectives {
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:
+  c10::intrusive_ptr<c10d::Work> start_allreduce(std::vector<torch::Tensor>& tensors, ReduceOp op);
+
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   int64_t rank_;

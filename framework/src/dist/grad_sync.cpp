@@ -16,41 +16,6 @@ int64_t byte_size(const torch::Tensor& t) {
   return t.numel() * static_cast<int64_t>(t.element_size());
 }
 
-// Flattens same-dtype, same-device tensors into one buffer per group, for one collective each.
-struct Coalesced {
-  std::vector<torch::Tensor> members;
-  torch::Tensor flat;
-};
-
-std::vector<Coalesced> coalesce(const std::vector<torch::Tensor>& tensors) {
-  std::vector<Coalesced> groups;
-  for (const auto& t : tensors) {
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const Coalesced& g) {
-      return g.members.front().scalar_type() == t.scalar_type() &&
-             g.members.front().device() == t.device();
-    });
-    if (it == groups.end()) {
-      groups.push_back({{t}, {}});
-    } else {
-      it->members.push_back(t);
-    }
-  }
-  for (auto& g : groups) {
-    std::vector<torch::Tensor> flat;
-    for (const auto& m : g.members) flat.push_back(m.reshape({-1}));
-    g.flat = torch::cat(flat);
-  }
-  return groups;
-}
-
-void scatter_back(const Coalesced& g) {
-  int64_t offset = 0;
-  for (const auto& m : g.members) {
-    m.copy_(g.flat.narrow(0, offset, m.numel()).view_as(m));
-    offset += m.numel();
-  }
-}
-
 }  // namespace
 
 struct GradientSync::Impl {
@@ -58,6 +23,7 @@ struct GradientSync::Impl {
     torch::Tensor param;
     size_t bucket = 0;
     int64_t offset = 0;  // in the bucket's buffer
+    torch::Tensor view;  // its region of the bucket, shaped like the parameter
     bool copied = false;
   };
   struct Bucket {
@@ -119,6 +85,10 @@ struct GradientSync::Impl {
       }
       b.flat = torch::zeros({elements}, options.requires_grad(false));
       b.pending = b.slots.size();
+      for (const size_t i : b.slots) {
+        Slot& s = slots[i];
+        s.view = b.flat.narrow(0, s.offset, s.param.numel()).view_as(s.param);
+      }
     }
   }
 
@@ -173,17 +143,15 @@ struct GradientSync::Impl {
   void copy_in(size_t i) {
     torch::NoGradGuard no_grad;
     Slot& s = slots[i];
-    Bucket& b = buckets[s.bucket];
-    torch::Tensor view = b.flat.narrow(0, s.offset, s.param.numel());
     const torch::Tensor& grad = s.param.grad();
     if (grad.defined()) {
-      view.copy_(grad.reshape({-1}));
+      s.view.copy_(grad);
     } else {
-      view.zero_();
+      s.view.zero_();
     }
     flags[i + 1] = grad.defined() ? 1.0f : 0.0f;
     s.copied = true;
-    --b.pending;
+    --buckets[s.bucket].pending;
   }
 
   void start(size_t index) {
@@ -238,12 +206,10 @@ struct GradientSync::Impl {
       Slot& s = slots[i];
       if (flags[i + 1] == 0) continue;  // no rank has a gradient
       // One pass: the sum is read and the mean written straight into the gradient.
-      const torch::Tensor sum =
-          buckets[s.bucket].flat.narrow(0, s.offset, s.param.numel()).view_as(s.param);
       if (s.param.grad().defined()) {
-        torch::div_out(s.param.mutable_grad(), sum, size);
+        torch::div_out(s.param.mutable_grad(), s.view, size);
       } else {
-        s.param.mutable_grad() = sum / size;
+        s.param.mutable_grad() = s.view / size;
       }
     }
     reset();
@@ -276,8 +242,6 @@ void GradientSync::open_window() {
   impl_->open = true;
 }
 
-bool GradientSync::window_open() const { return impl_->open; }
-
 bool GradientSync::changed_since_finish() const { return impl_->changed; }
 
 void GradientSync::finish() { impl_->finish(); }
@@ -290,33 +254,47 @@ int64_t GradientSync::buckets_started_early() const { return impl_->last_started
 
 bool GradientSync::last_finish_redone() const { return impl_->redone; }
 
-void broadcast_module(const DistributedContext& dist, torch::nn::Module& module) {
-  if (dist.size() == 1) return;
-  torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> tensors;
-  for (const auto& p : module.parameters(true)) tensors.push_back(p.detach());
-  for (const auto& b : module.buffers(true)) tensors.push_back(b);
-  for (auto& group : coalesce(tensors)) {
-    dist.broadcast(group.flat, 0);
-    scatter_back(group);
+TensorBroadcast::TensorBroadcast(DistributedContext dist, const std::vector<torch::Tensor>& tensors)
+    : dist_(std::move(dist)) {
+  if (dist_.size() == 1) return;
+  for (const auto& t : tensors) {
+    if (t.numel() == 0) continue;
+    auto it = std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) {
+      return g.members.front().scalar_type() == t.scalar_type() &&
+             g.members.front().device() == t.device();
+    });
+    if (it == groups_.end()) it = groups_.insert(groups_.end(), Group{});
+    it->members.push_back(t);
+  }
+  for (auto& g : groups_) {
+    int64_t elements = 0;
+    for (const auto& m : g.members) elements += m.numel();
+    g.flat = torch::empty({elements}, g.members.front().options().requires_grad(false));
+    int64_t offset = 0;
+    for (const auto& m : g.members) {
+      g.views.push_back(g.flat.narrow(0, offset, m.numel()).view_as(m));
+      offset += m.numel();
+    }
   }
 }
 
-void broadcast_buffers(const DistributedContext& dist,
-                       const std::vector<std::shared_ptr<torch::nn::Module>>& modules) {
-  if (dist.size() == 1) return;
-  std::vector<torch::Tensor> buffers;
-  for (const auto& m : modules) {
-    for (const auto& b : m->buffers(true)) {
-      if (b.numel() > 0) buffers.push_back(b);
+void TensorBroadcast::run() {
+  torch::NoGradGuard no_grad;
+  for (auto& g : groups_) {
+    for (size_t i = 0; dist_.is_chief() && i < g.members.size(); ++i)
+      g.views[i].copy_(g.members[i]);
+    dist_.broadcast(g.flat, 0);
+    for (size_t i = 0; !dist_.is_chief() && i < g.members.size(); ++i) {
+      g.members[i].copy_(g.views[i]);
     }
   }
-  if (buffers.empty()) return;
-  torch::NoGradGuard no_grad;
-  for (auto& group : coalesce(buffers)) {
-    dist.broadcast(group.flat, 0);
-    scatter_back(group);
-  }
+}
+
+void broadcast_module(const DistributedContext& dist, torch::nn::Module& module) {
+  std::vector<torch::Tensor> tensors;
+  for (const auto& p : module.parameters(true)) tensors.push_back(p.detach());
+  for (const auto& b : module.buffers(true)) tensors.push_back(b);
+  TensorBroadcast(dist, tensors).run();
 }
 
 }  // namespace crucible::dist

@@ -46,7 +46,6 @@ class GradientSync {
   // From now until finish(), gradients are copied and reduced as backward produces them (only
   // with `overlap`; otherwise finish() does it all). Opening an open window does nothing.
   void open_window();
-  bool window_open() const;
   // Whether a gradient may have changed since the last finish(): with `overlap`, whether a hook
   // saw a gradient accumulate outside a window since then; without, always true.
   bool changed_since_finish() const;
@@ -62,18 +61,31 @@ class GradientSync {
   // Whether the last finish() averaged again because a gradient changed after its copy.
   bool last_finish_redone() const;
 
+ private:
   struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Copies rank 0's values of a fixed set of tensors (parameters, buffers) to every rank: one
+// broadcast per dtype and device, through buffers allocated once. The tensors must keep their
+// storage (values may change in place) for the object's life.
+class TensorBroadcast {
+ public:
+  TensorBroadcast(DistributedContext dist, const std::vector<torch::Tensor>& tensors);
+  // Does nothing on one rank or without tensors.
+  void run();
 
  private:
-  std::unique_ptr<Impl> impl_;
+  struct Group {
+    std::vector<torch::Tensor> members;
+    torch::Tensor flat;
+    std::vector<torch::Tensor> views;  // each member's region of flat
+  };
+  DistributedContext dist_;
+  std::vector<Group> groups_;
 };
 
 // Copies rank 0's parameters and buffers of `module` to every rank.
 void broadcast_module(const DistributedContext& dist, torch::nn::Module& module);
-
-// Copies rank 0's buffers (running statistics and the like) of `modules` to every rank: one
-// broadcast per dtype and device. Does nothing when there are none or on one rank.
-void broadcast_buffers(const DistributedContext& dist,
-                       const std::vector<std::shared_ptr<torch::nn::Module>>& modules);
 
 }  // namespace crucible::dist

@@ -43,7 +43,12 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
   contents_.trial = trial_.get();
   contents_.trial_class = factory_.name;
   if (dist.size() > 1) {
-    for (const auto& m : state_.models) dist::broadcast_module(dist, *m);
+    std::vector<torch::Tensor> buffers;
+    for (const auto& m : state_.models) {
+      dist::broadcast_module(dist, *m);
+      for (const auto& b : m->buffers(true)) buffers.push_back(b);
+    }
+    state_.buffers = std::make_unique<dist::TensorBroadcast>(dist, buffers);
     torch::manual_seed(data::mix64(state_.trial_seed ^ static_cast<uint64_t>(dist.rank() + 1)));
   }
   contents_.callbacks =

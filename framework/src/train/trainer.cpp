@@ -15,6 +15,7 @@
 #include "checkpoint/file_io.h"
 #include "checkpoint/retention.h"
 #include "config/diff.h"
+#include "dist/collectives.h"
 #include "metrics/reducer.h"
 #include "metrics/sinks.h"
 #include "train/run_dir.h"
@@ -227,10 +228,7 @@ class FitLoop {
     Metrics m =
         call_trial([&] { return fmt::format("train_batch (batch {})", batches_); },
                    [&] { return session_->trial().train_batch(batch, epoch_idx, batches_); });
-    if (dist_.distributed()) {
-      detail::close_gradient_windows(state);
-      dist::broadcast_buffers(dist_, state.models);
-    }
+    if (state.buffers) state.buffers->run();
     training_.add(m, batches_);
     for (auto& s : state.schedulers) {
       if (s.mode == StepMode::EveryBatch &&
@@ -395,13 +393,28 @@ class FitLoop {
     }
   }
 
-  // The stop signal any rank received (0: none); every rank gets the same answer.
-  int agreed_stop_signal() const {
+  // The stop signal any rank had received after the previous batch (0: none); every rank gets
+  // the same answer. The ranks' vote for this batch is started now and read after the next one,
+  // so that no rank waits on it: a distributed run stops one batch after the signal.
+  int agreed_stop_signal() {
     const int sig = train::StopSignals::requested();
     if (!dist_.distributed()) return sig;
-    auto t = torch::tensor({sig}, torch::kInt);
-    dist_.allreduce(t, ReduceOp::kMax);
-    return t.item<int>();
+    if (stop_work_) {
+      dist_.collectives()->wait(stop_work_, "stop-signal allreduce");
+      stop_work_.reset();
+      if (const int agreed = stop_vote_.item<int>()) return agreed;
+    } else {
+      stop_vote_ = torch::zeros({1}, torch::kInt);
+    }
+    stop_vote_.fill_(sig);
+    stop_work_ = dist_.collectives()->allreduce_async(stop_vote_, ReduceOp::kMax);
+    return 0;
+  }
+
+  // Completes a vote still in flight, before the trainer's last collectives.
+  void finish_stop_vote() {
+    if (stop_work_) dist_.collectives()->wait(stop_work_, "stop-signal allreduce");
+    stop_work_.reset();
   }
 
   // Returns true when a signal stopped training early.
@@ -428,6 +441,7 @@ class FitLoop {
         return true;
       }
     }
+    finish_stop_vote();
     report_training();
     if (last_validated_at_ != batches_) validate();
     save_checkpoint();
@@ -484,6 +498,8 @@ class FitLoop {
 
   int64_t batches_ = 0;
   int64_t max_batches_ = 0;
+  torch::Tensor stop_vote_;  // this rank's stop signal, all-reduced (MAX) in the background
+  c10::intrusive_ptr<c10d::Work> stop_work_;
   int64_t last_validated_at_ = -1;
   int64_t last_checkpointed_at_ = -1;
   std::optional<double> best_metric_;

@@ -23,12 +23,6 @@ dist::GradientSync& gradient_sync(TrialState& state, const Optimizer& optimizer)
   return *sync;
 }
 
-void close_gradient_windows(TrialState& state) {
-  for (auto& [optimizer, sync] : state.grad_syncs) {
-    if (sync->window_open()) sync->finish();
-  }
-}
-
 nlohmann::json optimizer_counters(const TrialState& state) {
   nlohmann::json steps = nlohmann::json::array();
   nlohmann::json stepped = nlohmann::json::array();

@@ -33,6 +33,8 @@ struct TrialState {
   int64_t bucket_bytes = 25 << 20;  // gradient all-reduce bucket size
   // Gradient averaging per wrapped optimizer, built on first use in a distributed run.
   std::map<const torch::optim::Optimizer*, std::unique_ptr<dist::GradientSync>> grad_syncs;
+  // Rank 0's buffers of the wrapped models, copied to every rank after each batch (distributed).
+  std::unique_ptr<dist::TensorBroadcast> buffers;
 
   std::vector<std::shared_ptr<torch::nn::Module>> models;
   std::vector<Optimizer> optimizers;
@@ -53,10 +55,6 @@ bool is_update_batch(const TrialState& state);
 // backward when the trial wraps exactly one optimizer; with several, each optimizer's gradients
 // are averaged when it steps.
 dist::GradientSync& gradient_sync(TrialState& state, const Optimizer& optimizer);
-
-// Finishes every window a backward pass opened that no optimizer step closed, so that no
-// gradient all-reduce is left in flight across the trainer's own collectives.
-void close_gradient_windows(TrialState& state);
 
 // The optimizer counters a checkpoint carries, by wrapped-optimizer index:
 // {"optimizer_steps": [n, ...], "stepped_this_epoch": [i, ...]}.
