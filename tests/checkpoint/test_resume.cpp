@@ -117,6 +117,10 @@ TEST_CASE("a second SIGINT stops at once: the previous checkpoint stays loadable
                   resumable_config(tmp, 5) + " --output " + run,
               tmp / "log");
   REQUIRE(wait_until([&] { return latest(run) == "batch-0000000020"; }, 120));
+  // Past batch 20: a stop at batch 20 itself would find its checkpoint current and write none.
+  // Before batch 32, whose validation checkpoint would be a .tmp directory the first SIGINT
+  // did not cause.
+  REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 21; }));
   child.signal(SIGINT);
   // The graceful stop starts writing a checkpoint (slowly); interrupt it.
   REQUIRE(wait_until([&] {
