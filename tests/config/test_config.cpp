@@ -85,6 +85,7 @@ TEST_CASE("defaults fill what the file omits", "[config]") {
   CHECK(c.resources.slots_per_trial == 1);
   CHECK(c.optimizations.aggregation_frequency == 1);
   CHECK(c.optimizations.gradient_bucket_mb == 25);
+  CHECK(c.optimizations.gradient_as_bucket_view);
   CHECK(c.resources.distributed_timeout_seconds == 300);
   CHECK(c.scheduling_unit == 100);
   auto hp = c.constant_hyperparameters();

@@ -5,11 +5,12 @@
 //   die          rank 1 exits with code 3 right after joining; the others then allreduce
 //   hang         rank 1 sleeps forever after joining; the others then allreduce
 //   grad_sync    GradientSync on an MLP against all-gathered local gradients, with and without
-//                overlap, with two backward passes in one window, with parameters that one rank
-//                or no rank has a gradient for
+//                overlap and gradients as bucket views, with two backward passes in one window,
+//                with parameters that one rank or no rank has a gradient for
 // CRUCIBLE_TEST_TIMEOUT_S sets the run's timeout (default 30).
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <thread>
 
@@ -83,9 +84,12 @@ double max_error(const std::vector<torch::Tensor>& params,
   return worst;
 }
 
-// The mean over ranks of each parameter's gradient now (all-gathered; none where no rank has
-// one), then zeroes the gradients.
-std::vector<torch::Tensor> reference_means(const crucible::DistributedContext& ctx, Net& net) {
+// The mean over ranks of the gradients of `net`'s parameters after the backward passes of
+// `passes` from no gradients (all-gathered; none where no rank has one). `net` keeps no gradients.
+std::vector<torch::Tensor> reference_means(const crucible::DistributedContext& ctx, Net& net,
+                                           const std::function<void()>& passes) {
+  for (auto& p : net.parameters()) p.mutable_grad() = torch::Tensor();
+  passes();
   std::vector<torch::Tensor> out;
   for (auto& p : net.parameters()) {
     const bool has = p.grad().defined();
@@ -100,41 +104,68 @@ std::vector<torch::Tensor> reference_means(const crucible::DistributedContext& c
   return out;
 }
 
-nlohmann::json grad_sync(const crucible::DistributedContext& ctx) {
+// Whether no gradient of `params` is an autograd view and detach_() works on each.
+bool plain_gradients(const std::vector<torch::Tensor>& params) {
+  for (const auto& p : params) {
+    if (!p.grad().defined()) continue;
+    if (p.grad().is_view()) return false;
+    p.grad().detach_();
+  }
+  return true;
+}
+
+// One GradientSync with `options` on a fresh Net, for three update steps as the trainer takes
+// them: gradients start as none, then zero_grad() between steps; the third step runs backward
+// twice in one window.
+nlohmann::json grad_sync_case(const crucible::DistributedContext& ctx,
+                              const crucible::dist::GradientSyncOptions& options) {
   torch::manual_seed(7);
   Net net;
   torch::manual_seed(100 + static_cast<uint64_t>(ctx.rank()));
   const torch::Tensor x1 = torch::randn({8, 16}), x2 = torch::randn({8, 16});
   const bool rank0 = ctx.rank() == 0;
+  const std::function<void()> once = [&] { net.loss(x1, rank0).backward(); };
+  const std::function<void()> twice = [&] {
+    net.loss(x1, rank0).backward();
+    net.loss(x2, false).backward();
+  };
+  const auto one = reference_means(ctx, net, once);
+  const auto two = reference_means(ctx, net, twice);
+
+  crucible::dist::GradientSync sync(ctx, net.parameters(), options);
+  nlohmann::json out = {{"buckets", sync.bucket_count()}};
+  for (const int step : {1, 2, 3}) {
+    if (step > 1) net.zero_grad();
+    sync.open_window();
+    (step < 3 ? once : twice)();
+    try {
+      sync.finish();
+    } catch (const crucible::TrainingError& e) {
+      out["step" + std::to_string(step)] = {{"threw", e.what()}};
+      continue;
+    }
+    out["step" + std::to_string(step)] = {
+        {"started_early", sync.buckets_started_early()},
+        {"redone", sync.last_finish_redone()},
+        {"copies", sync.last_finish_copies()},
+        {"error", max_error(net.parameters(), step < 3 ? one : two)},
+        {"plain_gradients", plain_gradients(net.parameters())},
+        {"unused_has_grad", net.unused->weight.grad().defined()},
+        {"rank0_has_grad", net.rank0->weight.grad().defined()}};
+  }
+  return out;
+}
+
+nlohmann::json grad_sync(const crucible::DistributedContext& ctx) {
   nlohmann::json out = {{"rank", ctx.rank()}};
   for (const bool overlap : {true, false}) {
-    const std::string name = overlap ? "overlap" : "plain";
-    crucible::dist::GradientSync sync(ctx, net.parameters(), 1024, overlap);
-    // One backward pass.
-    net.loss(x1, rank0).backward();
-    const auto one = reference_means(ctx, net);
-    sync.open_window();
-    net.loss(x1, rank0).backward();
-    sync.finish();
-    out[name] = {{"buckets", sync.bucket_count()},
-                 {"started_early", sync.buckets_started_early()},
-                 {"redone", sync.last_finish_redone()},
-                 {"error", max_error(net.parameters(), one)},
-                 {"unused_has_grad", net.unused->weight.grad().defined()},
-                 {"rank0_has_grad", net.rank0->weight.grad().defined()}};
-    net.zero_grad();
-    for (auto& p : net.parameters()) p.mutable_grad() = torch::Tensor();
-    // Two backward passes in one window: their sum is averaged.
-    net.loss(x1, rank0).backward();
-    net.loss(x2, false).backward();
-    const auto two = reference_means(ctx, net);
-    sync.open_window();
-    net.loss(x1, rank0).backward();
-    net.loss(x2, false).backward();
-    sync.finish();
-    out[name + "_twice"] = {{"redone", sync.last_finish_redone()},
-                            {"error", max_error(net.parameters(), two)}};
-    for (auto& p : net.parameters()) p.mutable_grad() = torch::Tensor();
+    for (const bool view : {true, false}) {
+      const std::string name = std::string(overlap ? "overlap" : "plain") + (view ? "_view" : "");
+      out[name] = grad_sync_case(
+          ctx,
+          crucible::dist::GradientSyncOptions().bucket_bytes(1024).overlap(overlap).as_bucket_view(
+              view));
+    }
   }
   return out;
 }

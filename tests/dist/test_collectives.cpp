@@ -144,22 +144,42 @@ TEST_CASE("gradient buckets are all-reduced during backward and give the exact m
     for (int r = 0; r < n; ++r) {
       const auto out = result_of(ranks[static_cast<size_t>(r)]);
       INFO(out.dump());
-      for (const char* mode : {"overlap", "plain"}) {
+      for (const char* mode : {"overlap_view", "overlap", "plain_view", "plain"}) {
+        INFO(mode);
         const auto& m = out[mode];
+        const bool view = std::string(mode).find("_view") != std::string::npos;
+        const bool overlap = std::string(mode).rfind("overlap", 0) == 0;
         // 1 KiB buckets: [c, b.bias] [b.weight] [a.bias] [a.weight] [rank0, unused, flags].
         CHECK(m["buckets"].get<int>() == 5);
-        CHECK(m["error"].get<double>() <= 1e-6);
-        CHECK_FALSE(m["redone"].get<bool>());
-        CHECK_FALSE(m["unused_has_grad"].get<bool>());
-        CHECK(m["rank0_has_grad"].get<bool>());  // the mean of rank 0's and zeros
-        CHECK(out[std::string(mode) + "_twice"]["error"].get<double>() <= 1e-6);
+        for (const char* step : {"step1", "step2"}) {
+          INFO(step);
+          CHECK(m[step]["error"].get<double>() <= 1e-6);
+          CHECK_FALSE(m[step]["redone"].get<bool>());
+          CHECK(m[step]["plain_gradients"].get<bool>());
+          CHECK_FALSE(m[step]["unused_has_grad"].get<bool>());
+          CHECK(m[step]["rank0_has_grad"].get<bool>());  // the mean of rank 0's and zeros
+          // Overlap: every bucket but the last (which finish() starts) started during backward.
+          CHECK(m[step]["started_early"].get<int>() == (overlap ? 4 : 0));
+        }
+        // Gradients start as none: each rank copies those it has (rank 0 also the rank0 layer).
+        CHECK(m["step1"]["copies"].get<int>() == (r == 0 ? 8 : 6));
+        // Then they are the buckets themselves (zero_grad keeps them), or copied each time.
+        CHECK(m["step2"]["copies"].get<int>() == (view ? 0 : 8));
+        // Two backward passes in one window.
+        const auto& twice = m["step3"];
+        if (overlap && view) {
+          // The first pass's buckets were being reduced in place: an error on every rank.
+          CHECK_THAT(twice.value("threw", ""),
+                     Catch::Contains(fmt::format("rank {}: a gradient changed after its bucket's "
+                                                 "all-reduce had started",
+                                                 r)) &&
+                         Catch::Contains("gradient_as_bucket_view: true"));
+        } else {
+          CHECK(twice["error"].get<double>() <= 1e-6);
+          // With copies, changed gradients make every rank average again.
+          CHECK(twice["redone"].get<bool>() == overlap);
+        }
       }
-      // Overlap: every bucket but the last (which finish() starts) started during backward.
-      CHECK(out["overlap"]["started_early"].get<int>() == 4);
-      CHECK(out["plain"]["started_early"].get<int>() == 0);
-      // A second backward in the window changes copied gradients: every rank averages again.
-      CHECK(out["overlap_twice"]["redone"].get<bool>());
-      CHECK_FALSE(out["plain_twice"]["redone"].get<bool>());
     }
   }
 }

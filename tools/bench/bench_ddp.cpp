@@ -7,8 +7,9 @@
 //     per step, the same data and split; samples/s from the median step time of rank 0, rounds
 //     interleaved.
 // (b) gradient all-reduce bus bandwidth: Crucible's gradient sync (GradientSync::finish over 8
-//     gradient tensors of S bytes in all, default 25 MB buckets) vs one bare c10d Gloo all-reduce
-//     of an S-byte tensor; median of K; bus bandwidth = S / t * 2(n-1)/n.
+//     gradient tensors of S bytes in all, default 25 MB buckets), with gradients copied into
+//     and out of the buckets and with gradients as bucket views (the default), vs one bare c10d
+//     Gloo all-reduce of an S-byte tensor; median of K; bus bandwidth = S / t * 2(n-1)/n.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -41,28 +42,33 @@ int allreduce_worker(const std::vector<int64_t>& sizes_mb, int repeats) {
   for (const int64_t mb : sizes_mb) {
     const int64_t elements = mb * (1 << 20) / 4;
     torch::Tensor flat = torch::randn({elements});
-    std::vector<torch::Tensor> params;
-    for (int i = 0; i < 8; ++i) {
-      params.push_back(torch::zeros({elements / 8}).requires_grad_());
-      params.back().mutable_grad() = torch::randn({elements / 8});
+    // One sync per mode, each over its own 8 gradient tensors.
+    std::vector<std::unique_ptr<dist::GradientSync>> syncs;
+    for (const bool view : {false, true}) {
+      std::vector<torch::Tensor> params;
+      for (int i = 0; i < 8; ++i) {
+        params.push_back(torch::zeros({elements / 8}).requires_grad_());
+        params.back().mutable_grad() = torch::randn({elements / 8});
+      }
+      syncs.push_back(std::make_unique<dist::GradientSync>(
+          ctx, params, dist::GradientSyncOptions().overlap(false).as_bucket_view(view)));
     }
-    dist::GradientSync sync(ctx, params, 25 << 20, /*overlap=*/false);
-    // Alternating, so that drift of the machine hits both alike.
-    std::vector<double> bare, sync_times;
+    // Alternating, so that drift of the machine hits all alike.
+    std::vector<std::vector<double>> times(1 + syncs.size());
     for (int i = 0; i < repeats + 2; ++i) {
       auto t = Clock::now();
       ctx.collectives()->allreduce_async(flat)->wait();
-      const double bare_s = seconds_since(t);
-      t = Clock::now();
-      sync.finish();
-      if (i >= 2) {
-        bare.push_back(bare_s);
-        sync_times.push_back(seconds_since(t));
+      if (i >= 2) times[0].push_back(seconds_since(t));
+      for (size_t k = 0; k < syncs.size(); ++k) {
+        t = Clock::now();
+        syncs[k]->finish();
+        if (i >= 2) times[k + 1].push_back(seconds_since(t));
       }
     }
     if (ctx.is_chief()) {
-      std::cout << elements * 4 << " " << bench::median(bare) << " " << bench::median(sync_times)
-                << std::endl;
+      std::cout << elements * 4;
+      for (const auto& t : times) std::cout << " " << bench::median(t);
+      std::cout << std::endl;
     }
   }
   return 0;
@@ -183,18 +189,23 @@ int main(int argc, char** argv) {
     fmt::print(
         "\n(b) gradient all-reduce, {} processes, median of {}; busbw = size / time * 2(n-1)/n\n",
         kRanks, repeats);
-    fmt::print("{:>8}  {:>12} {:>10}  {:>12} {:>10}  {:>6}\n", "size", "bare c10d ms", "busbw GB/s",
-               "Crucible ms", "busbw GB/s", "ratio");
+    fmt::print("{:>8}  {:>12} {:>6}  {:>12} {:>6} {:>6}  {:>12} {:>6} {:>6}\n", "", "bare c10d", "",
+               "Crucible copy", "", "", "Crucible view", "", "");
+    fmt::print("{:>8}  {:>12} {:>6}  {:>12} {:>6} {:>6}  {:>12} {:>6} {:>6}\n", "size", "ms",
+               "GB/s", "ms", "GB/s", "ratio", "ms", "GB/s", "ratio");
     std::istringstream lines(out.str());
     const double factor = 2.0 * (kRanks - 1) / kRanks;
     for (std::string line; std::getline(lines, line);) {
       const std::string prefix = "[rank 0] ";
       if (line.rfind(prefix, 0) != 0) continue;
       const auto v = bench::read_numbers(line.substr(prefix.size()));
-      if (v.size() != 3) continue;
-      fmt::print("{:>5.0f} MB  {:>12.2f} {:>10.2f}  {:>12.2f} {:>10.2f}  {:>6.3f}\n",
-                 v[0] / (1 << 20), v[1] * 1e3, v[0] / v[1] * factor / 1e9, v[2] * 1e3,
-                 v[0] / v[2] * factor / 1e9, v[1] / v[2]);
+      if (v.size() != 4) continue;
+      const auto busbw = [&](double t) { return v[0] / t * factor / 1e9; };
+      fmt::print(
+          "{:>5.0f} MB  {:>12.2f} {:>6.2f}  {:>12.2f} {:>6.2f} {:>6.3f}  {:>12.2f} {:>6.2f} "
+          "{:>6.3f}\n",
+          v[0] / (1 << 20), v[1] * 1e3, busbw(v[1]), v[2] * 1e3, busbw(v[2]), v[1] / v[2],
+          v[3] * 1e3, busbw(v[3]), v[1] / v[3]);
     }
     return 0;
   } catch (const std::exception& e) {

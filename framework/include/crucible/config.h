@@ -59,6 +59,8 @@ struct OptimizationsConfig {
   bool average_aggregated_gradients = true;
   // Largest gradient all-reduce bucket, in MiB.
   double gradient_bucket_mb = 25;
+  // Gradients share storage with the all-reduce buckets (no copies; see README).
+  bool gradient_as_bucket_view = true;
 };
 
 struct ReproducibilityConfig {

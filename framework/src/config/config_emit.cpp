@@ -141,7 +141,9 @@ std::string to_yaml(const ExperimentConfig& c) {
       << "aggregation_frequency" << YAML::Value << c.optimizations.aggregation_frequency
       << YAML::Key << "average_aggregated_gradients" << YAML::Value
       << (c.optimizations.average_aggregated_gradients ? "true" : "false") << YAML::Key
-      << "gradient_bucket_mb" << YAML::Value << c.optimizations.gradient_bucket_mb << YAML::EndMap;
+      << "gradient_bucket_mb" << YAML::Value << c.optimizations.gradient_bucket_mb << YAML::Key
+      << "gradient_as_bucket_view" << YAML::Value
+      << (c.optimizations.gradient_as_bucket_view ? "true" : "false") << YAML::EndMap;
   out << YAML::Key << "reproducibility" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
       << "experiment_seed" << YAML::Value << c.reproducibility.experiment_seed << YAML::EndMap;
   out << YAML::Key << "scheduling_unit" << YAML::Value << c.scheduling_unit;

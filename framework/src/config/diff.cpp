@@ -50,7 +50,7 @@ bool is_safe_change(const std::string& key) {
   for (const char* prefix :
        {"max_length", "min_validation_period", "min_checkpoint_period", "scheduling_unit",
         "checkpoint_storage.save_trial_best", "checkpoint_storage.save_trial_latest", "description",
-        "resources.distributed_timeout_seconds"}) {
+        "resources.distributed_timeout_seconds", "optimizations.gradient_as_bucket_view"}) {
     const std::string p(prefix);
     if (key == p || key.rfind(p + ".", 0) == 0) return true;
   }

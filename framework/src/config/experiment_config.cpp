@@ -221,7 +221,8 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
   }
   if (top.has("optimizations")) {
     MapReader s(source, root["optimizations"], "optimizations",
-                {"aggregation_frequency", "average_aggregated_gradients", "gradient_bucket_mb"});
+                {"aggregation_frequency", "average_aggregated_gradients", "gradient_bucket_mb",
+                 "gradient_as_bucket_view"});
     c.optimizations.aggregation_frequency = s.integer("aggregation_frequency", 1, 1);
     c.optimizations.average_aggregated_gradients = s.boolean("average_aggregated_gradients", true);
     c.optimizations.gradient_bucket_mb = s.number("gradient_bucket_mb", 25);
@@ -229,6 +230,7 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
       s.fail("gradient_bucket_mb", fmt::format("must be a number of MiB > 0, got {}",
                                                c.optimizations.gradient_bucket_mb));
     }
+    c.optimizations.gradient_as_bucket_view = s.boolean("gradient_as_bucket_view", true);
   }
   if (top.has("reproducibility")) {
     MapReader s(source, root["reproducibility"], "reproducibility", {"experiment_seed"});

@@ -5,6 +5,10 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+
 #include "dist/collectives.h"
 
 namespace crucible::dist {
@@ -22,22 +26,24 @@ struct GradientSync::Impl {
   struct Slot {
     torch::Tensor param;
     size_t bucket = 0;
-    int64_t offset = 0;  // in the bucket's buffer
-    torch::Tensor view;  // its region of the bucket, shaped like the parameter
-    bool copied = false;
+    int64_t offset = 0;   // in the bucket's buffer
+    torch::Tensor view;   // its region of the bucket, shaped like the parameter
+    torch::Tensor alias;  // the same region as a tensor of its own (with as_bucket_view)
+    bool ready = false;   // in its bucket for this window
   };
   struct Bucket {
     torch::Tensor flat;
     std::vector<size_t> slots;
-    size_t pending = 0;  // slots not yet copied
+    size_t pending = 0;  // slots not yet ready
     c10::intrusive_ptr<c10d::Work> work;
   };
 
   DistributedContext dist;
+  GradientSyncOptions options;
   std::vector<torch::Tensor> params;
   std::vector<Slot> slots;
   std::vector<Bucket> buckets;
-  // The last bucket's tail: [late copies, has-gradient flag per slot].
+  // The last bucket's tail: [late changes, has-gradient flag per slot].
   int64_t flags_offset = 0;
   std::vector<float> flags;
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks;
@@ -45,13 +51,14 @@ struct GradientSync::Impl {
   std::mutex mutex;
   bool open = false;
   bool changed = true;  // a gradient changed since the last finish() (always, without hooks)
-  bool overlap = false;
-  size_t next = 0;  // the next bucket to start
+  size_t next = 0;      // the next bucket to start
   int64_t started_early = 0;
+  int64_t copies = 0;
   int64_t last_started_early = 0;
+  int64_t last_copies = 0;
   bool redone = false;
 
-  void build(int64_t bucket_bytes) {
+  void build() {
     for (auto it = params.rbegin(); it != params.rend(); ++it) {
       const torch::Tensor& p = *it;
       Slot slot;
@@ -60,7 +67,7 @@ struct GradientSync::Impl {
         const Bucket& b = buckets.back();
         const torch::Tensor& first = slots[b.slots.front()].param;
         return first.scalar_type() == p.scalar_type() && first.device() == p.device() &&
-               bucket_elements(b) * first.element_size() + byte_size(p) <= bucket_bytes;
+               bucket_elements(b) * first.element_size() + byte_size(p) <= options.bucket_bytes();
       }();
       if (!fits) buckets.emplace_back();
       Bucket& b = buckets.back();
@@ -76,18 +83,23 @@ struct GradientSync::Impl {
     if (!floats) buckets.emplace_back();
     flags.assign(slots.size() + 1, 0.0f);
     for (auto& b : buckets) {
-      auto options = b.slots.empty() ? torch::TensorOptions(torch::kFloat)
-                                     : slots[b.slots.front()].param.options();
+      auto tensor_options = b.slots.empty() ? torch::TensorOptions(torch::kFloat)
+                                            : slots[b.slots.front()].param.options();
       int64_t elements = bucket_elements(b);
       if (&b == &buckets.back()) {
         flags_offset = elements;
         elements += static_cast<int64_t>(flags.size());
       }
-      b.flat = torch::zeros({elements}, options.requires_grad(false));
+      b.flat = torch::zeros({elements}, tensor_options.requires_grad(false));
       b.pending = b.slots.size();
       for (const size_t i : b.slots) {
         Slot& s = slots[i];
         s.view = b.flat.narrow(0, s.offset, s.param.numel()).view_as(s.param);
+        if (options.as_bucket_view()) {
+          s.alias = torch::empty({0}, b.flat.options())
+                        .set_(b.flat.storage(), s.view.storage_offset(), s.view.sizes(),
+                              s.view.strides());
+        }
       }
     }
   }
@@ -128,11 +140,16 @@ struct GradientSync::Impl {
       changed = true;
       return;
     }
-    if (slots[i].copied) {
-      flags[0] += 1;  // a second gradient after the copy: finish() must average again
+    Slot& s = slots[i];
+    if (s.ready) {
+      if (s.bucket < next) {
+        flags[0] += 1;  // changed after its bucket started: finish() must act
+      } else if (!in_bucket(s)) {
+        copy_in(s);  // its bucket has not started: take the new value
+      }
       return;
     }
-    copy_in(i);
+    make_ready(i);
     // Start every complete bucket that is next in line; the last waits for finish().
     while (next + 1 < buckets.size() && buckets[next].pending == 0) {
       start(next++);
@@ -140,17 +157,32 @@ struct GradientSync::Impl {
     }
   }
 
-  void copy_in(size_t i) {
+  // Whether slot s's gradient lies in its bucket's region (zero_grad may have replaced the
+  // tensor by a detached one over the same memory).
+  bool in_bucket(const Slot& s) const {
+    const torch::Tensor& g = s.param.grad();
+    return options.as_bucket_view() && g.defined() && g.data_ptr() == s.alias.data_ptr() &&
+           g.scalar_type() == s.alias.scalar_type() && g.sizes() == s.alias.sizes() &&
+           g.strides() == s.alias.strides();
+  }
+
+  void copy_in(Slot& s) {
     torch::NoGradGuard no_grad;
+    s.view.copy_(s.param.grad());
+    ++copies;
+  }
+
+  void make_ready(size_t i) {
     Slot& s = slots[i];
-    const torch::Tensor& grad = s.param.grad();
-    if (grad.defined()) {
-      s.view.copy_(grad);
-    } else {
+    const bool has = s.param.grad().defined();
+    if (!has) {
+      torch::NoGradGuard no_grad;
       s.view.zero_();
+    } else if (!in_bucket(s)) {
+      copy_in(s);
     }
-    flags[i + 1] = grad.defined() ? 1.0f : 0.0f;
-    s.copied = true;
+    flags[i + 1] = has ? 1.0f : 0.0f;
+    s.ready = true;
     --buckets[s.bucket].pending;
   }
 
@@ -163,11 +195,11 @@ struct GradientSync::Impl {
     b.work = dist.collectives()->allreduce_async(b.flat);
   }
 
-  // Copies what is missing, starts what has not started, waits for it all. Returns the number
-  // of late copies summed over the ranks.
+  // Readies what is missing, starts what has not started, waits for it all. Returns the number
+  // of late changes summed over the ranks.
   float reduce_all() {
     for (size_t i = 0; i < slots.size(); ++i) {
-      if (!slots[i].copied) copy_in(i);
+      if (!slots[i].ready) make_ready(i);
     }
     while (next < buckets.size()) start(next++);
     for (auto& b : buckets) {
@@ -182,18 +214,36 @@ struct GradientSync::Impl {
   }
 
   void reset() {
-    for (auto& s : slots) s.copied = false;
+    for (auto& s : slots) s.ready = false;
     for (auto& b : buckets) b.pending = b.slots.size();
     std::fill(flags.begin(), flags.end(), 0.0f);
     next = 0;
   }
 
+  // Closes the window; the counters of the last finish() become those of this one.
+  void close() {
+    reset();
+    open = false;
+    last_started_early = started_early;
+    last_copies = copies;
+    started_early = 0;
+    copies = 0;
+    changed = !options.overlap();
+  }
+
   void finish() {
     std::lock_guard<std::mutex> lock(mutex);
     redone = false;
-    const int64_t early = started_early;
     float late = reduce_all();
-    open = false;
+    if (late > 0 && options.as_bucket_view()) {
+      close();
+      throw TrainingError(fmt::format(
+          "rank {}: a gradient changed after its bucket's all-reduce had started (backward ran "
+          "more than once within one ctx.backward()?); the buckets were being reduced in place "
+          "(optimizations.gradient_as_bucket_view: true); set it to false to have such "
+          "gradients averaged again",
+          dist.rank()));
+    }
     if (late > 0) {
       reset();
       late = reduce_all();
@@ -202,35 +252,37 @@ struct GradientSync::Impl {
     TORCH_INTERNAL_ASSERT(late == 0, "gradient changed while no window was open");
     torch::NoGradGuard no_grad;
     const double size = static_cast<double>(dist.size());
+    if (options.as_bucket_view()) {
+      for (auto& b : buckets) b.flat.narrow(0, 0, bucket_elements(b)).div_(size);
+    }
     for (size_t i = 0; i < slots.size(); ++i) {
       Slot& s = slots[i];
       if (flags[i + 1] == 0) continue;  // no rank has a gradient
-      // One pass: the sum is read and the mean written straight into the gradient.
-      if (s.param.grad().defined()) {
+      if (options.as_bucket_view()) {
+        if (!in_bucket(s)) s.param.mutable_grad() = s.alias;
+      } else if (s.param.grad().defined()) {
+        // One pass: the sum is read and the mean written straight into the gradient.
         torch::div_out(s.param.mutable_grad(), s.view, size);
       } else {
         s.param.mutable_grad() = s.view / size;
       }
     }
-    reset();
-    started_early = 0;
-    last_started_early = early;
-    changed = !overlap;
+    close();
   }
 };
 
 GradientSync::GradientSync(DistributedContext dist, std::vector<torch::Tensor> params,
-                           int64_t bucket_bytes, bool overlap)
+                           const GradientSyncOptions& options)
     : impl_(std::make_unique<Impl>()) {
   TORCH_INTERNAL_ASSERT(dist.collectives(), "GradientSync needs a distributed context");
-  TORCH_INTERNAL_ASSERT(bucket_bytes > 0, "bucket_bytes must be positive");
+  TORCH_INTERNAL_ASSERT(options.bucket_bytes() > 0, "bucket_bytes must be positive");
   impl_->dist = std::move(dist);
+  impl_->options = options;
   for (auto& p : params) {
     if (p.requires_grad()) impl_->params.push_back(std::move(p));
   }
-  impl_->build(bucket_bytes);
-  impl_->overlap = overlap;
-  if (overlap) impl_->install_hooks();
+  impl_->build();
+  if (options.overlap()) impl_->install_hooks();
 }
 
 GradientSync::~GradientSync() {
@@ -253,6 +305,8 @@ int64_t GradientSync::bucket_count() const { return static_cast<int64_t>(impl_->
 int64_t GradientSync::buckets_started_early() const { return impl_->last_started_early; }
 
 bool GradientSync::last_finish_redone() const { return impl_->redone; }
+
+int64_t GradientSync::last_finish_copies() const { return impl_->last_copies; }
 
 TensorBroadcast::TensorBroadcast(DistributedContext dist, const std::vector<torch::Tensor>& tensors)
     : dist_(std::move(dist)) {

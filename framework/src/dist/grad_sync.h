@@ -12,13 +12,24 @@
 
 namespace crucible::dist {
 
+struct GradientSyncOptions {
+  // Largest bucket in bytes; a larger tensor is a bucket of its own.
+  TORCH_ARG(int64_t, bucket_bytes) = 25 << 20;
+  // Start each bucket's all-reduce as soon as backward has produced its gradients.
+  TORCH_ARG(bool, overlap) = true;
+  // Make each gradient share storage with its bucket, so that backward accumulates straight into
+  // the buckets and the mean is computed in place (no copy in or out), as DDP's
+  // gradient_as_bucket_view.
+  TORCH_ARG(bool, as_bucket_view) = true;
+};
+
 // Averages the gradients of a fixed list of parameters across the ranks of a run with bucketed
 // all-reduces, started while the backward pass still runs when a window is open (as PyTorch's
 // DistributedDataParallel does).
 //
 // The parameters that require gradients are grouped, in reverse order (the order backward
 // usually produces their gradients), into buckets of at most `bucket_bytes` of one dtype and
-// device; a larger tensor is a bucket of its own. With `overlap`, a hook on each parameter's
+// device. With `overlap`, a hook on each parameter's
 // gradient accumulator copies its gradient into its bucket as soon as backward has accumulated
 // it, while a window is open; a bucket whose gradients are all in is all-reduced at once. Buckets
 // start in bucket order on every rank, so every rank issues the same all-reduces in the same
@@ -26,31 +37,38 @@ namespace crucible::dist {
 // whether a gradient changed after it was copied; it always starts in finish().
 //
 // After finish(), every parameter's gradient is the mean over the ranks (a rank without a
-// gradient counts as zeros), and a parameter that no rank has a gradient for keeps none. When any
-// rank saw a gradient change after its copy (two backward passes in one window), every rank
-// averages all gradients again from what they hold after backward, so results never depend on
-// the overlap.
+// gradient counts as zeros), and a parameter that no rank has a gradient for keeps none. With
+// `as_bucket_view`, each gradient finish() leaves is a tensor over its bucket's storage (not an
+// autograd view: zero_grad and detach_ work on it); a gradient the trial replaces (set to none,
+// assigned) is copied in and replaced by the bucket's again.
+//
+// A gradient that changes after its bucket's all-reduce started (two backward passes in one
+// window): without `as_bucket_view`, every rank averages all gradients again from what they hold
+// after backward, so results never depend on the overlap; with it, the bucket was being reduced
+// in place, so finish() throws TrainingError on every rank. A change before its bucket started
+// is simply included.
 //
 // Every rank must build it with the same parameters (shapes, dtypes, order) and open and finish
 // windows at the same points; between open_window() and finish() the ranks must issue no other
 // collective on the same process group.
 class GradientSync {
  public:
-  GradientSync(DistributedContext dist, std::vector<torch::Tensor> params, int64_t bucket_bytes,
-               bool overlap);
+  GradientSync(DistributedContext dist, std::vector<torch::Tensor> params,
+               const GradientSyncOptions& options = {});
   // Removes the hooks. In-flight all-reduces are abandoned (their tensors stay alive with them).
   ~GradientSync();
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
 
-  // From now until finish(), gradients are copied and reduced as backward produces them (only
-  // with `overlap`; otherwise finish() does it all). Opening an open window does nothing.
+  // From now until finish(), gradients are gathered into buckets and reduced as backward produces
+  // them (only with `overlap`; otherwise finish() does it all). Opening an open window does
+  // nothing.
   void open_window();
   // Whether a gradient may have changed since the last finish(): with `overlap`, whether a hook
   // saw a gradient accumulate outside a window since then; without, always true.
   bool changed_since_finish() const;
   // Completes the averaging described above and closes the window. Throws TrainingError when a
-  // peer fails or does not join within the run's timeout.
+  // peer fails or does not join within the run's timeout, or for a late change (see above).
   void finish();
 
   // The parameters it averages (those of the list that require gradients), in the given order.
@@ -60,6 +78,9 @@ class GradientSync {
   int64_t buckets_started_early() const;
   // Whether the last finish() averaged again because a gradient changed after its copy.
   bool last_finish_redone() const;
+  // How many gradients the last finish() had to copy into their buckets (with `as_bucket_view`,
+  // those that did not already share a bucket's storage).
+  int64_t last_finish_copies() const;
 
  private:
   struct Impl;

@@ -14,8 +14,10 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
   state_.config = &config_;
   state_.dist = dist;
   state_.slots = dist.size();
-  state_.bucket_bytes = std::max<int64_t>(
-      1, static_cast<int64_t>(config_.optimizations.gradient_bucket_mb * 1024 * 1024));
+  state_.grad_sync_options
+      .bucket_bytes(std::max<int64_t>(
+          1, static_cast<int64_t>(config_.optimizations.gradient_bucket_mb * 1024 * 1024)))
+      .as_bucket_view(config_.optimizations.gradient_as_bucket_view);
   state_.hparams = config_.constant_hyperparameters();
   state_.trial_seed = data::mix64(config_.reproducibility.experiment_seed);
   // One process per slot: each rank of a node takes its own GPU (cuda:<local rank>).

@@ -17,8 +17,9 @@ dist::GradientSync& gradient_sync(TrialState& state, const Optimizer& optimizer)
     for (const auto& group : optimizer->param_groups()) {
       params.insert(params.end(), group.params().begin(), group.params().end());
     }
-    sync = std::make_unique<dist::GradientSync>(state.dist, std::move(params), state.bucket_bytes,
-                                                state.optimizers.size() == 1);
+    sync = std::make_unique<dist::GradientSync>(
+        state.dist, std::move(params),
+        dist::GradientSyncOptions(state.grad_sync_options).overlap(state.optimizers.size() == 1));
   }
   return *sync;
 }

@@ -30,8 +30,9 @@ struct TrialState {
   uint64_t trial_seed = 0;
   int64_t slots = 1;
   DistributedContext dist;
-  int64_t bucket_bytes = 25 << 20;  // gradient all-reduce bucket size
-  // Gradient averaging per wrapped optimizer, built on first use in a distributed run.
+  // Gradient averaging per wrapped optimizer, built on first use in a distributed run (overlap is
+  // set there).
+  dist::GradientSyncOptions grad_sync_options;
   std::map<const torch::optim::Optimizer*, std::unique_ptr<dist::GradientSync>> grad_syncs;
   // Rank 0's buffers of the wrapped models, copied to every rank after each batch (distributed).
   std::unique_ptr<dist::TensorBroadcast> buffers;
