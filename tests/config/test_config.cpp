@@ -87,6 +87,7 @@ TEST_CASE("defaults fill what the file omits", "[config]") {
   CHECK(c.optimizations.gradient_bucket_mb == 25);
   CHECK(c.optimizations.gradient_as_bucket_view);
   CHECK(c.resources.distributed_timeout_seconds == 300);
+  CHECK(c.resources.distributed_backend == crucible::DistributedBackend::kAuto);
   CHECK(c.scheduling_unit == 100);
   auto hp = c.constant_hyperparameters();
   CHECK(hp["lr"].is_number_float());

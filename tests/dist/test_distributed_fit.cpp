@@ -7,6 +7,7 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "dist/backend.h"
 #include "resumable_run.h"
 #include "torchrun_env.h"
 
@@ -135,6 +136,14 @@ optimizations: {gradient_bucket_mb: 0.0002}
     CHECK(m["validation_stats_max"].get<double>() == m["validation_stats_min"].get<double>());
     CHECK(m["validation_stats_max"].get<double>() != 0.0);
     CHECK(m["validation_loss"].get<double>() < 0.5);
+    // The log names the device and the backend that carries the model's tensors.
+    const torch::Device device = crucible::dist::rank_device(0);
+    CHECK_THAT(
+        read_file(run + "/trainer.log"),
+        Catch::Contains(fmt::format(
+            "on {}, {} ranks over {}", device.str(), slots,
+            crucible::dist::use_nccl(crucible::DistributedBackend::kAuto, device) ? "nccl"
+                                                                                  : "gloo")));
     // The gradients are the same on every rank as soon as ctx.backward returns.
     for (const auto& row : read_metrics(run + "/metrics.jsonl")) {
       if (row["type"] == "training") CHECK(row["metrics"]["grad_spread"].get<double>() == 0.0);
@@ -325,4 +334,16 @@ TEST_CASE("bad distributed flags and settings exit 2 naming them", "[dist][fit]"
       "CRUCIBLE_DIST_TIMEOUT=soon: expected seconds > 0");
   check(run_command("RANK=0 WORLD_SIZE=1 " + kTrainer + " fit " + kLinear + " --slots 2"),
         "resources.slots_per_trial is 2 but this process is one of 1");
+  // NCCL reduces CUDA tensors only: refused before any worker starts, and by a worker that an
+  // outside launcher started. The cause depends on the LibTorch: no NCCL in it, or no GPU here.
+  const std::string nccl = " --set resources.distributed_backend=nccl";
+  const std::string cause = crucible::dist::nccl_built()
+                                ? "but this process computes on cpu (CUDA is not available)"
+                                : "but this LibTorch was built without NCCL";
+  if (!torch::cuda::is_available() || !crucible::dist::nccl_built()) {
+    check(fit("--slots 2" + nccl), "resources.distributed_backend is nccl, " + cause);
+    check(run_command("RANK=0 WORLD_SIZE=2 MASTER_PORT=1 " + kTrainer + " fit " + kLinear +
+                      " --slots 2" + nccl),
+          "resources.distributed_backend is nccl, " + cause);
+  }
 }

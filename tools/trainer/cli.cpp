@@ -11,6 +11,7 @@
 
 #include <crucible/crucible.h>
 
+#include "dist/backend.h"
 #include "dist/collectives.h"
 #include "dist/rendezvous.h"
 #include "launch/launcher.h"
@@ -241,11 +242,17 @@ int fit(const Args& a) {
   TrialFactory factory = plugin::resolve_entrypoint(config.entrypoint, config_dir(path));
   const auto rendezvous = dist::from_environment(dist::process_environment());
   if (!rendezvous && (config.resources.slots_per_trial > 1 || a.nnodes > 1)) {
-    factory.check_evaluation_methods();  // one clear error here rather than one per worker
+    // One clear error here rather than one per worker.
+    factory.check_evaluation_methods();
+    dist::use_nccl(config.resources.distributed_backend, dist::rank_device(0));
     return launch_workers(a, config.resources.slots_per_trial);
   }
   DistributedContext distributed;
-  if (rendezvous) distributed = dist::connect(*rendezvous, dist_timeout(config));
+  if (rendezvous) {
+    const bool nccl = dist::use_nccl(config.resources.distributed_backend,
+                                     dist::rank_device(rendezvous->topology.local_rank));
+    distributed = dist::connect(*rendezvous, dist_timeout(config), nccl);
+  }
   FitOptions options;
   options.distributed(distributed);
   options.test_mode(a.test_mode)

@@ -48,10 +48,18 @@ struct CheckpointStorageConfig {
   int64_t save_trial_latest = 1;
 };
 
+// Which c10d process group carries CUDA tensors (CPU tensors always go over Gloo).
+enum class DistributedBackend {
+  kAuto,  // NCCL for CUDA tensors when this LibTorch has it, else Gloo
+  kGloo,
+  kNccl,  // required: an error without NCCL or CUDA
+};
+
 struct ResourcesConfig {
   int64_t slots_per_trial = 1;
   // How long a rank waits for the others (rendezvous, each collective) before it fails.
   double distributed_timeout_seconds = 300;
+  DistributedBackend distributed_backend = DistributedBackend::kAuto;
 };
 
 struct OptimizationsConfig {

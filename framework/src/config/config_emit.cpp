@@ -136,6 +136,10 @@ std::string to_yaml(const ExperimentConfig& c) {
   out << YAML::Key << "resources" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
       << "slots_per_trial" << YAML::Value << c.resources.slots_per_trial << YAML::Key
       << "distributed_timeout_seconds" << YAML::Value << c.resources.distributed_timeout_seconds
+      << YAML::Key << "distributed_backend" << YAML::Value
+      << (c.resources.distributed_backend == DistributedBackend::kGloo   ? "gloo"
+          : c.resources.distributed_backend == DistributedBackend::kNccl ? "nccl"
+                                                                         : "auto")
       << YAML::EndMap;
   out << YAML::Key << "optimizations" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
       << "aggregation_frequency" << YAML::Value << c.optimizations.aggregation_frequency

@@ -211,9 +211,13 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
   }
   if (top.has("resources")) {
     MapReader s(source, root["resources"], "resources",
-                {"slots_per_trial", "distributed_timeout_seconds"});
+                {"slots_per_trial", "distributed_timeout_seconds", "distributed_backend"});
     c.resources.slots_per_trial = s.integer("slots_per_trial", 1, 1);
     c.resources.distributed_timeout_seconds = s.number("distributed_timeout_seconds", 300);
+    const std::string backend = s.choice("distributed_backend", "auto", {"auto", "gloo", "nccl"});
+    c.resources.distributed_backend = backend == "gloo"   ? DistributedBackend::kGloo
+                                      : backend == "nccl" ? DistributedBackend::kNccl
+                                                          : DistributedBackend::kAuto;
     if (!(c.resources.distributed_timeout_seconds > 0)) {
       s.fail("distributed_timeout_seconds", fmt::format("must be a number of seconds > 0, got {}",
                                                         c.resources.distributed_timeout_seconds));

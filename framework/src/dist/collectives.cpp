@@ -3,6 +3,9 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 #include <fmt/format.h>
 
@@ -15,9 +18,22 @@ namespace crucible::detail {
 using util::first_line;
 
 Collectives::Collectives(c10::intrusive_ptr<c10d::Store> store,
-                         c10::intrusive_ptr<c10d::ProcessGroup> group, int64_t rank,
+                         c10::intrusive_ptr<c10d::ProcessGroup> group,
+                         c10::intrusive_ptr<c10d::ProcessGroup> cuda_group, int64_t rank,
                          std::chrono::milliseconds timeout)
-    : store_(std::move(store)), group_(std::move(group)), rank_(rank), timeout_(timeout) {}
+    : store_(std::move(store)),
+      group_(std::move(group)),
+      cuda_group_(std::move(cuda_group)),
+      rank_(rank),
+      timeout_(timeout) {}
+
+c10d::ProcessGroup& Collectives::group_for(const torch::Tensor& tensor) const {
+  return tensor.is_cuda() && cuda_group_ ? *cuda_group_ : *group_;
+}
+
+std::string Collectives::backend_for(const torch::Tensor& tensor) const {
+  return group_for(tensor).getBackendName();
+}
 
 void Collectives::wait(const c10::intrusive_ptr<c10d::Work>& work, const char* op) {
   try {
@@ -46,7 +62,7 @@ c10::intrusive_ptr<c10d::Work> Collectives::start_allreduce(std::vector<torch::T
       options.reduceOp = c10d::ReduceOp::MAX;
       break;
   }
-  return group_->allreduce(tensors, options);
+  return group_for(tensors.front()).allreduce(tensors, options);
 }
 
 void Collectives::allreduce(std::vector<torch::Tensor>& tensors, ReduceOp op) {
@@ -66,7 +82,7 @@ void Collectives::broadcast(std::vector<torch::Tensor>& tensors, int64_t root) {
   c10d::BroadcastOptions options;
   options.rootRank = root;
   options.timeout = timeout_;
-  wait(group_->broadcast(tensors, options), "broadcast");
+  wait(group_for(tensors.front()).broadcast(tensors, options), "broadcast");
 }
 
 std::vector<torch::Tensor> Collectives::allgather(const torch::Tensor& tensor, int64_t size) {
@@ -75,7 +91,7 @@ std::vector<torch::Tensor> Collectives::allgather(const torch::Tensor& tensor, i
   for (int64_t i = 0; i < size; ++i) output[0].push_back(torch::empty_like(input[0]));
   c10d::AllgatherOptions options;
   options.timeout = timeout_;
-  wait(group_->allgather(output, input, options), "allgather");
+  wait(group_for(input[0]).allgather(output, input, options), "allgather");
   return output[0];
 }
 
@@ -97,9 +113,38 @@ bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
 }
 
+// An NCCL process group over `store` (its own key prefix). A collective a peer never joins aborts
+// the communicator after `timeout` (NCCL_ASYNC_ERROR_HANDLING, unless set), so a dead or hung
+// rank cannot hang the others on the GPU.
+c10::intrusive_ptr<c10d::ProcessGroup> nccl_group(const Rendezvous& r,
+                                                  const c10::intrusive_ptr<c10d::Store>& store,
+                                                  std::chrono::milliseconds timeout,
+                                                  const std::string& where) {
+#ifdef USE_C10D_NCCL
+  try {
+    setenv("NCCL_ASYNC_ERROR_HANDLING", "1", /*overwrite=*/0);
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    auto prefixed =
+        c10::make_intrusive<c10d::PrefixStore>(r.store_prefix + "crucible/nccl/", store);
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, static_cast<int>(r.topology.rank),
+                                                       static_cast<int>(r.topology.size), options);
+  } catch (const std::exception& e) {
+    throw TrainingError(
+        fmt::format("{}: cannot build the NCCL process group: {}", where, first_line(e)));
+  }
+#else
+  (void)r;
+  (void)store;
+  (void)timeout;
+  TORCH_INTERNAL_ASSERT(false, where, ": NCCL asked for, but this LibTorch has no NCCL");
+  return {};
+#endif
+}
+
 }  // namespace
 
-DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeout) {
+DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeout, bool nccl) {
   const Topology& t = r.topology;
   if (t.size == 1) return DistributedContext();
   const std::string where = fmt::format("rank {}: rendezvous at {}:{} ({})", t.rank, r.master_addr,
@@ -136,8 +181,10 @@ DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeou
     throw TrainingError(
         fmt::format("{}: cannot build the Gloo process group: {}", where, first_line(e)));
   }
-  return DistributedContext(t,
-                            std::make_shared<detail::Collectives>(store, group, t.rank, timeout));
+  c10::intrusive_ptr<c10d::ProcessGroup> cuda_group;
+  if (nccl) cuda_group = nccl_group(r, store, timeout, where);
+  return DistributedContext(
+      t, std::make_shared<detail::Collectives>(store, group, cuda_group, t.rank, timeout));
 }
 
 }  // namespace crucible::dist

@@ -16,12 +16,15 @@
 
 namespace crucible::detail {
 
-// Collectives of one rank over a c10d process group. Every failure of a collective (a peer that
-// closed its connection, a timeout) is a TrainingError naming this rank and the operation.
+// Collectives of one rank over c10d process groups: `group` (Gloo) for CPU tensors and, when
+// given, `cuda_group` (NCCL) for CUDA tensors; without it Gloo takes CUDA tensors too. Every
+// failure of a collective (a peer that closed its connection, a timeout) is a TrainingError naming
+// this rank and the operation.
 class Collectives {
  public:
   Collectives(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> group,
-              int64_t rank, std::chrono::milliseconds timeout);
+              c10::intrusive_ptr<c10d::ProcessGroup> cuda_group, int64_t rank,
+              std::chrono::milliseconds timeout);
 
   void allreduce(std::vector<torch::Tensor>& tensors, ReduceOp op);
   // Starts an all-reduce of `tensor` in place (SUM, MIN or MAX) and returns at once; complete
@@ -36,12 +39,16 @@ class Collectives {
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* op);
 
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // The backend that carries tensors like `tensor`: "gloo" or "nccl".
+  std::string backend_for(const torch::Tensor& tensor) const;
 
  private:
   c10::intrusive_ptr<c10d::Work> start_allreduce(std::vector<torch::Tensor>& tensors, ReduceOp op);
+  c10d::ProcessGroup& group_for(const torch::Tensor& tensor) const;
 
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  c10::intrusive_ptr<c10d::ProcessGroup> cuda_group_;
   int64_t rank_;
   std::chrono::milliseconds timeout_;
 };
@@ -51,9 +58,11 @@ class Collectives {
 namespace crucible::dist {
 
 // Joins the run `rendezvous` describes: connects to (rank 0: serves) the TCPStore at
-// master_addr:master_port and builds a Gloo process group over it. Every wait (the rendezvous,
-// each collective) fails after `timeout`. Throws TrainingError naming the rank, the address and
-// the cause when the store or a peer cannot be reached.
-DistributedContext connect(const Rendezvous& rendezvous, std::chrono::milliseconds timeout);
+// master_addr:master_port and builds a Gloo process group over it, and with `nccl` an NCCL
+// process group for CUDA tensors too (requires nccl_built()). Every wait (the rendezvous, each
+// collective) fails after `timeout`. Throws TrainingError naming the rank, the address and the
+// cause when the store or a peer cannot be reached.
+DistributedContext connect(const Rendezvous& rendezvous, std::chrono::milliseconds timeout,
+                           bool nccl = false);
 
 }  // namespace crucible::dist

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "data/shuffle.h"
+#include "dist/backend.h"
 #include "dist/grad_sync.h"
 
 namespace crucible::train {
@@ -20,13 +21,7 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
       .as_bucket_view(config_.optimizations.gradient_as_bucket_view);
   state_.hparams = config_.constant_hyperparameters();
   state_.trial_seed = data::mix64(config_.reproducibility.experiment_seed);
-  // One process per slot: each rank of a node takes its own GPU (cuda:<local rank>).
-  state_.device =
-      torch::cuda::is_available()
-          ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(
-                                            dist.local_rank() %
-                                            static_cast<int64_t>(torch::cuda::device_count())))
-          : torch::Device(torch::kCPU);
+  state_.device = dist::rank_device(dist.local_rank());
   torch::manual_seed(state_.trial_seed);
   context_ = std::make_unique<TrialContext>(&state_);
   try {

@@ -15,6 +15,7 @@
 #include "checkpoint/file_io.h"
 #include "checkpoint/retention.h"
 #include "config/diff.h"
+#include "dist/backend.h"
 #include "dist/collectives.h"
 #include "metrics/reducer.h"
 #include "metrics/sinks.h"
@@ -117,10 +118,13 @@ class FitLoop {
       resume_from = dist_.broadcast_object(resume_from).get<std::string>();
       accept_config_changes(resume_from);
     }
+    const torch::Device device = dist::rank_device(dist_.local_rank());
     logger_.info(fmt::format("{} run {}: trial {} on {}{}", resuming ? "resuming" : "new",
-                             run_.path, config_.entrypoint,
-                             torch::cuda::is_available() ? "cuda:0" : "cpu",
-                             dist_.distributed() ? fmt::format(", {} ranks", dist_.size()) : ""));
+                             run_.path, config_.entrypoint, device.str(),
+                             dist_.distributed() ? fmt::format(", {} ranks over {}", dist_.size(),
+                                                               dist_.collectives()->backend_for(
+                                                                   torch::empty({0}, device)))
+                                                 : ""));
 
     session_ = std::make_unique<train::TrialSession>(config_, factory_, dist_);
     if (!options_.warm_start().empty()) {
