@@ -62,7 +62,7 @@ TEST_CASE("N slots of batch B train to the weights of 1 slot of batch N x B", "[
   }
 }
 
-TEST_CASE("mpirun and torchrun's environment run the same 2-slot fit as the built-in launcher",
+TEST_CASE("mpirun and torchrun's environment and two nodes run the same 2-slot fit as one launcher",
           "[dist][fit]") {
   TempDir tmp;
   const std::string sets =
@@ -80,6 +80,22 @@ TEST_CASE("mpirun and torchrun's environment run the same 2-slot fit as the buil
         run_command(fmt::format("mpirun --allow-run-as-root --oversubscribe -n 2 {} 2>&1", fit));
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
+  }
+  SECTION("two nodes on loopback: a built-in launcher each (--nnodes 2)") {
+    const int port = free_port();
+    std::vector<std::unique_ptr<Child>> nodes;
+    for (int node = 0; node < 2; ++node) {
+      // One worker per node; one thread each, as the 2-slot launcher gives on this machine.
+      nodes.push_back(std::make_unique<Child>(
+          fmt::format("OMP_NUM_THREADS=1 {} --nnodes 2 --node-rank {} --master-addr 127.0.0.1 "
+                      "--master-port {}",
+                      fit, node, port),
+          tmp / fmt::format("node{}.log", node)));
+    }
+    for (int node = 0; node < 2; ++node) {
+      INFO(read_file(tmp / fmt::format("node{}.log", node)));
+      REQUIRE(nodes[static_cast<size_t>(node)]->wait() == 0);
+    }
   }
   // Debian's torchrun cannot start under Python 3.11, so its workers' environment is set here
   // exactly as its agent sets it.
