@@ -14,6 +14,7 @@ packages=(
   libtorch-dev libgloo-dev libopenblas0-pthread
   libyaml-cpp-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   catch2 python3-torch openmpi-bin
+  slurmd slurmctld slurm-client munge
   dataset-fashion-mnist
 )
 

@@ -62,7 +62,7 @@ TEST_CASE("N slots of batch B train to the weights of 1 slot of batch N x B", "[
   }
 }
 
-TEST_CASE("mpirun and torchrun's environment and two nodes run the same 2-slot fit as one launcher",
+TEST_CASE("mpirun and srun and torchrun's environment and two nodes run the same 2-slot fit",
           "[dist][fit]") {
   TempDir tmp;
   const std::string sets =
@@ -78,6 +78,25 @@ TEST_CASE("mpirun and torchrun's environment and two nodes run the same 2-slot f
   SECTION("mpirun -n 2 (Open MPI)") {
     auto r =
         run_command(fmt::format("mpirun --allow-run-as-root --oversubscribe -n 2 {} 2>&1", fit));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+  }
+  SECTION("srun -n 2 (Slurm, a one-node cluster of this machine)") {
+    const std::string script = std::string(CRUCIBLE_SOURCE_DIR) + "/tests/support/slurm_cluster.sh";
+    const std::string dir = tmp / "slurm";
+    auto up =
+        run_command(fmt::format("{} start {} {} {} 2>&1", script, dir, free_port(), free_port()));
+    INFO(up.output);
+    REQUIRE(up.exit_code == 0);
+    struct Down {
+      std::string command;
+      ~Down() { run_command(command); }
+    } down{fmt::format("{} stop {}", script, dir)};
+    // Slurm gives no thread count: one each, as the 2-slot launcher gives on this machine.
+    auto r = run_command(fmt::format(
+        "SLURM_CONF={}/slurm.conf MASTER_PORT={} OMP_NUM_THREADS=1 srun --kill-on-bad-exit=1 "
+        "-n 2 {} 2>&1",
+        dir, free_port(), fit));
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
   }

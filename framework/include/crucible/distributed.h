@@ -29,9 +29,11 @@ class Collectives;
 // How a collective combines the tensors of all ranks.
 enum class ReduceOp { kSum, kAvg, kMin, kMax };
 
-// The ranks of a run and the collectives between them, over a c10d process group (Gloo for CPU
-// tensors). A trial reaches it through TrialContext::distributed(). In a one-process run every
-// collective returns its input. Every rank must call the same collectives in the same order.
+// The ranks of a run and the collectives between them, over c10d process groups: Gloo for CPU
+// tensors; for CUDA tensors NCCL or Gloo, as resources.distributed_backend picks. A trial reaches
+// it through TrialContext::distributed(). In a one-process run every collective returns its input.
+// Every rank must call the same collectives in the same order, with tensors on the same kind of
+// device.
 // A collective that a peer never joins (it died or hangs) throws TrainingError after the run's
 // timeout, naming this rank and the operation.
 class DistributedContext {

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# A one-node Slurm cluster of this machine, for tests that launch with a real `srun`.
+#
+#   slurm_cluster.sh start DIR CTLD_PORT SLURMD_PORT
+#       Starts munged, slurmctld and slurmd with their key, config, state, sockets and logs in
+#       DIR and the given ports; returns once the node is idle, printing the SLURM_CONF path.
+#       Exits non-zero with the daemons' log tails when they do not come up within 30 s.
+#   slurm_cluster.sh stop DIR
+#       Stops the daemons that `start DIR` started.
+#
+# Needs the Debian packages slurmd, slurmctld, slurm-client and munge, and root (slurmd).
+set -euo pipefail
+
+cmd=${1:?usage: slurm_cluster.sh start DIR CTLD_PORT SLURMD_PORT | stop DIR}
+dir=${2:?DIR missing}
+
+stop() {
+  for daemon in slurmd slurmctld munged; do
+    if [ -f "$dir/$daemon.pid" ]; then
+      pid=$(cat "$dir/$daemon.pid")
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$pid" 2>/dev/null || true
+      rm -f "$dir/$daemon.pid"
+    fi
+  done
+}
+
+case $cmd in
+start)
+  ctld_port=${3:?CTLD_PORT missing}
+  slurmd_port=${4:?SLURMD_PORT missing}
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "slurm_cluster.sh: slurmd needs root" >&2
+    exit 1
+  fi
+  mkdir -p "$dir/state" "$dir/spool" "$dir/log"
+  head -c 1024 /dev/urandom >"$dir/munge.key"
+  chmod 400 "$dir/munge.key"
+  munged --force --key-file="$dir/munge.key" --socket="$dir/munge.sock" \
+    --pid-file="$dir/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge.seed"
+  host=$(hostname -s)
+  cat >"$dir/slurm.conf" <<CONF
+ClusterName=crucibletest
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$dir/munge.sock
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd.log
+ProctrackType=proctrack/pgid
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+CONF
+  export SLURM_CONF="$dir/slurm.conf"
+  slurmctld -f "$SLURM_CONF" -i
+  slurmd -f "$SLURM_CONF"
+  for _ in $(seq 300); do
+    if [ "$(sinfo -h -o %t 2>/dev/null)" = idle ]; then
+      echo "$SLURM_CONF"
+      exit 0
+    fi
+    sleep 0.1
+  done
+  echo "slurm_cluster.sh: the node did not become idle within 30 s" >&2
+  tail -n 20 "$dir"/log/*.log >&2 || true
+  stop
+  exit 1
+  ;;
+stop)
+  stop
+  ;;
+*)
+  echo "slurm_cluster.sh: unknown command $cmd" >&2
+  exit 2
+  ;;
+esac
