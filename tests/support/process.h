@@ -2,10 +2,7 @@
 
 // Helpers for tests that run real commands and need scratch directories.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +19,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "util/free_port.h"
 
 namespace crucible::testing {
 
@@ -102,21 +101,7 @@ inline bool wait_until(const std::function<bool()>& condition, double timeout_s 
   return false;
 }
 
-// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
-inline int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    throw std::runtime_error("free_port: cannot bind a socket on 127.0.0.1");
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using util::free_port;
 
 // A fresh directory under the system temp dir, removed when the object dies.
 class TempDir {

@@ -2,9 +2,6 @@
 
 // Small pieces the benchmarks share: medians, numbers out of text, running a command, a port.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +9,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "util/free_port.h"
 
 namespace bench {
 
@@ -45,17 +44,6 @@ inline std::string capture(const std::string& command, int* status) {
   return out;
 }
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
-inline int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using crucible::util::free_port;
 
 }  // namespace bench

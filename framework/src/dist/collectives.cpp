@@ -27,12 +27,12 @@ Collectives::Collectives(c10::intrusive_ptr<c10d::Store> store,
       rank_(rank),
       timeout_(timeout) {}
 
-c10d::ProcessGroup& Collectives::group_for(const torch::Tensor& tensor) const {
-  return tensor.is_cuda() && cuda_group_ ? *cuda_group_ : *group_;
+c10d::ProcessGroup& Collectives::group_for(const torch::Device& device) const {
+  return device.is_cuda() && cuda_group_ ? *cuda_group_ : *group_;
 }
 
-std::string Collectives::backend_for(const torch::Tensor& tensor) const {
-  return group_for(tensor).getBackendName();
+std::string Collectives::backend_for(const torch::Device& device) const {
+  return group_for(device).getBackendName();
 }
 
 void Collectives::wait(const c10::intrusive_ptr<c10d::Work>& work, const char* op) {
@@ -62,7 +62,7 @@ c10::intrusive_ptr<c10d::Work> Collectives::start_allreduce(std::vector<torch::T
       options.reduceOp = c10d::ReduceOp::MAX;
       break;
   }
-  return group_for(tensors.front()).allreduce(tensors, options);
+  return group_for(tensors.front().device()).allreduce(tensors, options);
 }
 
 void Collectives::allreduce(std::vector<torch::Tensor>& tensors, ReduceOp op) {
@@ -82,7 +82,7 @@ void Collectives::broadcast(std::vector<torch::Tensor>& tensors, int64_t root) {
   c10d::BroadcastOptions options;
   options.rootRank = root;
   options.timeout = timeout_;
-  wait(group_for(tensors.front()).broadcast(tensors, options), "broadcast");
+  wait(group_for(tensors.front().device()).broadcast(tensors, options), "broadcast");
 }
 
 std::vector<torch::Tensor> Collectives::allgather(const torch::Tensor& tensor, int64_t size) {
@@ -91,7 +91,7 @@ std::vector<torch::Tensor> Collectives::allgather(const torch::Tensor& tensor, i
   for (int64_t i = 0; i < size; ++i) output[0].push_back(torch::empty_like(input[0]));
   c10d::AllgatherOptions options;
   options.timeout = timeout_;
-  wait(group_for(input[0]).allgather(output, input, options), "allgather");
+  wait(group_for(input[0].device()).allgather(output, input, options), "allgather");
   return output[0];
 }
 

@@ -39,12 +39,12 @@ class Collectives {
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* op);
 
   std::chrono::milliseconds timeout() const { return timeout_; }
-  // The backend that carries tensors like `tensor`: "gloo" or "nccl".
-  std::string backend_for(const torch::Tensor& tensor) const;
+  // The backend that carries tensors on `device`: "gloo" or "nccl".
+  std::string backend_for(const torch::Device& device) const;
 
  private:
   c10::intrusive_ptr<c10d::Work> start_allreduce(std::vector<torch::Tensor>& tensors, ReduceOp op);
-  c10d::ProcessGroup& group_for(const torch::Tensor& tensor) const;
+  c10d::ProcessGroup& group_for(const torch::Device& device) const;
 
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;

@@ -121,10 +121,10 @@ class FitLoop {
     const torch::Device device = dist::rank_device(dist_.local_rank());
     logger_.info(fmt::format("{} run {}: trial {} on {}{}", resuming ? "resuming" : "new",
                              run_.path, config_.entrypoint, device.str(),
-                             dist_.distributed() ? fmt::format(", {} ranks over {}", dist_.size(),
-                                                               dist_.collectives()->backend_for(
-                                                                   torch::empty({0}, device)))
-                                                 : ""));
+                             dist_.distributed()
+                                 ? fmt::format(", {} ranks over {}", dist_.size(),
+                                               dist_.collectives()->backend_for(device))
+                                 : ""));
 
     session_ = std::make_unique<train::TrialSession>(config_, factory_, dist_);
     if (!options_.warm_start().empty()) {
