@@ -7,7 +7,7 @@
 
 #include <torch/torch.h>
 
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include "process.h"
 
@@ -70,7 +70,7 @@ inline void check_same_end(const std::string& reference, const std::string& run)
   const std::string last = "/checkpoints/batch-0000000128/";
   for (const char* file : {"model_0.pt", "trial_state.pt"}) {
     INFO(file);
-    REQUIRE(std::filesystem::exists(run + last + file));
+    REQUIRE(util::exists(run + last + file));
     const bool same = read_file(run + last + file) == read_file(reference + last + file);
     CHECK(same);
   }

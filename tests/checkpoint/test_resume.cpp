@@ -31,8 +31,8 @@ std::string resume_and_compare(const std::string& run) {
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);
   check_same_end(reference().run, run);
-  for (const auto& e : std::filesystem::directory_iterator(run + "/checkpoints")) {
-    CHECK(e.path().filename().string().rfind(".tmp-", 0) != 0);
+  for (const auto& name : util::list_directory(run + "/checkpoints")) {
+    CHECK(name.rfind(".tmp-", 0) != 0);
   }
   return resumed.output;
 }
@@ -67,7 +67,7 @@ TEST_CASE("SIGKILL at any moment, then --resume, ends bitwise identical", "[chec
   }
   SECTION("while a checkpoint is being written") {
     env = "CRUCIBLE_TEST_CHECKPOINT_DELAY_MS=300 ";
-    moment = [&] { return std::filesystem::exists(run + "/checkpoints/.tmp-batch-0000000080"); };
+    moment = [&] { return util::exists(run + "/checkpoints/.tmp-batch-0000000080"); };
     resumes_from = "batch-0000000064";
     cut_short = true;
   }
@@ -79,7 +79,7 @@ TEST_CASE("SIGKILL at any moment, then --resume, ends bitwise identical", "[chec
     CHECK(child.wait() == 128 + SIGKILL);
   }
   REQUIRE(crucible::checkpoint::list(run).back() == run + "/checkpoints/" + resumes_from);
-  REQUIRE(std::filesystem::exists(run + "/checkpoints/.tmp-batch-0000000080") == cut_short);
+  REQUIRE(util::exists(run + "/checkpoints/.tmp-batch-0000000080") == cut_short);
   const std::string resumed = resume_and_compare(run);
   if (cut_short) {
     CHECK_THAT(resumed, Catch::Contains("removed " + run +
@@ -124,8 +124,8 @@ TEST_CASE("a second SIGINT stops at once: the previous checkpoint stays loadable
   child.signal(SIGINT);
   // The graceful stop starts writing a checkpoint (slowly); interrupt it.
   REQUIRE(wait_until([&] {
-    for (const auto& e : std::filesystem::directory_iterator(run + "/checkpoints")) {
-      if (e.path().filename().string().rfind(".tmp-", 0) == 0) return true;
+    for (const auto& name : util::list_directory(run + "/checkpoints")) {
+      if (name.rfind(".tmp-", 0) == 0) return true;
     }
     return false;
   }));

@@ -1,5 +1,5 @@
-// Warm start, trainer validate / predict, and reading weights from Python.
-#include <catch2/catch.hpp>
+// Warm start, trainer validate / predict, and reading the predictions from Python.
+#include "catch.h"
 
 #include "checkpoint/checkpoint.h"
 #include "resumable_run.h"
@@ -9,7 +9,7 @@ using namespace crucible::testing;
 namespace {
 
 const std::string kConfigs = std::string(CRUCIBLE_SOURCE_DIR) + "/configs";
-const std::string kPython = "/usr/bin/python3";
+const std::string kPython = CRUCIBLE_PYTHON;
 
 }  // namespace
 
@@ -39,9 +39,9 @@ TEST_CASE("the Fashion-MNIST CNN checkpoint: validate, predict, and Python reads
 
   const std::string script = tmp / "read.py";
   write_file(script, R"(import sys, torch
-weights = torch.load(sys.argv[1])
+weights = torch.load(sys.argv[1], weights_only=True)
 print({k: list(v.shape) for k, v in sorted(weights.items())})
-p = torch.load(sys.argv[2])["predictions"]
+p = torch.load(sys.argv[2], weights_only=True)["predictions"]
 print(list(p.shape), round(float(p.sum(1).mean()), 4))
 )");
   auto py = run_command(kPython + " " + script + " " + ckpt + "/model_0.pt " + (tmp / "p.pt"));
@@ -50,27 +50,6 @@ print(list(p.shape), round(float(p.sum(1).mean()), 4))
   CHECK_THAT(py.output, Catch::Contains("'conv1.weight': [8, 1, 3, 3]") &&
                             Catch::Contains("'out.bias': [10]") &&
                             Catch::Contains("[10000, 10] 1.0"));
-}
-
-TEST_CASE("Python reads exactly the weights Crucible restores", "[checkpoint]") {
-  TempDir tmp;
-  REQUIRE(run_command(kTrainer + " fit " + resumable_config(tmp, 0) + " --quiet --output " +
-                      (tmp / "run") + " --set max_length.batches=10")
-              .exit_code == 0);
-  const std::string file = tmp / "run/checkpoints/batch-0000000010/model_0.pt";
-  auto model = resumable_model();
-  crucible::checkpoint::load_weights(tmp / "run/checkpoints/batch-0000000010", {model.ptr()});
-  auto py = run_command(kPython + " -c \"import torch; w = torch.load('" + file +
-                        "'); print(repr(float(w['0.weight'].double().sum())), "
-                        "repr(float(w['3.bias'][0])))\"");
-  INFO(py.output);
-  REQUIRE(py.exit_code == 0);
-  std::istringstream in(py.output);
-  double weight_sum, bias;
-  in >> weight_sum >> bias;
-  CHECK(weight_sum ==
-        model->named_parameters()["0.weight"].to(torch::kDouble).sum().item<double>());
-  CHECK(bias == model->named_parameters()["3.bias"][0].item<float>());
 }
 
 TEST_CASE("warm start loads weights only: mismatches are listed", "[checkpoint]") {

@@ -1,5 +1,5 @@
 // End-to-end tests of the real `trainer` binary on real configs.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include "process.h"
 
@@ -69,10 +69,10 @@ TEST_CASE("trainer fit trains the linear trial to the known weight", "[cli]") {
   CHECK(last["metrics"]["validation_weight"].get<double>() == Approx(2.5).margin(0.03));
   CHECK(last["metrics"]["validation_bias"].get<double>() == Approx(-0.7).margin(0.03));
   CHECK(last["metrics"]["validation_loss"].get<double>() < 0.02);  // noise variance is 0.01
-  CHECK(std::filesystem::exists(tmp / "run/config.yaml"));
-  CHECK(std::filesystem::exists(tmp / "run/trainer.log"));
-  CHECK(std::filesystem::exists(tmp / "run/checkpoints/batch-0000000252/model_0.pt"));
-  CHECK(std::filesystem::exists(tmp / "run/checkpoints/batch-0000000252/metadata.json"));
+  CHECK(util::exists(tmp / "run/config.yaml"));
+  CHECK(util::exists(tmp / "run/trainer.log"));
+  CHECK(util::exists(tmp / "run/checkpoints/batch-0000000252/model_0.pt"));
+  CHECK(util::exists(tmp / "run/checkpoints/batch-0000000252/metadata.json"));
 }
 
 TEST_CASE("the same config and seed give the same metrics", "[cli]") {
@@ -96,7 +96,7 @@ TEST_CASE("trainer fit --resume continues a run from its latest checkpoint", "[c
                   (tmp / "run"))
               .exit_code == 0);
   const std::string full = read_file(tmp / "run/metrics.jsonl");
-  std::filesystem::remove_all(tmp / "run/checkpoints/batch-0000000252");
+  util::remove_all(tmp / "run/checkpoints/batch-0000000252");
   auto r = trainer("fit --resume " + (tmp / "run"));
   INFO(r.output);
   CHECK(r.exit_code == 0);
@@ -165,7 +165,7 @@ TEST_CASE("a trial failure exits 1 and leaves the last checkpoint", "[cli]") {
   auto r = trainer("fit " + config + " --set hyperparameters.fail_at=7 --output " + (tmp / "run"));
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("error: train_batch (batch 7) threw: injected failure"));
-  CHECK(std::filesystem::exists(tmp / "run/checkpoints/batch-0000000006/metadata.json"));
+  CHECK(util::exists(tmp / "run/checkpoints/batch-0000000006/metadata.json"));
   auto resumed = trainer("fit --resume " + (tmp / "run"));
   CHECK_THAT(resumed.output, Catch::Contains("at batch 6"));
 }

@@ -1,15 +1,15 @@
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <crucible/config.h>
 #include <crucible/errors.h>
 
 #include "config/suggest.h"
+#include "util/file_system.h"
 
-namespace fs = std::filesystem;
+namespace fs = crucible::util;
 using crucible::ConfigError;
 using crucible::parse_experiment_config;
 
@@ -49,15 +49,15 @@ std::string header(const std::string& text, const std::string& key) {
 }  // namespace
 
 TEST_CASE("every file of the bad-config corpus fails with its message and location", "[config]") {
-  const fs::path dir = fs::path(CRUCIBLE_TEST_DATA) / "config" / "bad";
+  const std::string dir = fs::join(CRUCIBLE_TEST_DATA, "config/bad");
   int files = 0;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    std::ifstream in(entry.path());
+  for (const auto& name : fs::list_directory(dir)) {
+    const std::string path = fs::join(dir, name);
+    std::ifstream in(path);
     std::stringstream text;
     text << in.rdbuf();
     const std::string expect = header(text.str(), "expect");
     const std::string at = header(text.str(), "at");
-    const std::string path = entry.path().string();
     INFO("corpus file " << path);
     REQUIRE(!expect.empty());
     const std::string message = error_of([&] { crucible::load_experiment_config(path); });
@@ -207,9 +207,10 @@ data: {path: /d, n: 3}
 
 TEST_CASE("every shipped config in configs/ is valid", "[config]") {
   int n = 0;
-  for (const auto& entry : fs::directory_iterator(fs::path(CRUCIBLE_SOURCE_DIR) / "configs")) {
-    INFO(entry.path());
-    CHECK_NOTHROW(crucible::load_experiment_config(entry.path().string()));
+  const std::string configs = fs::join(CRUCIBLE_SOURCE_DIR, "configs");
+  for (const auto& name : fs::list_directory(configs)) {
+    INFO(name);
+    CHECK_NOTHROW(crucible::load_experiment_config(fs::join(configs, name)));
     ++n;
   }
   CHECK(n >= 4);

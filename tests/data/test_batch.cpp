@@ -1,4 +1,4 @@
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <crucible/batch.h>
 #include <crucible/errors.h>

@@ -1,6 +1,6 @@
 #include <set>
 
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <crucible/data.h>
 #include <crucible/errors.h>

@@ -115,7 +115,8 @@ bool plain_gradients(const std::vector<torch::Tensor>& params) {
 }
 
 // One GradientSync with `options` on a fresh Net, for three update steps as the trainer takes
-// them: gradients start as none, then zero_grad() between steps; the third step runs backward
+// them: gradients start as none, then are zeroed in place between steps (as step_optimizer does;
+// LibTorch 2.x's default would set them to none); the third step runs backward
 // twice in one window.
 nlohmann::json grad_sync_case(const crucible::DistributedContext& ctx,
                               const crucible::dist::GradientSyncOptions& options) {
@@ -135,7 +136,7 @@ nlohmann::json grad_sync_case(const crucible::DistributedContext& ctx,
   crucible::dist::GradientSync sync(ctx, net.parameters(), options);
   nlohmann::json out = {{"buckets", sync.bucket_count()}};
   for (const int step : {1, 2, 3}) {
-    if (step > 1) net.zero_grad();
+    if (step > 1) net.zero_grad(/*set_to_none=*/false);
     sync.open_window();
     (step < 3 ? once : twice)();
     try {

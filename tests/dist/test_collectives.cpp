@@ -1,7 +1,7 @@
 // Real worker processes on loopback: c10d Gloo collectives through DistributedContext, and what
 // the survivors say when a rank dies or hangs.
 #include <fmt/format.h>
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include "process.h"
 #include "torchrun_env.h"

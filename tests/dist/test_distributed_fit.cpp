@@ -3,7 +3,7 @@
 #include <signal.h>
 
 #include <fmt/format.h>
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -177,8 +177,9 @@ optimizations: {gradient_bucket_mb: 0.0002}
         read_file(run + "/trainer.log"),
         Catch::Contains(fmt::format(
             "on {}, {} ranks over {}", device.str(), slots,
-            crucible::dist::use_nccl(crucible::DistributedBackend::kAuto, device) ? "nccl"
-                                                                                  : "gloo")));
+            crucible::dist::use_nccl(crucible::DistributedBackend::kAuto, device, slots)
+                ? "nccl"
+                : "gloo")));
     // The gradients are the same on every rank as soon as ctx.backward returns.
     for (const auto& row : read_metrics(run + "/metrics.jsonl")) {
       if (row["type"] == "training") CHECK(row["metrics"]["grad_spread"].get<double>() == 0.0);
@@ -201,7 +202,7 @@ TEST_CASE("a custom reducer's cross-slot step runs on every rank and is exact", 
   for (int slots : {1, 2, 3}) {
     INFO(slots << " slots");
     const std::string dir = tmp / fmt::format("reducers{}", slots);
-    std::filesystem::create_directories(dir);
+    util::create_directories(dir);
     const std::string config = tmp / "reducer.yaml";
     // 71 validation records in batches of 8: uneven shards on 2 and 3 ranks.
     write_file(config, fmt::format(R"(name: reducer

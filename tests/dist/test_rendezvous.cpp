@@ -1,5 +1,5 @@
 // The launcher conventions: torchrun, Open MPI and Slurm variables into one Rendezvous.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <crucible/errors.h>
 

@@ -1,6 +1,6 @@
 // `cmake --install`, then a trial outside the tree built with find_package(crucible) and run by
 // the installed `trainer`.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include "process.h"
 
@@ -14,13 +14,18 @@ TEST_CASE("an out-of-tree trial builds against the installed package and trains"
       run_command("cmake --install " + std::string(CRUCIBLE_BUILD_DIR) + " --prefix " + prefix);
   INFO(install.output);
   REQUIRE(install.exit_code == 0);
-  CHECK(std::filesystem::exists(prefix + "/include/crucible/crucible.h"));
-  CHECK(std::filesystem::exists(prefix + "/lib/cmake/crucible/crucibleConfig.cmake"));
-  CHECK(std::filesystem::exists(prefix + "/lib/crucible/trials/libfashion_mnist.so"));
+  CHECK(util::exists(prefix + "/include/crucible/crucible.h"));
+  CHECK(util::exists(prefix + "/lib/cmake/crucible/crucibleConfig.cmake"));
+  CHECK(util::exists(prefix + "/lib/crucible/trials/libfashion_mnist.so"));
 
   const std::string build = tmp / "user-build";
+  std::string prefixes = prefix;
+  std::stringstream dependencies(CRUCIBLE_DEPENDENCY_PREFIXES);
+  for (std::string p; std::getline(dependencies, p, ':');) {
+    if (!p.empty()) prefixes += ";" + p;
+  }
   auto configure = run_command("cmake -S " + project + " -B " + build +
-                               " -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=" + prefix +
+                               " -DCMAKE_BUILD_TYPE=Release '-DCMAKE_PREFIX_PATH=" + prefixes + "'" +
                                " -DCMAKE_CXX_COMPILER_LAUNCHER=ccache");
   INFO(configure.output);
   REQUIRE(configure.exit_code == 0);

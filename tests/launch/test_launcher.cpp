@@ -5,7 +5,7 @@
 #include <sstream>
 #include <thread>
 
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include "launch/launcher.h"
 #include "process.h"

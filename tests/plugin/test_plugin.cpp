@@ -1,6 +1,6 @@
 #include <cstdlib>
 
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <crucible/errors.h>
 

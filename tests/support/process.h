@@ -9,7 +9,6 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -20,9 +19,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/file_system.h"
 #include "util/free_port.h"
 
 namespace crucible::testing {
+
+namespace util = crucible::util;
 
 struct CommandResult {
   int exit_code = -1;
@@ -108,22 +110,19 @@ class TempDir {
  public:
   TempDir() {
     std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() /
-            ("crucible-test-" + std::to_string(rd()) + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
+    path_ = util::join(util::temp_directory(),
+                       "crucible-test-" + std::to_string(rd()) + std::to_string(rd()));
+    util::create_directories(path_);
   }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
+  ~TempDir() { util::try_remove_all(path_); }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::string str() const { return path_.string(); }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  const std::string& path() const { return path_; }
+  const std::string& str() const { return path_; }
+  std::string operator/(const std::string& name) const { return util::join(path_, name); }
 
  private:
-  std::filesystem::path path_;
+  std::string path_;
 };
 
 inline std::string read_file(const std::string& path) {
@@ -138,6 +137,15 @@ inline void write_file(const std::string& path, const std::string& text) {
 }
 
 // The rows of a metrics.jsonl file.
+// Copies the directory tree `from` to `to` (cp -a); fails the calling test when it cannot.
+inline void copy_tree(const std::string& from, const std::string& to) {
+  const CommandResult r = run_command("cp -a '" + from + "' '" + to + "'");
+  if (r.exit_code != 0) throw std::runtime_error("cp -a " + from + " " + to + ": " + r.output);
+}
+
+// The names of the entries of directory `dir`, sorted.
+inline std::vector<std::string> entries(const std::string& dir) { return util::list_directory(dir); }
+
 inline std::vector<nlohmann::json> read_metrics(const std::string& path) {
   std::vector<nlohmann::json> rows;
   std::ifstream in(path);

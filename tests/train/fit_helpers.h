@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include <crucible/crucible.h>
 
@@ -56,8 +56,7 @@ inline std::string error_of(const std::function<void()>& fn, int* exit_code = nu
 // Batch counts of the checkpoints a run directory holds.
 inline std::vector<int64_t> checkpoint_batches(const std::string& run_dir) {
   std::vector<int64_t> out;
-  for (const auto& entry : std::filesystem::directory_iterator(run_dir + "/checkpoints")) {
-    const std::string name = entry.path().filename().string();
+  for (const auto& name : util::list_directory(run_dir + "/checkpoints")) {
     if (name.rfind("batch-", 0) == 0) out.push_back(std::stoll(name.substr(6)));
   }
   std::sort(out.begin(), out.end());

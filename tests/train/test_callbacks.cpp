@@ -1,6 +1,6 @@
 // Callback hooks fire where the fit loop says, carry their state across a resume, and fail
 // clearly.
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include "checkpoint/checkpoint.h"
 #include "fit_helpers.h"
@@ -45,8 +45,8 @@ TEST_CASE("a resumed run restores callback state and continues the hook sequence
   EventLog::events().clear();
   fit_recording<CallbackTrial>(config, tmp / "full");
   const S full = EventLog::events();
-  std::filesystem::copy(tmp / "full", tmp / "cut", std::filesystem::copy_options::recursive);
-  std::filesystem::remove_all(tmp / "cut/checkpoints/batch-0000000026");
+  copy_tree(tmp / "full", tmp / "cut");
+  util::remove_all(tmp / "cut/checkpoints/batch-0000000026");
 
   EventLog::events().clear();
   crucible::Trainer(config, crucible::TrialFactory::of<CallbackTrial>("RecordingTrial"))

@@ -1,4 +1,4 @@
-#include <catch2/catch.hpp>
+#include "catch.h"
 
 #include "checkpoint/checkpoint.h"
 #include "fit_helpers.h"
@@ -112,9 +112,9 @@ scheduling_unit: 5
   const auto full_calls = RecordingTrial::calls();
 
   // A copy of the run that "died" after its first checkpoint, with a torn metrics line.
-  std::filesystem::copy(tmp / "full", tmp / "cut", std::filesystem::copy_options::recursive);
-  std::filesystem::remove_all(tmp / "cut/checkpoints/batch-0000000026");
-  std::filesystem::remove_all(tmp / "cut/checkpoints/batch-0000000039");
+  copy_tree(tmp / "full", tmp / "cut");
+  util::remove_all(tmp / "cut/checkpoints/batch-0000000026");
+  util::remove_all(tmp / "cut/checkpoints/batch-0000000039");
   std::ofstream(tmp / "cut/metrics.jsonl", std::ios::app) << "{\"type\": \"trai";
 
   RecordingTrial::calls().clear();
@@ -183,9 +183,9 @@ TEST_CASE("a resumed run steps an epoch scheduler as the uninterrupted run does"
       {"hyperparameters.step_mode=every_epoch", "optimizations.aggregation_frequency=5"});
   fit_recording(config, tmp / "full");
   const auto full = RecordingTrial::calls();
-  std::filesystem::copy(tmp / "full", tmp / "cut", std::filesystem::copy_options::recursive);
-  std::filesystem::remove_all(tmp / "cut/checkpoints/batch-0000000020");
-  std::filesystem::remove_all(tmp / "cut/checkpoints/batch-0000000030");
+  copy_tree(tmp / "full", tmp / "cut");
+  util::remove_all(tmp / "cut/checkpoints/batch-0000000020");
+  util::remove_all(tmp / "cut/checkpoints/batch-0000000030");
   const auto meta =
       nlohmann::json::parse(read_file(tmp / "cut/checkpoints/batch-0000000010/metadata.json"));
   CHECK(meta["optimizer_steps"] == nlohmann::json::array({2}));

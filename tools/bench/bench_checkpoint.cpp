@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <regex>
@@ -25,7 +24,7 @@
 
 #include "checkpoint/checkpoint.h"
 
-namespace fs = std::filesystem;
+namespace fs = crucible::util;
 
 namespace {
 
@@ -53,10 +52,11 @@ torch::nn::Sequential large_mlp() {
                         nn::Linear(2560, 2560), nn::ReLU(), nn::Linear(2560, 2560));
 }
 
-int64_t bytes_of(const fs::path& dir) {
+// Bytes of the regular files directly in `dir` (a checkpoint has no subdirectories).
+int64_t bytes_of(const std::string& dir) {
   int64_t n = 0;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file()) n += static_cast<int64_t>(e.file_size());
+  for (const auto& name : fs::list_directory(dir)) {
+    n += static_cast<int64_t>(fs::file_size(fs::join(dir, name)).value_or(0));
   }
   return n;
 }
@@ -68,7 +68,7 @@ struct SaveLoad {
 
 // Median save and load time over `repeats` checkpoints of `model` with a stepped Adam.
 SaveLoad measure(torch::nn::Sequential model, torch::Tensor input, int repeats,
-                 const fs::path& dir) {
+                 const std::string& dir) {
   auto adam = std::make_shared<torch::optim::Adam>(model->parameters(), 1e-3);
   model->forward(input).sum().backward();
   adam->step();  // Adam's moments exist only after a step
@@ -79,10 +79,10 @@ SaveLoad measure(torch::nn::Sequential model, torch::Tensor input, int repeats,
   std::vector<double> save, load, bare;
   int64_t bytes = 0;
   for (int r = 0; r < repeats; ++r) {
-    const fs::path run = dir / fmt::format("run-{}", r);
+    const std::string run = fs::join(dir, fmt::format("run-{}", r));
     fs::create_directories(run);
     auto t = Clock::now();
-    const std::string ckpt = crucible::checkpoint::save(run.string(), 1, contents, meta);
+    const std::string ckpt = crucible::checkpoint::save(run, 1, contents, meta);
     save.push_back(seconds_since(t));
     bytes = bytes_of(ckpt);
     t = Clock::now();
@@ -95,7 +95,7 @@ SaveLoad measure(torch::nn::Sequential model, torch::Tensor input, int repeats,
       torch::serialize::OutputArchive optimizer;
       adam->save(optimizer);
       archive.write("optimizer", optimizer);
-      archive.save_to((run / "bare.pt").string());
+      archive.save_to(fs::join(run, "bare.pt"));
     }
     bare.push_back(seconds_since(t));
     fs::remove_all(run);
@@ -115,7 +115,7 @@ std::string slurp(const std::string& path) {
 int main(int argc, char** argv) {
   int repeats = 9;
   int64_t batches = 1000;
-  fs::path root = fs::temp_directory_path();
+  std::string root = fs::temp_directory();
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--repeats") {
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const fs::path dir = root / fmt::format("crucible_bench_checkpoint_{}", getpid());
+  const std::string dir = fs::join(root, fmt::format("crucible_bench_checkpoint_{}", getpid()));
   fs::create_directories(dir);
 
   fmt::print(
@@ -150,19 +150,19 @@ int main(int argc, char** argv) {
   fmt::print("bare save: torch::save of the same model and optimizer into one file, no fsync\n\n");
 
   // Amortised: a real run of the main job at its own checkpoint period.
-  const fs::path run = dir / "fit";
+  const std::string run = fs::join(dir, "fit");
   const std::string command = fmt::format(
       "{}/trainer fit {}/configs/fashion_mnist_cnn.yaml --quiet --output {} "
       "--set max_length.batches={} > {}/fit.out 2>&1",
-      CRUCIBLE_BIN_DIR, CRUCIBLE_SOURCE_DIR, run.string(), batches, dir.string());
+      CRUCIBLE_BIN_DIR, CRUCIBLE_SOURCE_DIR, run, batches, dir);
   const auto started = Clock::now();
   const int rc = std::system(command.c_str());
   const double wall = seconds_since(started);
   if (rc != 0) {
-    std::cerr << "trainer fit failed:\n" << slurp((dir / "fit.out").string());
+    std::cerr << "trainer fit failed:\n" << slurp(fs::join(dir, "fit.out"));
     return 1;
   }
-  const std::string log = slurp((run / "trainer.log").string());
+  const std::string log = slurp(fs::join(run, "trainer.log"));
   const std::regex line(R"(\[checkpoint\] batch +(\d+) .* \(([0-9.]+)s\))");
   double in_checkpoints = 0;
   int count = 0;

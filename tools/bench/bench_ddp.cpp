@@ -11,7 +11,6 @@
 //     and out of the buckets and with gradients as bucket views (the default), vs one bare c10d
 //     Gloo all-reduce of an S-byte tensor; median of K; bus bandwidth = S / t * 2(n-1)/n.
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -87,7 +86,7 @@ double crucible_step(int64_t batches, int64_t per_rank, int64_t warmup) {
       timing);
   int status = 0;
   const std::string log = bench::capture(command, &status);
-  std::filesystem::remove_all(run);
+  crucible::util::remove_all(run);
   if (status != 0) throw std::runtime_error("trainer fit failed:\n" + log);
   double step = 0;
   for (int r = 0; r < kRanks; ++r) {
@@ -96,7 +95,7 @@ double crucible_step(int64_t batches, int64_t per_rank, int64_t warmup) {
     std::stringstream text;
     text << in.rdbuf();
     if (r == 0) step = bench::median(bench::read_numbers(text.str()));
-    std::filesystem::remove(file);
+    crucible::util::remove(file);
   }
   return step;
 }
@@ -180,7 +179,7 @@ int main(int argc, char** argv) {
     }
 
     crucible::launch::LaunchOptions options;
-    options.command = {std::filesystem::read_symlink("/proc/self/exe").string(),
+    options.command = {crucible::util::read_symlink("/proc/self/exe"),
                        "--allreduce-worker", sizes, std::to_string(repeats)};
     options.slots = kRanks;
     std::ostringstream out, err;

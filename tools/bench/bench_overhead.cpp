@@ -8,7 +8,6 @@
 #include <cstdio>
 
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -56,7 +55,7 @@ bool trainer_steps(int64_t batches, int64_t batch_size, int64_t warmup, int work
       CRUCIBLE_BIN_DIR, CRUCIBLE_BENCH_DIR, run, batches, batch_size, warmup, workers, timing);
   int rc = 0;
   const std::string log = capture(command, &rc);
-  std::filesystem::remove_all(run);
+  crucible::util::remove_all(run);
   if (rc != 0) {
     std::cerr << "trainer fit failed:\n" << log;
     return false;
@@ -64,7 +63,7 @@ bool trainer_steps(int64_t batches, int64_t batch_size, int64_t warmup, int work
   std::ifstream in(timing);
   std::stringstream text;
   text << in.rdbuf();
-  std::filesystem::remove(timing);
+  crucible::util::remove(timing);
   *median_s = median(read_numbers(text.str()));
   return true;
 }

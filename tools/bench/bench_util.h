@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "util/file_system.h"
 #include "util/free_port.h"
 
 namespace bench {

@@ -1,7 +1,6 @@
 #include "cli.h"
 
 #include <csignal>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -16,10 +15,10 @@
 #include "dist/rendezvous.h"
 #include "launch/launcher.h"
 #include "plugin/loader.h"
+#include "util/file_system.h"
 #include "util/parse.h"
 
 namespace crucible::cli {
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -184,7 +183,7 @@ Args parse(const std::vector<std::string>& args) {
 }
 
 std::string config_dir(const std::string& config_path) {
-  return fs::absolute(config_path).parent_path().string();
+  return util::parent_path(util::absolute(config_path));
 }
 
 // How long a rank waits for the others (the rendezvous, each collective):
@@ -211,7 +210,7 @@ int launch_workers(const Args& a, int64_t slots) {
         slots, a.nnodes));
   }
   launch::LaunchOptions options;
-  options.command = {fs::read_symlink("/proc/self/exe").string()};
+  options.command = {util::read_symlink("/proc/self/exe")};
   options.command.insert(options.command.end(), a.argv.begin(), a.argv.end());
   options.slots = slots / a.nnodes;
   options.nnodes = a.nnodes;
@@ -232,7 +231,7 @@ int fit(const Args& a) {
         "--resume continues a run in its own directory; --output cannot be combined with it");
   }
   const std::string path = a.resume.empty() ? a.config : a.resume + "/config.yaml";
-  if (!a.resume.empty() && !fs::exists(path)) {
+  if (!a.resume.empty() && !util::exists(path)) {
     throw UsageError(
         fmt::format("--resume {}: not a run directory (no config.yaml in it)", a.resume));
   }
@@ -244,13 +243,15 @@ int fit(const Args& a) {
   if (!rendezvous && (config.resources.slots_per_trial > 1 || a.nnodes > 1)) {
     // One clear error here rather than one per worker.
     factory.check_evaluation_methods();
-    dist::use_nccl(config.resources.distributed_backend, dist::rank_device(0));
+    dist::use_nccl(config.resources.distributed_backend, dist::rank_device(0),
+                   config.resources.slots_per_trial / a.nnodes);
     return launch_workers(a, config.resources.slots_per_trial);
   }
   DistributedContext distributed;
   if (rendezvous) {
     const bool nccl = dist::use_nccl(config.resources.distributed_backend,
-                                     dist::rank_device(rendezvous->topology.local_rank));
+                                     dist::rank_device(rendezvous->topology.local_rank),
+                                     rendezvous->topology.local_size);
     distributed = dist::connect(*rendezvous, dist_timeout(config), nccl);
   }
   FitOptions options;
@@ -268,7 +269,7 @@ int fit(const Args& a) {
 // The trainer for a checkpoint: the config it was written with, and its trial.
 Trainer trainer_for_checkpoint(const std::string& dir) {
   if (dir.empty()) throw UsageError("--checkpoint DIR is required");
-  const fs::path meta_path = fs::path(dir) / "metadata.json";
+  const std::string meta_path = util::join(dir, "metadata.json");
   std::ifstream in(meta_path);
   if (!in) {
     throw UsageError(
@@ -277,11 +278,11 @@ Trainer trainer_for_checkpoint(const std::string& dir) {
   const auto meta = nlohmann::json::parse(in, nullptr, false);
   if (meta.is_discarded() || !meta.contains("config")) {
     throw TrainingError(
-        fmt::format("{}: damaged or not Crucible checkpoint metadata", meta_path.string()));
+        fmt::format("{}: damaged or not Crucible checkpoint metadata", meta_path));
   }
   ExperimentConfig config =
-      parse_experiment_config(meta["config"].get<std::string>(), meta_path.string());
-  const std::string run_dir = fs::absolute(dir).parent_path().parent_path().string();
+      parse_experiment_config(meta["config"].get<std::string>(), meta_path);
+  const std::string run_dir = util::parent_path(util::parent_path(util::absolute(dir)));
   TrialFactory factory = plugin::resolve_entrypoint(config.entrypoint, run_dir);
   return Trainer(std::move(config), std::move(factory));
 }

@@ -1,8 +1,8 @@
 #include "idx.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
-#include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
@@ -27,7 +27,7 @@ void read_exact(gzFile f, void* out, size_t n, const std::string& path) {
 }  // namespace
 
 torch::Tensor read_idx_gz(const std::string& path) {
-  if (!std::filesystem::exists(path)) {
+  if (::access(path.c_str(), F_OK) != 0) {
     throw crucible::TrainingError(fmt::format(
         "Fashion-MNIST file {} not found. Install the Debian package dataset-fashion-mnist "
         "(apt-get install dataset-fashion-mnist, which puts it in "

@@ -53,6 +53,10 @@ class Batch {
 
   // The same structure with every tensor moved to `device` (no copy for tensors already there).
   Batch to(const torch::Device& device, bool non_blocking = false) const;
+  // The same structure with every CPU tensor in page-locked (pinned) host memory, so that
+  // to(cuda_device, /*non_blocking=*/true) copies it asynchronously. Requires CUDA at run time;
+  // tensors already pinned or not on the CPU are kept as they are.
+  Batch pin_memory() const;
   // Calls fn on every tensor leaf, depth first.
   void for_each_tensor(const std::function<void(const torch::Tensor&)>& fn) const;
   // The first tensor leaf, depth first. Throws when there is none.

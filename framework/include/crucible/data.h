@@ -64,6 +64,10 @@ struct DataLoaderOptions {
   CRUCIBLE_OPTION(int64_t, prefetch)
   // Seed of the shuffle. The trainer sets it from the trial seed when left at 0.
   CRUCIBLE_OPTION(uint64_t, seed)
+  // Put every batch's CPU tensors in page-locked memory as it is built (on the worker threads
+  // when num_workers > 0), for asynchronous copies to a GPU. Requires CUDA at run time. The
+  // trainer turns it on for the training and validation loaders of a rank that computes on a GPU.
+  CRUCIBLE_OPTION(bool, pin_memory)
 #undef CRUCIBLE_OPTION
 
  private:
@@ -73,6 +77,7 @@ struct DataLoaderOptions {
   int64_t num_workers_ = 0;
   int64_t prefetch_ = 2;
   uint64_t seed_ = 0;
+  bool pin_memory_ = false;
 };
 
 // How a loader divides its data among the ranks of a distributed run; the trainer sets it.
@@ -101,6 +106,8 @@ class DataLoader {
   const DataLoaderOptions& options() const;
   // Changes the shuffle seed; resets the position to (0, 0).
   void set_seed(uint64_t seed);
+  // Turns pin_memory on or off for the batches built from now on (see DataLoaderOptions).
+  void set_pin_memory(bool pin);
   const std::shared_ptr<Dataset>& dataset() const;
   // Examples in the dataset.
   int64_t num_records() const;

@@ -72,7 +72,8 @@ class Trainer {
   nlohmann::json validate(const std::string& checkpoint_dir);
 
   // Restores checkpoint `dir`, runs predict_batch over build_predict_data_loader() and writes
-  // {"predictions": Tensor} with torch::pickle_save to `output_file` (Python: torch.load).
+  // {"predictions": Tensor} to `output_file` in torch.save's format (Python: torch.load, with
+  // weights_only=True too; C++: torch::pickle_load).
   // Returns the number of rows written.
   int64_t predict(const std::string& checkpoint_dir, const std::string& output_file);
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
@@ -11,14 +10,16 @@
 #include "checkpoint/file_io.h"
 #include "checkpoint/state_dict.h"
 #include "util/error_text.h"
+#include "util/file_system.h"
 
 namespace crucible::checkpoint {
-namespace fs = std::filesystem;
 using util::first_line;
 
 namespace {
 
-std::string indexed(const char* stem, size_t i) { return fmt::format("{}_{}.pt", stem, i); }
+std::string indexed(const char* stem, size_t i, const char* extension = "pt") {
+  return fmt::format("{}_{}.{}", stem, i, extension);
+}
 
 // For tests that kill a process while it writes a checkpoint: sleep after every file.
 void test_delay() {
@@ -41,14 +42,19 @@ std::vector<torch::Device> cuda_devices() {
 
 std::string callback_key(const std::string& name) { return "callback_" + name; }
 
-std::string rank_generator_key(size_t rank) {
-  return fmt::format("cpu_generator_state_rank_{}", rank);
+std::string rank_generator_key(const char* kind, size_t rank) {
+  return fmt::format("{}_generator_state_rank_{}", kind, rank);
 }
 
 void write_trial_state(torch::serialize::OutputArchive& archive, Trial* trial,
-                       const Callbacks& callbacks, const std::vector<torch::Tensor>& ranks) {
+                       const Callbacks& callbacks, const RankGenerators& ranks) {
   archive.write("cpu_generator_state", at::detail::getDefaultCPUGenerator().get_state());
-  for (size_t r = 0; r < ranks.size(); ++r) archive.write(rank_generator_key(r), ranks[r]);
+  for (size_t r = 0; r < ranks.cpu.size(); ++r) {
+    archive.write(rank_generator_key("cpu", r), ranks.cpu[r]);
+  }
+  for (size_t r = 0; r < ranks.cuda.size(); ++r) {
+    if (ranks.cuda[r].defined()) archive.write(rank_generator_key("cuda", r), ranks.cuda[r]);
+  }
   const auto devices = cuda_devices();
   for (size_t i = 0; i < devices.size(); ++i) {
     archive.write(fmt::format("cuda_generator_state_{}", i),
@@ -62,22 +68,33 @@ void write_trial_state(torch::serialize::OutputArchive& archive, Trial* trial,
   }
 }
 
+// Restores the generators, Trial::load_state and the callbacks' states. CUDA generators only
+// when `same_gpus` (the writer saw as many GPUs).
 void restore_trial_state(Trial* trial, const Callbacks& callbacks, const std::string& path,
-                         int64_t rank) {
+                         int64_t rank, const torch::Device& device, bool same_gpus) {
   torch::serialize::InputArchive archive;
   archive.load_from(path);
   torch::Tensor state;
-  if (!archive.try_read(rank_generator_key(static_cast<size_t>(rank)), state)) {
+  if (!archive.try_read(rank_generator_key("cpu", static_cast<size_t>(rank)), state)) {
     archive.read("cpu_generator_state", state);
   }
   at::Generator cpu = at::detail::getDefaultCPUGenerator();
   cpu.set_state(state);
-  const auto devices = cuda_devices();
-  for (size_t i = 0; i < devices.size(); ++i) {
-    torch::Tensor cuda_state;
-    if (archive.try_read(fmt::format("cuda_generator_state_{}", i), cuda_state)) {
-      at::Generator gen = at::globalContext().defaultGenerator(devices[i]);
-      gen.set_state(cuda_state);
+  if (same_gpus) {
+    const auto devices = cuda_devices();
+    for (size_t i = 0; i < devices.size(); ++i) {
+      torch::Tensor cuda_state;
+      if (archive.try_read(fmt::format("cuda_generator_state_{}", i), cuda_state)) {
+        at::Generator gen = at::globalContext().defaultGenerator(devices[i]);
+        gen.set_state(cuda_state);
+      }
+    }
+    // A rank of a distributed run takes its own GPU's generator as that rank left it.
+    torch::Tensor own;
+    if (device.is_cuda() &&
+        archive.try_read(rank_generator_key("cuda", static_cast<size_t>(rank)), own)) {
+      at::Generator gen = at::globalContext().defaultGenerator(device);
+      gen.set_state(own);
     }
   }
   if (trial) trial->load_state(archive);
@@ -99,26 +116,26 @@ nlohmann::json callback_names(const Callbacks& callbacks) {
 }
 
 // Reads a file that verify() has checked.
-std::vector<char> checked_file(const fs::path& dir, const std::string& name) {
-  return read_bytes((dir / name).string());
+std::vector<char> checked_file(const std::string& dir, const std::string& name) {
+  return read_bytes(util::join(dir, name));
 }
 
-void expect_count(const fs::path& dir, const nlohmann::json& meta, const char* key, size_t expected,
+void expect_count(const std::string& dir, const nlohmann::json& meta, const char* key, size_t expected,
                   const char* what) {
   const size_t found = meta.value(key, size_t{0});
   if (found != expected) {
     throw TrainingError(fmt::format(
         "checkpoint {}: holds {} {}(s), the trial wraps {}; it was written by a different trial",
-        dir.string(), found, what, expected));
+        dir, found, what, expected));
   }
 }
 
-void load_models(const fs::path& dir, const nlohmann::json& meta,
+void load_models(const std::string& dir, const nlohmann::json& meta,
                  const std::vector<std::shared_ptr<torch::nn::Module>>& models) {
   expect_count(dir, meta, "num_models", models.size(), "model");
   for (size_t i = 0; i < models.size(); ++i) {
     const std::string name = indexed("model", i);
-    load_state_dict(*models[i], checked_file(dir, name), (dir / name).string());
+    load_state_dict(*models[i], checked_file(dir, name), util::join(dir, name));
   }
 }
 
@@ -127,17 +144,17 @@ void load_models(const fs::path& dir, const nlohmann::json& meta,
 std::string directory_name(int64_t batches) { return fmt::format("batch-{:010d}", batches); }
 
 std::string save(const std::string& run_dir, int64_t batches, const Contents& contents,
-                 nlohmann::json metadata, const std::vector<torch::Tensor>& rank_generators) {
-  const fs::path checkpoints = fs::path(run_dir) / "checkpoints";
-  const fs::path final_dir = checkpoints / directory_name(batches);
-  const fs::path tmp = checkpoints / (".tmp-" + directory_name(batches));
+                 nlohmann::json metadata, const RankGenerators& rank_generators) {
+  const std::string checkpoints = util::join(run_dir, "checkpoints");
+  const std::string final_dir = util::join(checkpoints, directory_name(batches));
+  const std::string tmp = util::join(checkpoints, ".tmp-" + directory_name(batches));
   try {
-    fs::remove_all(tmp);
-    fs::create_directories(tmp);
+    util::remove_all(tmp);
+    util::create_directories(tmp);
     nlohmann::json files = nlohmann::json::object();
     // Writes file `name` through `fill`, which writes its bytes into the DurableFile.
     auto put = [&](const std::string& name, const std::function<void(DurableFile&)>& fill) {
-      DurableFile file((tmp / name).string());
+      DurableFile file(util::join(tmp, name));
       fill(file);
       file.finish();
       files[name] = {{"size", file.size()}, {"crc32", file.crc32_hex()}};
@@ -155,10 +172,18 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
         });
       });
     };
+    // Each model twice: a torch.load-able state dict and the same tensors as safetensors.
     for (size_t i = 0; i < contents.models.size(); ++i) {
+      const NamedTensors tensors = state_dict(*contents.models[i]);
+      auto sink = [](DurableFile& file) {
+        return [&file](const void* data, size_t size) { file.write(data, size); };
+      };
       put(indexed("model", i), [&](DurableFile& file) {
-        const std::vector<char> bytes = save_state_dict(*contents.models[i]);
+        const std::vector<char> bytes = torch_dict_bytes(tensors);
         file.write(bytes.data(), bytes.size());
+      });
+      put(indexed("model", i, "safetensors"), [&](DurableFile& file) {
+        write_safetensors(tensors, {{"format", "pt"}}, sink(file));
       });
     }
     for (size_t i = 0; i < contents.optimizers.size(); ++i) {
@@ -175,30 +200,28 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
     metadata["num_models"] = contents.models.size();
     metadata["num_optimizers"] = contents.optimizers.size();
     metadata["callbacks"] = callback_names(contents.callbacks);
+    metadata["cuda_devices"] = cuda_devices().size();
     metadata["files"] = files;
-    write_durably((tmp / "metadata.json").string(), metadata.dump(2) + "\n");
-    fsync_path(tmp.string());
-    fs::remove_all(final_dir);
-    fs::rename(tmp, final_dir);
-    fsync_path(checkpoints.string());
-    replace_atomically((fs::path(run_dir) / "latest").string(), directory_name(batches) + "\n");
+    write_durably(util::join(tmp, "metadata.json"), metadata.dump(2) + "\n");
+    fsync_path(tmp);
+    util::remove_all(final_dir);
+    util::rename(tmp, final_dir);
+    fsync_path(checkpoints);
+    replace_atomically(util::join(run_dir, "latest"), directory_name(batches) + "\n");
   } catch (const std::exception& e) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw TrainingError(
-        fmt::format("cannot write checkpoint {}: {}", final_dir.string(), first_line(e)));
+    util::try_remove_all(tmp);
+    throw TrainingError(fmt::format("cannot write checkpoint {}: {}", final_dir, first_line(e)));
   }
-  return final_dir.string();
+  return final_dir;
 }
 
 nlohmann::json metadata(const std::string& dir) {
-  const fs::path root(dir);
-  if (!fs::is_directory(root)) {
+  if (!util::is_directory(dir)) {
     throw DamagedCheckpoint(fmt::format("checkpoint {}: no such directory", dir));
   }
   nlohmann::json meta;
   try {
-    const auto bytes = read_bytes((root / "metadata.json").string());
+    const auto bytes = read_bytes(util::join(dir, "metadata.json"));
     meta = nlohmann::json::parse(bytes.begin(), bytes.end());
   } catch (const std::exception& e) {
     throw DamagedCheckpoint(fmt::format(
@@ -211,18 +234,16 @@ nlohmann::json metadata(const std::string& dir) {
 }
 
 nlohmann::json verify(const std::string& dir) {
-  const fs::path root(dir);
   nlohmann::json meta = metadata(dir);
   for (const auto& [name, expected] : meta["files"].items()) {
-    const fs::path path = root / name;
-    std::error_code ec;
-    const auto size = fs::file_size(path, ec);
-    if (ec) throw DamagedCheckpoint(fmt::format("checkpoint {}: {} is missing", dir, name));
-    if (size != expected.value("size", uint64_t{0})) {
+    const std::string path = util::join(dir, name);
+    const auto size = util::file_size(path);
+    if (!size) throw DamagedCheckpoint(fmt::format("checkpoint {}: {} is missing", dir, name));
+    if (*size != expected.value("size", uint64_t{0})) {
       throw DamagedCheckpoint(fmt::format("checkpoint {}: {} has {} bytes, metadata says {}", dir,
-                                          name, size, expected.value("size", uint64_t{0})));
+                                          name, *size, expected.value("size", uint64_t{0})));
     }
-    const std::string crc = sum_file(path.string()).crc32;
+    const std::string crc = sum_file(path).crc32;
     if (crc != expected.value("crc32", "")) {
       throw DamagedCheckpoint(
           fmt::format("checkpoint {}: {} fails its checksum (crc32 {}, metadata says {})", dir,
@@ -232,8 +253,8 @@ nlohmann::json verify(const std::string& dir) {
   return meta;
 }
 
-nlohmann::json load(const std::string& dir, const Contents& contents, int64_t rank) {
-  const fs::path root(dir);
+nlohmann::json load(const std::string& dir, const Contents& contents, int64_t rank,
+                    const torch::Device& device) {
   nlohmann::json meta = verify(dir);
   if (!contents.trial_class.empty() && meta.value("trial_class", "") != contents.trial_class) {
     throw TrainingError(fmt::format("checkpoint {}: was written by trial class '{}', not '{}'", dir,
@@ -246,13 +267,13 @@ nlohmann::json load(const std::string& dir, const Contents& contents, int64_t ra
         "different trial",
         dir, saved_callbacks.dump(), callback_names(contents.callbacks).dump()));
   }
-  load_models(root, meta, contents.models);
-  expect_count(root, meta, "num_optimizers", contents.optimizers.size(), "optimizer");
+  load_models(dir, meta, contents.models);
+  expect_count(dir, meta, "num_optimizers", contents.optimizers.size(), "optimizer");
   for (size_t i = 0; i < contents.optimizers.size(); ++i) {
     const std::string name = indexed("optimizer", i);
     try {
       torch::serialize::InputArchive archive;
-      archive.load_from((root / name).string());
+      archive.load_from(util::join(dir, name));
       contents.optimizers[i]->load(archive);
     } catch (const Error&) {
       throw;
@@ -262,8 +283,9 @@ nlohmann::json load(const std::string& dir, const Contents& contents, int64_t ra
     }
   }
   try {
-    restore_trial_state(contents.trial, contents.callbacks, (root / "trial_state.pt").string(),
-                        rank);
+    const bool same_gpus = meta.value("cuda_devices", size_t{0}) == cuda_devices().size();
+    restore_trial_state(contents.trial, contents.callbacks, util::join(dir, "trial_state.pt"),
+                        rank, device, same_gpus);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -284,30 +306,29 @@ nlohmann::json load(const std::string& dir, const Contents& contents, int64_t ra
 nlohmann::json load_weights(const std::string& dir,
                             const std::vector<std::shared_ptr<torch::nn::Module>>& models) {
   nlohmann::json meta = verify(dir);
-  load_models(fs::path(dir), meta, models);
+  load_models(dir, meta, models);
   return meta;
 }
 
 std::vector<std::string> list(const std::string& run_dir) {
   std::vector<std::string> out;
-  const fs::path dir = fs::path(run_dir) / "checkpoints";
-  if (!fs::is_directory(dir)) return out;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.rfind("batch-", 0) == 0) out.push_back(entry.path().string());
+  const std::string dir = util::join(run_dir, "checkpoints");
+  if (!util::is_directory(dir)) return out;
+  for (const auto& name : util::list_directory(dir)) {
+    const std::string path = util::join(dir, name);
+    if (name.rfind("batch-", 0) == 0 && util::is_directory(path)) out.push_back(path);
   }
-  std::sort(out.begin(), out.end());
   return out;
 }
 
 std::vector<std::string> remove_unfinished(const std::string& run_dir) {
   std::vector<std::string> out;
-  const fs::path dir = fs::path(run_dir) / "checkpoints";
-  if (!fs::is_directory(dir)) return out;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.path().filename().string().rfind(".tmp-", 0) == 0) out.push_back(entry.path());
+  const std::string dir = util::join(run_dir, "checkpoints");
+  if (!util::is_directory(dir)) return out;
+  for (const auto& name : util::list_directory(dir)) {
+    if (name.rfind(".tmp-", 0) == 0) out.push_back(util::join(dir, name));
   }
-  for (const auto& path : out) fs::remove_all(path);
+  for (const auto& path : out) util::remove_all(path);
   return out;
 }
 

@@ -17,7 +17,9 @@ namespace crucible::checkpoint {
 // Everything a checkpoint holds, by reference to the live objects.
 //
 // On disk a checkpoint is a directory <run>/checkpoints/batch-<NNNNNNNNNN>/:
-//   model_<i>.pt       state dict of wrapped model i (torch.load-able from Python)
+//   model_<i>.pt       state dict of wrapped model i (torch.load-able from Python, also with
+//                      weights_only=True)
+//   model_<i>.safetensors  the same tensors in the safetensors format
 //   optimizer_<i>.pt   state of wrapped optimizer i (torch::serialize archive)
 //   trial_state.pt     the CPU and CUDA generators' states, Trial::save_state, and each
 //                      callback's save_state in a nested archive "callback_<name>"
@@ -44,14 +46,22 @@ class DamagedCheckpoint : public TrainingError {
 
 std::string directory_name(int64_t batches);
 
+// The generator states of the ranks of a distributed run, indexed by rank: `cpu[r]` is rank r's
+// CPU generator, and `cuda[r]`, when rank r computes on a GPU, its GPU's generator.
+struct RankGenerators {
+  std::vector<torch::Tensor> cpu;
+  std::vector<torch::Tensor> cuda;
+};
+
 // Writes a checkpoint of `contents` as `<checkpoints_dir>/<directory_name(batches)>` and points
 // `<run_dir>/latest` at it. `metadata` is extended and written as metadata.json. Throws
 // TrainingError naming the path on any failure (a full disk included), after removing its
 // temporary directory; existing checkpoints are never touched.
-// `rank_generators`, when not empty, holds the CPU generator state of every rank of a
-// distributed run, saved beside the caller's own.
+// `ranks`, when not empty, holds the generator states of every rank of a distributed run, saved
+// beside the caller's own. The caller's CUDA generators are saved for every GPU it sees, and
+// metadata gets "cuda_devices", their count.
 std::string save(const std::string& run_dir, int64_t batches, const Contents& contents,
-                 nlohmann::json metadata, const std::vector<torch::Tensor>& rank_generators = {});
+                 nlohmann::json metadata, const RankGenerators& ranks = {});
 
 // The metadata.json of checkpoint `dir`, without checking the other files. Throws
 // DamagedCheckpoint when the directory or its metadata is missing or unreadable.
@@ -64,8 +74,11 @@ nlohmann::json verify(const std::string& dir);
 // Verifies, then restores `contents` from checkpoint `dir`; returns its metadata. Throws
 // DamagedCheckpoint, or TrainingError when the checkpoint does not fit the trial (another trial
 // class, other model or optimizer count, parameter names or shapes, other callback names).
-// `rank` picks this process's CPU generator state when the checkpoint holds one per rank.
-nlohmann::json load(const std::string& dir, const Contents& contents, int64_t rank = 0);
+// `rank` picks this process's generator states when the checkpoint holds one per rank; `device`
+// is the device this rank computes on. CUDA generators are restored only when the process sees
+// as many GPUs as the writer did (metadata "cuda_devices"); otherwise they start afresh.
+nlohmann::json load(const std::string& dir, const Contents& contents, int64_t rank = 0,
+                    const torch::Device& device = torch::kCPU);
 
 // Copies only the model weights of checkpoint `dir` into `models` (warm start). Throws as load().
 nlohmann::json load_weights(const std::string& dir,

@@ -7,10 +7,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "util/file_system.h"
 
 namespace crucible::checkpoint {
 
@@ -150,8 +151,9 @@ FileSum sum_file(const std::string& path) {
 void replace_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   write_durably(tmp, text);
-  std::filesystem::rename(tmp, path);
-  fsync_path(std::filesystem::path(path).parent_path().string());
+  util::rename(tmp, path);
+  const std::string dir = util::parent_path(path);
+  fsync_path(dir.empty() ? "." : dir);
 }
 
 }  // namespace crucible::checkpoint

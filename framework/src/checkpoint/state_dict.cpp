@@ -3,6 +3,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <crucible/errors.h>
 
@@ -23,12 +24,10 @@ std::string shape(const torch::Tensor& t) {
 
 }  // namespace
 
-std::vector<char> save_state_dict(const torch::nn::Module& module) {
-  c10::Dict<std::string, at::Tensor> dict;
-  for (const auto& [name, tensor] : named_state(module)) {
-    dict.insert(name, tensor.detach().to(torch::kCPU).contiguous());
-  }
-  return torch::pickle_save(dict);
+NamedTensors state_dict(const torch::nn::Module& module) {
+  NamedTensors out;
+  for (const auto& [name, tensor] : named_state(module)) out.emplace_back(name, tensor);
+  return out;
 }
 
 void load_state_dict(torch::nn::Module& module, const std::vector<char>& bytes,

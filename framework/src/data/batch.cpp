@@ -1,6 +1,7 @@
 #include <crucible/batch.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <crucible/errors.h>
 
@@ -102,6 +103,18 @@ Batch Batch::to(const torch::Device& device, bool non_blocking) const {
   }
   out.children_.reserve(children_.size());
   for (const auto& child : children_) out.children_.push_back(child.to(device, non_blocking));
+  return out;
+}
+
+Batch Batch::pin_memory() const {
+  Batch out;
+  out.kind_ = kind_;
+  out.keys_ = keys_;
+  if (kind_ == Kind::kTensor) {
+    out.tensor_ = tensor_.is_cpu() && !tensor_.is_pinned() ? tensor_.pin_memory() : tensor_;
+  }
+  out.children_.reserve(children_.size());
+  for (const auto& child : children_) out.children_.push_back(child.pin_memory());
   return out;
 }
 

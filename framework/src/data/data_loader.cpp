@@ -183,7 +183,8 @@ struct DataLoader::Impl {
                                                  static_cast<uint64_t>(p.batch)));
     if (shard_mode != ShardMode::kNone) seed = data::mix64(seed ^ static_cast<uint64_t>(rank + 1));
     thread_batch_generator().set_current_seed(seed);
-    return dataset->get_batch(indices(p.epoch, p.batch));
+    Batch batch = dataset->get_batch(indices(p.epoch, p.batch));
+    return options.pin_memory() ? batch.pin_memory() : batch;
   }
 };
 
@@ -215,6 +216,11 @@ void DataLoader::set_seed(uint64_t seed) {
   std::lock_guard<std::mutex> lock(impl_->perm_mu);
   impl_->perms.clear();
   impl_->position = {};
+}
+
+void DataLoader::set_pin_memory(bool pin) {
+  impl_->pool.reset();  // rebuilt at the current position by the next batch
+  impl_->options.pin_memory(pin);
 }
 
 const std::shared_ptr<Dataset>& DataLoader::dataset() const { return impl_->dataset; }

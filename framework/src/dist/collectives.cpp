@@ -18,8 +18,8 @@ namespace crucible::detail {
 using util::first_line;
 
 Collectives::Collectives(c10::intrusive_ptr<c10d::Store> store,
-                         c10::intrusive_ptr<c10d::ProcessGroup> group,
-                         c10::intrusive_ptr<c10d::ProcessGroup> cuda_group, int64_t rank,
+                         c10::intrusive_ptr<dist::Group> group,
+                         c10::intrusive_ptr<dist::Group> cuda_group, int64_t rank,
                          std::chrono::milliseconds timeout)
     : store_(std::move(store)),
       group_(std::move(group)),
@@ -27,7 +27,11 @@ Collectives::Collectives(c10::intrusive_ptr<c10d::Store> store,
       rank_(rank),
       timeout_(timeout) {}
 
-c10d::ProcessGroup& Collectives::group_for(const torch::Device& device) const {
+Collectives::~Collectives() {
+  if (cuda_group_) dist::shut_down_nccl(*cuda_group_);
+}
+
+dist::Group& Collectives::group_for(const torch::Device& device) const {
   return device.is_cuda() && cuda_group_ ? *cuda_group_ : *group_;
 }
 
@@ -113,16 +117,16 @@ bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
 }
 
-// An NCCL process group over `store` (its own key prefix). A collective a peer never joins aborts
-// the communicator after `timeout` (NCCL_ASYNC_ERROR_HANDLING, unless set), so a dead or hung
+// An NCCL group over `store` (its own key prefix). A collective a peer never joins aborts the
+// communicator after `timeout` (TORCH_NCCL_ASYNC_ERROR_HANDLING, unless set), so a dead or hung
 // rank cannot hang the others on the GPU.
-c10::intrusive_ptr<c10d::ProcessGroup> nccl_group(const Rendezvous& r,
+c10::intrusive_ptr<dist::Group> nccl_group(const Rendezvous& r,
                                                   const c10::intrusive_ptr<c10d::Store>& store,
                                                   std::chrono::milliseconds timeout,
                                                   const std::string& where) {
 #ifdef USE_C10D_NCCL
   try {
-    setenv("NCCL_ASYNC_ERROR_HANDLING", "1", /*overwrite=*/0);
+    setenv(kNcclErrorHandlingVariable, "1", /*overwrite=*/0);
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = timeout;
     auto prefixed =
@@ -162,7 +166,7 @@ DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeou
   } catch (const std::exception& e) {
     throw TrainingError(fmt::format("{} failed: {}", where, first_line(e)));
   }
-  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  c10::intrusive_ptr<dist::Group> group;
   try {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
     const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
@@ -181,7 +185,7 @@ DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeou
     throw TrainingError(
         fmt::format("{}: cannot build the Gloo process group: {}", where, first_line(e)));
   }
-  c10::intrusive_ptr<c10d::ProcessGroup> cuda_group;
+  c10::intrusive_ptr<dist::Group> cuda_group;
   if (nccl) cuda_group = nccl_group(r, store, timeout, where);
   return DistributedContext(
       t, std::make_shared<detail::Collectives>(store, group, cuda_group, t.rank, timeout));

@@ -7,24 +7,27 @@
 #include <string>
 #include <vector>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <crucible/distributed.h>
 
+#include "dist/c10d_compat.h"
 #include "dist/rendezvous.h"
 
 namespace crucible::detail {
 
-// Collectives of one rank over c10d process groups: `group` (Gloo) for CPU tensors and, when
-// given, `cuda_group` (NCCL) for CUDA tensors; without it Gloo takes CUDA tensors too. Every
-// failure of a collective (a peer that closed its connection, a timeout) is a TrainingError naming
-// this rank and the operation.
+// Collectives of one rank over c10d groups: `group` (Gloo) for CPU tensors and, when given,
+// `cuda_group` (NCCL) for CUDA tensors; without it Gloo takes CUDA tensors too. Every failure of
+// a collective (a peer that closed its connection, a timeout) is a TrainingError naming this rank
+// and the operation. Destruction shuts the NCCL group down.
 class Collectives {
  public:
-  Collectives(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> group,
-              c10::intrusive_ptr<c10d::ProcessGroup> cuda_group, int64_t rank,
+  Collectives(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<dist::Group> group,
+              c10::intrusive_ptr<dist::Group> cuda_group, int64_t rank,
               std::chrono::milliseconds timeout);
+  ~Collectives();
+  Collectives(const Collectives&) = delete;
+  Collectives& operator=(const Collectives&) = delete;
 
   void allreduce(std::vector<torch::Tensor>& tensors, ReduceOp op);
   // Starts an all-reduce of `tensor` in place (SUM, MIN or MAX) and returns at once; complete
@@ -44,11 +47,11 @@ class Collectives {
 
  private:
   c10::intrusive_ptr<c10d::Work> start_allreduce(std::vector<torch::Tensor>& tensors, ReduceOp op);
-  c10d::ProcessGroup& group_for(const torch::Device& device) const;
+  dist::Group& group_for(const torch::Device& device) const;
 
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
-  c10::intrusive_ptr<c10d::ProcessGroup> cuda_group_;
+  c10::intrusive_ptr<dist::Group> group_;
+  c10::intrusive_ptr<dist::Group> cuda_group_;
   int64_t rank_;
   std::chrono::milliseconds timeout_;
 };

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -14,24 +13,26 @@
 #include <crucible/errors.h>
 
 #include "plugin/registry_state.h"
+#include "util/file_system.h"
 
 namespace crucible::plugin {
-namespace fs = std::filesystem;
 
 const char* own_abi_stamp() { return CRUCIBLE_ABI_STAMP; }
 
 namespace {
 
 std::string executable_dir() {
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? "" : exe.parent_path().string();
+  try {
+    return util::parent_path(util::read_symlink("/proc/self/exe"));
+  } catch (const std::exception&) {
+    return "";
+  }
 }
 
 std::string crucible_library_dir() {
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&own_abi_stamp), &info) == 0 || !info.dli_fname) return "";
-  return fs::absolute(info.dli_fname).parent_path().string();
+  return util::parent_path(util::absolute(info.dli_fname));
 }
 
 bool looks_like_path(const std::string& lib) {
@@ -41,25 +42,25 @@ bool looks_like_path(const std::string& lib) {
 
 std::string find_library(const std::string& lib, const std::string& config_dir) {
   std::vector<std::string> tried;
-  auto exists = [&](const fs::path& p) {
-    tried.push_back(p.string());
-    std::error_code ec;
-    return fs::is_regular_file(p, ec);
+  auto exists = [&](const std::string& p) {
+    tried.push_back(p);
+    return util::is_regular_file(p);
   };
   if (looks_like_path(lib)) {
-    const fs::path p(lib);
-    if (p.is_absolute()) {
-      if (exists(p)) return p.string();
+    if (util::is_absolute(lib)) {
+      if (exists(lib)) return lib;
     } else {
-      if (!config_dir.empty() && exists(fs::path(config_dir) / p)) {
-        return fs::absolute(fs::path(config_dir) / p).string();
+      if (!config_dir.empty() && exists(util::join(config_dir, lib))) {
+        return util::absolute(util::join(config_dir, lib));
       }
-      if (exists(fs::current_path() / p)) return (fs::current_path() / p).string();
+      if (exists(util::join(util::current_path(), lib))) {
+        return util::join(util::current_path(), lib);
+      }
     }
   } else {
     for (const auto& dir : search_directories(config_dir)) {
       for (const std::string& file : {"lib" + lib + ".so", lib + ".so"}) {
-        if (exists(fs::path(dir) / file)) return fs::absolute(fs::path(dir) / file).string();
+        if (exists(util::join(dir, file))) return util::absolute(util::join(dir, file));
       }
     }
   }
@@ -80,7 +81,7 @@ const Loaded& open_library(const std::string& path) {
   static std::mutex mu;
   static std::map<std::string, Loaded> loaded;
   std::lock_guard<std::mutex> lock(mu);
-  const std::string key = fs::weakly_canonical(path).string();
+  const std::string key = util::canonical_or_absolute(path);
   auto it = loaded.find(key);
   if (it != loaded.end()) return it->second;
 
@@ -138,7 +139,7 @@ std::vector<std::string> search_directories(const std::string& config_dir) {
   const std::string exe = executable_dir();
   if (!exe.empty()) dirs.push_back(exe);
   const std::string libdir = crucible_library_dir();
-  if (!libdir.empty()) dirs.push_back((fs::path(libdir) / "crucible" / "trials").string());
+  if (!libdir.empty()) dirs.push_back(util::join(libdir, "crucible/trials"));
   return dirs;
 }
 

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -13,8 +12,9 @@
 
 #include <crucible/errors.h>
 
+#include "util/file_system.h"
+
 namespace crucible::train {
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -34,18 +34,18 @@ RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_
   RunDir run;
   run.path =
       output_dir.empty()
-          ? (fs::path(config.checkpoint_storage.host_path) / config.name / new_run_id()).string()
+          ? util::join(util::join(config.checkpoint_storage.host_path, config.name), new_run_id())
           : output_dir;
-  std::error_code ec;
-  if (fs::exists(fs::path(run.path) / "config.yaml", ec)) {
+  if (util::exists(util::join(run.path, "config.yaml"))) {
     throw UsageError(fmt::format(
         "{} already holds a run; continue it with `trainer fit --resume {}` or choose another "
         "--output",
         run.path, run.path));
   }
-  fs::create_directories(fs::path(run.path) / "checkpoints", ec);
-  if (ec) {
-    throw TrainingError(fmt::format("cannot create run directory {}: {}", run.path, ec.message()));
+  try {
+    util::create_directories(util::join(run.path, "checkpoints"));
+  } catch (const std::exception& e) {
+    throw TrainingError(fmt::format("cannot create run directory {}: {}", run.path, e.what()));
   }
   std::ofstream out(run.config_file());
   out << to_yaml(config);
@@ -59,7 +59,7 @@ RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_
 
 RunDir open_run_dir(const std::string& path) {
   RunDir run{path};
-  if (!fs::exists(run.config_file())) {
+  if (!util::exists(run.config_file())) {
     throw UsageError(fmt::format("--resume {}: not a run directory (no config.yaml in it)", path));
   }
   return run;

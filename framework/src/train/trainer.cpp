@@ -4,7 +4,6 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -14,6 +13,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_io.h"
 #include "checkpoint/retention.h"
+#include "checkpoint/tensor_files.h"
 #include "config/diff.h"
 #include "dist/backend.h"
 #include "dist/collectives.h"
@@ -23,6 +23,7 @@
 #include "train/schedule.h"
 #include "train/session.h"
 #include "train/stop_signals.h"
+#include "util/file_system.h"
 #include "util/logger.h"
 
 namespace crucible {
@@ -139,6 +140,8 @@ class FitLoop {
     }
     if (train_loader_.options().seed() == 0) train_loader_.set_seed(session_->state().trial_seed);
     train_loader_.shard(dist_.rank(), dist_.size(), ShardMode::kSplitBatches);
+    // On a GPU, worker threads build batches in pinned memory; their copies do not block.
+    if (session_->state().device.is_cuda()) train_loader_.set_pin_memory(true);
     schedule_ = train::Schedule::make(config_, train_loader_.batches_per_epoch());
     session_->state().epoch_len = schedule_.epoch_len;
     max_batches_ = schedule_.to_batches(config_.max_length);
@@ -182,7 +185,15 @@ class FitLoop {
   }
 
   void restore(const std::string& dir) {
-    const nlohmann::json meta = checkpoint::load(dir, session_->contents(), dist_.rank());
+    const nlohmann::json meta =
+        checkpoint::load(dir, session_->contents(), dist_.rank(), session_->state().device);
+    const size_t gpus = meta.value("cuda_devices", size_t{0});
+    if (gpus != torch::cuda::device_count()) {
+      logger_.warn(fmt::format(
+          "{} was written by a process that saw {} GPU(s), this one sees {}: the GPU random "
+          "generators start afresh, so the run does not continue bitwise",
+          dir, gpus, torch::cuda::device_count()));
+    }
     batches_ = meta.at("batches").get<int64_t>();
     const nlohmann::json state = meta.value("trainer_state", nlohmann::json::object());
     last_validation_ = state.value("last_validation", nlohmann::json::object());
@@ -228,7 +239,7 @@ class FitLoop {
                     [&](Callback& c) { c.on_training_epoch_start(epoch_idx); });
     }
     Batch batch = call_trial(named("training data loader"), [&] { return train_loader_.next(); });
-    batch = batch.to(state.device);
+    batch = batch.to(state.device, /*non_blocking=*/state.device.is_cuda());
     Metrics m =
         call_trial([&] { return fmt::format("train_batch (batch {})", batches_); },
                    [&] { return session_->trial().train_batch(batch, epoch_idx, batches_); });
@@ -347,7 +358,8 @@ class FitLoop {
         {"epochs", schedule_.epochs(batches_)},
         {"optimizer_steps", optimizer_counters["optimizer_steps"]},
         {"data_position",
-         {{"epoch", train_loader_.position().epoch}, {"batch", train_loader_.position().batch}}},
+         {{"epoch", batches_ / train_loader_.batches_per_epoch()},
+          {"batch", batches_ % train_loader_.batches_per_epoch()}}},
         {"validation",
          last_validated_at_ == batches_ ? last_validation_ : nlohmann::json::object()},
         {"trainer_state",
@@ -360,10 +372,15 @@ class FitLoop {
           {"best_metric", best_metric_ ? nlohmann::json(*best_metric_) : nlohmann::json()}}},
     };
     const auto started = Clock::now();
-    // Every rank's CPU generator: the chief writes them all.
-    std::vector<torch::Tensor> generators;
+    // Every rank's generators (CPU, and its GPU's): the chief writes them all.
+    checkpoint::RankGenerators generators;
     if (dist_.distributed()) {
-      generators = dist_.allgather(at::detail::getDefaultCPUGenerator().get_state());
+      generators.cpu = dist_.allgather(at::detail::getDefaultCPUGenerator().get_state());
+      const torch::Device device = session_->state().device;
+      if (device.is_cuda()) {
+        generators.cuda =
+            dist_.allgather(at::globalContext().defaultGenerator(device).get_state());
+      }
     }
     std::string dir = run_.path + "/checkpoints/" + checkpoint::directory_name(batches_);
     if (chief()) {
@@ -388,9 +405,11 @@ class FitLoop {
     for (const auto& dir :
          checkpoint::to_delete(checkpoints_, storage.save_trial_latest, storage.save_trial_best,
                                config_.searcher.smaller_is_better)) {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-      if (ec) logger_.warn(fmt::format("cannot delete old checkpoint {}: {}", dir, ec.message()));
+      try {
+        util::remove_all(dir);
+      } catch (const std::exception& e) {
+        logger_.warn(fmt::format("cannot delete old checkpoint {}: {}", dir, e.what()));
+      }
       checkpoints_.erase(std::remove_if(checkpoints_.begin(), checkpoints_.end(),
                                         [&](const auto& e) { return e.dir == dir; }),
                          checkpoints_.end());
@@ -470,7 +489,8 @@ class FitLoop {
       }
     }
     const nlohmann::json meta =
-        checkpoint::load(last_checkpoint_, session_->contents(), dist_.rank());
+        checkpoint::load(last_checkpoint_, session_->contents(), dist_.rank(),
+                         session_->state().device);
     size_t i = 0;
     for (const auto& m : models) {
       for (const auto& p : m->parameters()) {
@@ -540,13 +560,15 @@ int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& o
   Trial& trial = session.trial();
   DataLoader loader = call_trial(named("build_predict_data_loader"),
                                  [&] { return trial.build_predict_data_loader(); });
+  const torch::Device device = session.state().device;
+  if (device.is_cuda()) loader.set_pin_memory(true);
   std::vector<torch::Tensor> outputs;
   for (auto& m : session.state().models) m->eval();
   {
     torch::NoGradGuard no_grad;
     int64_t idx = 0;
     for (Batch& raw : loader) {
-      Batch batch = raw.to(session.state().device);
+      Batch batch = raw.to(device, /*non_blocking=*/device.is_cuda());
       outputs.push_back(call_trial([&] { return fmt::format("predict_batch (batch {})", idx); },
                                    [&] { return trial.predict_batch(batch, idx); })
                             .detach()
@@ -555,10 +577,8 @@ int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& o
     }
   }
   const torch::Tensor all = torch::cat(outputs, 0);
-  c10::Dict<std::string, at::Tensor> dict;
-  dict.insert("predictions", all);
   try {
-    checkpoint::write_durably(output_file, torch::pickle_save(dict));
+    checkpoint::write_durably(output_file, checkpoint::torch_dict_bytes({{"predictions", all}}));
   } catch (const std::exception& e) {
     throw TrainingError(fmt::format("cannot write predictions: {}", e.what()));
   }

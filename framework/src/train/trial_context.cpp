@@ -75,6 +75,24 @@ void TrialContext::backward(const torch::Tensor& loss) {
   if (sync) sync->finish();
 }
 
+namespace {
+
+// Zeroes every gradient of `optimizer` in place, as LibTorch 1.x's zero_grad() does (2.x's
+// default sets them to none). Gradients that are bucket views stay so, and an optimizer sees the
+// same gradients whichever LibTorch runs it.
+void zero_gradients(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) {
+      if (p.grad().defined()) {
+        p.grad().detach_();
+        p.grad().zero_();
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void TrialContext::step_optimizer(const Optimizer& optimizer) {
   if (!detail::is_update_batch(*state_)) return;
   if (state_->dist.size() > 1) {
@@ -82,7 +100,7 @@ void TrialContext::step_optimizer(const Optimizer& optimizer) {
     if (sync.changed_since_finish()) sync.finish();
   }
   optimizer->step();
-  optimizer->zero_grad();
+  zero_gradients(*optimizer);
   state_->stepped_this_batch.insert(optimizer.get());
   state_->stepped_this_epoch.insert(optimizer.get());
   ++state_->optimizer_steps[optimizer.get()];

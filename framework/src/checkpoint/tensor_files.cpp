@@ -1,0 +1,194 @@
+#include "checkpoint/tensor_files.h"
+
+#include <cstdint>
+#include <cstring>
+#include <set>
+
+#include <caffe2/serialize/inline_container.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <crucible/errors.h>
+
+namespace crucible::checkpoint {
+
+namespace {
+
+// The names a dtype has in Python's storage classes and in safetensors ("" where it has none).
+struct DtypeNames {
+  const char* storage;
+  const char* safetensors;
+};
+
+DtypeNames names_of(const std::string& tensor, c10::ScalarType type) {
+  switch (type) {
+    case torch::kBool: return {"BoolStorage", "BOOL"};
+    case torch::kUInt8: return {"ByteStorage", "U8"};
+    case torch::kInt8: return {"CharStorage", "I8"};
+    case torch::kInt16: return {"ShortStorage", "I16"};
+    case torch::kInt32: return {"IntStorage", "I32"};
+    case torch::kInt64: return {"LongStorage", "I64"};
+    case torch::kFloat16: return {"HalfStorage", "F16"};
+    case torch::kBFloat16: return {"BFloat16Storage", "BF16"};
+    case torch::kFloat32: return {"FloatStorage", "F32"};
+    case torch::kFloat64: return {"DoubleStorage", "F64"};
+    case torch::kComplexFloat: return {"ComplexFloatStorage", ""};
+    case torch::kComplexDouble: return {"ComplexDoubleStorage", ""};
+    default:
+      throw TrainingError(fmt::format("tensor '{}': dtype {} cannot be written to a weights file",
+                                      tensor, c10::toString(type)));
+  }
+}
+
+torch::Tensor cpu_contiguous(const torch::Tensor& t) {
+  return t.detach().to(torch::kCPU).contiguous();
+}
+
+// The subset of pickle protocol 2 that a dict of tensors needs.
+class PickleWriter {
+ public:
+  void proto() {
+    op(0x80);
+    byte(2);
+  }
+  void stop() { op('.'); }
+  void mark() { op('('); }
+  void tuple() { op('t'); }
+  void empty_tuple() { op(')'); }
+  void empty_dict() { op('}'); }
+  void set_items() { op('u'); }
+  void reduce() { op('R'); }
+  void persistent_id() { op('Q'); }
+  void new_false() { op(0x89); }
+  void global(const std::string& module, const std::string& name) {
+    op('c');
+    raw(module + "\n" + name + "\n");
+  }
+  void string(const std::string& s) {
+    op('X');
+    uint32(static_cast<uint32_t>(s.size()));
+    raw(s);
+  }
+  void integer(int64_t v) {
+    if (v >= 0 && v < 256) {
+      op('K');
+      byte(static_cast<uint8_t>(v));
+    } else if (v >= INT32_MIN && v <= INT32_MAX) {
+      op('J');
+      uint32(static_cast<uint32_t>(static_cast<int32_t>(v)));
+    } else {  // LONG1: 8 bytes of little-endian two's complement
+      op(0x8a);
+      byte(8);
+      for (int i = 0; i < 8; ++i) byte(static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i)));
+    }
+  }
+  const std::string& bytes() const { return out_; }
+
+ private:
+  void op(uint8_t code) { byte(code); }
+  void byte(uint8_t b) { out_.push_back(static_cast<char>(b)); }
+  void uint32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) byte(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  void raw(const std::string& s) { out_ += s; }
+
+  std::string out_;
+};
+
+// torch._utils._rebuild_tensor_v2(storage, 0, sizes, strides, False, OrderedDict()) over the
+// storage record `key`.
+void pickle_tensor(PickleWriter& p, const std::string& key, const torch::Tensor& t,
+                   const char* storage_class) {
+  p.global("torch._utils", "_rebuild_tensor_v2");
+  p.mark();
+  p.mark();  // persistent id: ('storage', torch.<Type>Storage, key, 'cpu', numel)
+  p.string("storage");
+  p.global("torch", storage_class);
+  p.string(key);
+  p.string("cpu");
+  p.integer(t.numel());
+  p.tuple();
+  p.persistent_id();
+  p.integer(0);
+  p.mark();
+  for (const int64_t s : t.sizes()) p.integer(s);
+  p.tuple();
+  p.mark();
+  for (const int64_t s : t.strides()) p.integer(s);
+  p.tuple();
+  p.new_false();
+  p.global("collections", "OrderedDict");
+  p.empty_tuple();
+  p.reduce();
+  p.tuple();
+  p.reduce();
+}
+
+}  // namespace
+
+std::vector<char> torch_dict_bytes(const NamedTensors& tensors) {
+  std::vector<torch::Tensor> data;
+  PickleWriter p;
+  p.proto();
+  p.empty_dict();
+  p.mark();
+  for (const auto& [name, tensor] : tensors) {
+    const char* storage_class = names_of(name, tensor.scalar_type()).storage;
+    data.push_back(cpu_contiguous(tensor));
+    p.string(name);
+    pickle_tensor(p, std::to_string(data.size() - 1), data.back(), storage_class);
+  }
+  p.set_items();
+  p.stop();
+  std::vector<char> out;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t size) -> size_t {
+    const char* c = static_cast<const char*>(bytes);
+    out.insert(out.end(), c, c + size);
+    return size;
+  });
+  writer.writeRecord("data.pkl", p.bytes().data(), p.bytes().size());
+  writer.writeRecord("byteorder", "little", 6);
+  for (size_t i = 0; i < data.size(); ++i) {
+    writer.writeRecord("data/" + std::to_string(i), data[i].data_ptr(), data[i].nbytes());
+  }
+  writer.writeEndOfFile();
+  return out;
+}
+
+void write_safetensors(const NamedTensors& tensors,
+                       const std::vector<std::pair<std::string, std::string>>& metadata,
+                       const ByteSink& sink) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    auto& meta = header["__metadata__"] = nlohmann::ordered_json::object();
+    for (const auto& [key, value] : metadata) meta[key] = value;
+  }
+  std::vector<torch::Tensor> data;
+  std::set<std::string> seen;
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    const char* dtype = names_of(name, tensor.scalar_type()).safetensors;
+    if (!*dtype) {
+      throw TrainingError(fmt::format("tensor '{}': safetensors has no dtype {}", name,
+                                      c10::toString(tensor.scalar_type())));
+    }
+    TORCH_INTERNAL_ASSERT(seen.insert(name).second, "duplicate tensor name ", name);
+    data.push_back(cpu_contiguous(tensor));
+    const uint64_t size = data.back().nbytes();
+    header[name] = {{"dtype", dtype},
+                    {"shape", data.back().sizes().vec()},
+                    {"data_offsets", {offset, offset + size}}};
+    offset += size;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
+  unsigned char length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(text.size() >> (8 * i));
+  sink(length, sizeof(length));
+  sink(text.data(), text.size());
+  for (const auto& t : data) {
+    if (t.nbytes() > 0) sink(t.data_ptr(), t.nbytes());
+  }
+}
+
+}  // namespace crucible::checkpoint

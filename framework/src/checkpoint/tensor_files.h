@@ -1,0 +1,37 @@
+#pragma once
+
+// Files of named tensors that Python loads without Crucible and without unpickling code.
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace crucible::checkpoint {
+
+// Named tensors in a fixed order. Every tensor is written as its CPU, contiguous copy.
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+// Receives the bytes of a file being written, in order.
+using ByteSink = std::function<void(const void* data, size_t size)>;
+
+// The bytes of `tensors` as a plain dict of name -> tensor in torch.save's zip format. The pickle names
+// only torch._utils._rebuild_tensor_v2, collections.OrderedDict and torch.<Type>Storage, so
+// `torch.load(path)` with weights_only=True (torch >= 2.6's default, and 1.13's option) opens it;
+// torch::pickle_load reads it back in C++. Supports bool, uint8, int8/16/32/64, float16, bfloat16,
+// float32/64 and complex64/128; any other dtype throws TrainingError naming the tensor. Built in
+// memory: LibTorch's zip writer cannot survive an output that fails (a full disk) mid-file.
+std::vector<char> torch_dict_bytes(const NamedTensors& tensors);
+
+// Writes `tensors` in the safetensors format (an 8-byte little-endian header length, a JSON header
+// of dtype, shape and data offsets per name with `metadata` as "__metadata__", then the raw
+// little-endian data, contiguous and in the given order). Names must be unique. Supports the
+// dtypes of torch_dict_bytes except complex; any other dtype throws TrainingError naming the
+// tensor. What `sink` throws propagates.
+void write_safetensors(const NamedTensors& tensors,
+                       const std::vector<std::pair<std::string, std::string>>& metadata,
+                       const ByteSink& sink);
+
+}  // namespace crucible::checkpoint

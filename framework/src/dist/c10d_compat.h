@@ -1,0 +1,43 @@
+#pragma once
+
+// The one seam between the c10d of LibTorch 1.x and 2.x. Everything else in Crucible speaks to
+// c10d through the names declared here.
+//
+// In 1.x, ProcessGroupGloo and ProcessGroupNCCL are c10d::ProcessGroups. In 2.x they are
+// c10d::Backends, which a c10d::ProcessGroup holds per device type. Crucible keeps one group per
+// device type itself (Gloo for CPU tensors, NCCL for CUDA ones), so it holds the backend objects
+// directly in both: `Group` is whichever type the concrete backends derive from. Both types offer
+// the same collectives (allreduce, broadcast, allgather, barrier), getSize() and
+// getBackendName().
+
+#include <torch/version.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#endif
+
+namespace crucible::dist {
+
+#if TORCH_VERSION_MAJOR >= 2
+using Group = c10d::Backend;
+#else
+using Group = c10d::ProcessGroup;
+#endif
+
+// The environment variable that makes a ProcessGroupNCCL abort a collective that timed out
+// (renamed from NCCL_ASYNC_ERROR_HANDLING in 2.2; the old name is deprecated there).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+inline constexpr const char* kNcclErrorHandlingVariable = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
+#else
+inline constexpr const char* kNcclErrorHandlingVariable = "NCCL_ASYNC_ERROR_HANDLING";
+#endif
+
+// Releases the communicator of an NCCL group before its destructor runs, so that the process
+// exits without NCCL's warning about a group never shut down. Collectives already started are
+// waited for first. Does nothing where the LibTorch has no such call (before 2.4) or no
+// NCCL. `group` must be the NCCL group. Never throws.
+void shut_down_nccl(Group& group) noexcept;
+
+}  // namespace crucible::dist

@@ -1,0 +1,227 @@
+#include "util/file_system.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+namespace crucible::util {
+
+namespace {
+
+[[noreturn]] void fail(const char* what, const std::string& path) {
+  throw std::runtime_error(std::string(what) + " " + path + ": " + std::strerror(errno));
+}
+
+std::string without_trailing_slashes(const std::string& path) {
+  size_t end = path.size();
+  while (end > 1 && path[end - 1] == '/') --end;
+  return path.substr(0, end);
+}
+
+bool stat_of(const std::string& path, struct stat& st) { return ::stat(path.c_str(), &st) == 0; }
+
+// The names in the open directory `dir` (of `path`), without "." and "..". On a read error
+// closes `dir` and throws.
+std::vector<std::string> read_names(DIR* dir, const std::string& path) {
+  std::vector<std::string> names;
+  errno = 0;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  if (errno != 0) {
+    const int read_errno = errno;
+    ::closedir(dir);
+    errno = read_errno;
+    fail("cannot read directory", path);
+  }
+  return names;
+}
+
+// Removes everything under the open directory `fd` (which it closes), then nothing else.
+void remove_children(int fd, const std::string& path) {
+  DIR* dir = ::fdopendir(fd);
+  if (!dir) {
+    ::close(fd);
+    fail("cannot read directory", path);
+  }
+  const std::vector<std::string> names = read_names(dir, path);
+  for (const auto& name : names) {
+    const std::string child = join(path, name);
+    struct stat st {};
+    if (::fstatat(::dirfd(dir), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) continue;
+      ::closedir(dir);
+      fail("cannot stat", child);
+    }
+    if (S_ISDIR(st.st_mode)) {
+      const int child_fd =
+          ::openat(::dirfd(dir), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (child_fd < 0) {
+        ::closedir(dir);
+        fail("cannot open directory", child);
+      }
+      try {
+        remove_children(child_fd, child);
+      } catch (...) {
+        ::closedir(dir);
+        throw;
+      }
+    }
+    if (::unlinkat(::dirfd(dir), name.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0 &&
+        errno != ENOENT) {
+      ::closedir(dir);
+      fail("cannot remove", child);
+    }
+  }
+  ::closedir(dir);
+}
+
+}  // namespace
+
+std::string join(const std::string& base, const std::string& name) {
+  if (base.empty() || is_absolute(name)) return name;
+  if (name.empty()) return base;
+  return base.back() == '/' ? base + name : base + "/" + name;
+}
+
+std::string parent_path(const std::string& path) {
+  const std::string p = without_trailing_slashes(path);
+  const size_t slash = p.rfind('/');
+  if (slash == std::string::npos) return "";
+  if (slash == 0) return "/";
+  return without_trailing_slashes(p.substr(0, slash));
+}
+
+std::string file_name(const std::string& path) {
+  const std::string p = without_trailing_slashes(path);
+  const size_t slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+bool is_absolute(const std::string& path) { return !path.empty() && path[0] == '/'; }
+
+std::string current_path() {
+  std::vector<char> buffer(PATH_MAX);
+  while (::getcwd(buffer.data(), buffer.size()) == nullptr) {
+    if (errno != ERANGE) fail("cannot read the working directory", ".");
+    buffer.resize(buffer.size() * 2);
+  }
+  return buffer.data();
+}
+
+std::string absolute(const std::string& path) {
+  return is_absolute(path) ? path : join(current_path(), path);
+}
+
+std::string canonical_or_absolute(const std::string& path) {
+  try {
+    if (char* real = ::realpath(path.c_str(), nullptr)) {
+      std::string out = real;
+      std::free(real);
+      return out;
+    }
+    return absolute(path);
+  } catch (const std::exception&) {
+    return path;
+  }
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return stat_of(path, st);
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  return stat_of(path, st) && S_ISDIR(st.st_mode);
+}
+
+bool is_regular_file(const std::string& path) {
+  struct stat st {};
+  return stat_of(path, st) && S_ISREG(st.st_mode);
+}
+
+std::optional<uint64_t> file_size(const std::string& path) {
+  struct stat st {};
+  if (!stat_of(path, st) || !S_ISREG(st.st_mode)) return std::nullopt;
+  return static_cast<uint64_t>(st.st_size);
+}
+
+void create_directories(const std::string& path) {
+  const std::string p = without_trailing_slashes(path);
+  if (p.empty() || is_directory(p)) return;
+  const std::string parent = parent_path(p);
+  if (!parent.empty() && parent != p) create_directories(parent);
+  if (::mkdir(p.c_str(), 0777) != 0 && !(errno == EEXIST && is_directory(p))) {
+    fail("cannot create directory", p);
+  }
+}
+
+void remove_all(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;
+    fail("cannot stat", path);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) fail("cannot open directory", path);
+    remove_children(fd, path);
+    if (::rmdir(path.c_str()) != 0 && errno != ENOENT) fail("cannot remove", path);
+  } else if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    fail("cannot remove", path);
+  }
+}
+
+bool try_remove_all(const std::string& path) noexcept {
+  try {
+    remove_all(path);
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+void remove(const std::string& path) {
+  if (::remove(path.c_str()) != 0 && errno != ENOENT) fail("cannot remove", path);
+}
+
+void rename(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) fail(("cannot rename " + from + " to").c_str(), to);
+}
+
+std::vector<std::string> list_directory(const std::string& path) {
+  DIR* dir = ::opendir(path.c_str());
+  if (!dir) fail("cannot read directory", path);
+  std::vector<std::string> names = read_names(dir, path);
+  ::closedir(dir);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string read_symlink(const std::string& path) {
+  std::vector<char> buffer(PATH_MAX);
+  for (;;) {
+    const ssize_t n = ::readlink(path.c_str(), buffer.data(), buffer.size());
+    if (n < 0) fail("cannot read link", path);
+    if (static_cast<size_t>(n) < buffer.size()) return std::string(buffer.data(), n);
+    buffer.resize(buffer.size() * 2);
+  }
+}
+
+std::string temp_directory() {
+  const char* env = std::getenv("TMPDIR");
+  return env && *env ? env : "/tmp";
+}
+
+}  // namespace crucible::util

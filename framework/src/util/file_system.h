@@ -1,0 +1,77 @@
+#pragma once
+
+// Paths and file-system operations over POSIX calls.
+//
+// Crucible never uses std::filesystem. A LibTorch from a PyTorch wheel exports its own, broken,
+// statically linked copy of libstdc++'s std::filesystem (pytorch/pytorch#133437); a binary that
+// imports any std::filesystem symbol may have it bound to that copy and crash. These functions
+// call only libc, so nothing of ours can resolve into LibTorch. The test tests/link checks that no
+// binary of the tree imports a std::filesystem symbol.
+//
+// Paths are plain strings in the platform's byte encoding, '/'-separated. Every function that
+// fails throws std::runtime_error naming the path and strerror, unless it says otherwise.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace crucible::util {
+
+// `base` and `name` joined by one '/'; `name` alone when it is absolute or `base` is empty.
+std::string join(const std::string& base, const std::string& name);
+
+// Everything before the last '/' of `path` (trailing slashes ignored): "a/b" -> "a",
+// "/a" -> "/", "a" -> "".
+std::string parent_path(const std::string& path);
+
+// The last component of `path` (trailing slashes ignored).
+std::string file_name(const std::string& path);
+
+bool is_absolute(const std::string& path);
+
+// The working directory.
+std::string current_path();
+
+// `path` joined to the working directory when it is relative; no '.' or '..' is resolved.
+std::string absolute(const std::string& path);
+
+// The real path of `path` (symbolic links, '.' and '..' resolved) when it exists, else
+// absolute(path). Never throws.
+std::string canonical_or_absolute(const std::string& path);
+
+// Whether `path` names something (following symbolic links). Never throws.
+bool exists(const std::string& path);
+bool is_directory(const std::string& path);
+bool is_regular_file(const std::string& path);
+
+// The size of the regular file at `path`; nullopt when it cannot be read. Never throws.
+std::optional<uint64_t> file_size(const std::string& path);
+
+// Creates `path` and every missing parent (mode 0777 before the umask). An existing directory is
+// not an error.
+void create_directories(const std::string& path);
+
+// Removes `path`, and when it is a directory everything under it (symbolic links are removed, not
+// followed). A missing path is not an error.
+void remove_all(const std::string& path);
+
+// remove_all that reports failure as false instead of throwing.
+bool try_remove_all(const std::string& path) noexcept;
+
+// Removes the file or empty directory `path`; a missing path is not an error.
+void remove(const std::string& path);
+
+// rename(2): atomically replaces `to` (a file, or an empty directory) with `from`.
+void rename(const std::string& from, const std::string& to);
+
+// The names in directory `path`, without "." and "..", sorted. Throws when it cannot be read.
+std::vector<std::string> list_directory(const std::string& path);
+
+// The target of the symbolic link `path`.
+std::string read_symlink(const std::string& path);
+
+// $TMPDIR when set and non-empty, else "/tmp".
+std::string temp_directory();
+
+}  // namespace crucible::util

@@ -1,0 +1,52 @@
+// Paths and files over POSIX (util/file_system.h).
+#include <unistd.h>
+
+#include "catch.h"
+
+#include "process.h"
+
+using namespace crucible::testing;
+
+TEST_CASE("paths are joined and split like the shell's", "[util]") {
+  CHECK(util::join("a", "b") == "a/b");
+  CHECK(util::join("a/", "b") == "a/b");
+  CHECK(util::join("a", "/b") == "/b");
+  CHECK(util::join("", "b") == "b");
+  CHECK(util::parent_path("a/b/c") == "a/b");
+  CHECK(util::parent_path("a/b/c/") == "a/b");
+  CHECK(util::parent_path("/a") == "/");
+  CHECK(util::parent_path("a") == "");
+  CHECK(util::file_name("a/b/c.pt") == "c.pt");
+  CHECK(util::file_name("a/b/") == "b");
+  CHECK(util::absolute("x") == util::current_path() + "/x");
+  CHECK(util::absolute("/x") == "/x");
+}
+
+TEST_CASE("directories are made, listed and removed without following links", "[util]") {
+  TempDir tmp;
+  const std::string deep = tmp / "a/b/c";
+  util::create_directories(deep);
+  util::create_directories(deep);  // existing: not an error
+  CHECK(util::is_directory(deep));
+  write_file(deep + "/f.txt", "12345");
+  write_file(tmp / "a/z.txt", "");
+  CHECK(util::file_size(deep + "/f.txt") == std::optional<uint64_t>(5));
+  CHECK_FALSE(util::file_size(tmp / "a/missing").has_value());
+  CHECK(util::list_directory(tmp / "a") == std::vector<std::string>{"b", "z.txt"});
+
+  // A link out of the tree being removed: its target survives.
+  write_file(tmp / "outside.txt", "keep");
+  REQUIRE(::symlink((tmp / "outside.txt").c_str(), (deep + "/link").c_str()) == 0);
+  CHECK(util::read_symlink(deep + "/link") == tmp / "outside.txt");
+  util::remove_all(tmp / "a");
+  CHECK_FALSE(util::exists(tmp / "a"));
+  CHECK(read_file(tmp / "outside.txt") == "keep");
+  util::remove_all(tmp / "a");  // missing: not an error
+
+  util::rename(tmp / "outside.txt", tmp / "moved.txt");
+  CHECK(util::is_regular_file(tmp / "moved.txt"));
+  CHECK_THROWS_WITH(util::rename(tmp / "nothing", tmp / "x"),
+                    Catch::Contains("cannot rename") && Catch::Contains("nothing"));
+  CHECK_THROWS_WITH(util::list_directory(tmp / "nothing"),
+                    Catch::Contains("cannot read directory") && Catch::Contains("nothing"));
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Second half of the GPU toolkit, run on the GPU machine from the repository root with
+# .gpu-deps/ (tools/gpu/fetch_deps.sh) beside it: unpacks the packages into a prefix, builds
+# Crucible with ninja against the LibTorch of the machine's PyTorch (torch.utils.cmake_prefix_path;
+# no library preloaded) and runs the whole suite. Logs go to $OUT when set (the device tool), else
+# to build-gpu/.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+build=$root/build-gpu
+logs=${OUT:-$build}
+prefix=/tmp/crucible-gpu-deps
+python=${PYTHON:-$(command -v python3)}
+mkdir -p "$build" "$logs" "$prefix"
+
+for deb in .gpu-deps/*.deb; do dpkg -x "$deb" "$prefix"; done
+# The example configs read Fashion-MNIST from where Debian's package puts it.
+if [ ! -e /usr/share/datasets/fashion-mnist ]; then
+  mkdir -p /usr/share/datasets
+  ln -s "$prefix/usr/share/datasets/fashion-mnist" /usr/share/datasets/fashion-mnist
+fi
+
+torch_prefix=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+{
+  echo "== machine"
+  nvidia-smi -L
+  "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
+"nccl", torch.cuda.nccl.version())'
+  cmake --version | head -1
+} 2>&1 | tee "$logs/gpu_machine.log"
+
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" -DCRUCIBLE_PYTHON="$python" \
+  2>&1 | tee "$logs/gpu_configure.log" || exit 1
+cmake --build "$build" -j "$(nproc)" 2>&1 | tail -n 200 | tee "$logs/gpu_build.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+
+ctest --test-dir "$build" -j 8 --output-on-failure 2>&1 | tee "$logs/gpu_ctest.log"
+exit "${PIPESTATUS[0]}"
