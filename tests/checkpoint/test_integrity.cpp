@@ -83,7 +83,8 @@ TEST_CASE("resume falls back from a damaged newest checkpoint, with a warning", 
 TEST_CASE("no good checkpoint is a clear error, not a crash loop", "[checkpoint]") {
   TempDir tmp;
   const std::string run = finished_run(tmp);
-  for (const auto& dir : ckpt::list(run)) REQUIRE(::truncate((dir + "/model_0.pt").c_str(), 10) == 0);
+  for (const auto& dir : ckpt::list(run))
+    REQUIRE(::truncate((dir + "/model_0.pt").c_str(), 10) == 0);
   auto r = run_command(kTrainer + " fit --resume " + run);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("no checkpoint is loadable:"));

@@ -21,17 +21,29 @@ const std::string kReader = std::string(CRUCIBLE_SOURCE_DIR) + "/tests/checkpoin
 // Python's name of a dtype.
 std::string python_dtype(c10::ScalarType type) {
   switch (type) {
-    case torch::kBool: return "torch.bool";
-    case torch::kByte: return "torch.uint8";
-    case torch::kChar: return "torch.int8";
-    case torch::kShort: return "torch.int16";
-    case torch::kInt: return "torch.int32";
-    case torch::kLong: return "torch.int64";
-    case torch::kHalf: return "torch.float16";
-    case torch::kBFloat16: return "torch.bfloat16";
-    case torch::kFloat: return "torch.float32";
-    case torch::kDouble: return "torch.float64";
-    default: FAIL("no Python name for " << c10::toString(type)); return "";
+    case torch::kBool:
+      return "torch.bool";
+    case torch::kByte:
+      return "torch.uint8";
+    case torch::kChar:
+      return "torch.int8";
+    case torch::kShort:
+      return "torch.int16";
+    case torch::kInt:
+      return "torch.int32";
+    case torch::kLong:
+      return "torch.int64";
+    case torch::kHalf:
+      return "torch.float16";
+    case torch::kBFloat16:
+      return "torch.bfloat16";
+    case torch::kFloat:
+      return "torch.float32";
+    case torch::kDouble:
+      return "torch.float64";
+    default:
+      FAIL("no Python name for " << c10::toString(type));
+      return "";
   }
 }
 
@@ -57,7 +69,8 @@ double printed_sum(const std::string& output, const std::string& prefix) {
 void write_file_bytes(const std::string& path, const ckpt::NamedTensors& tensors, bool safe) {
   std::vector<char> bytes;
   auto sink = [&](const void* data, size_t size) {
-    bytes.insert(bytes.end(), static_cast<const char*>(data), static_cast<const char*>(data) + size);
+    bytes.insert(bytes.end(), static_cast<const char*>(data),
+                 static_cast<const char*>(data) + size);
   };
   if (safe) {
     ckpt::write_safetensors(tensors, {{"format", "pt"}}, sink);

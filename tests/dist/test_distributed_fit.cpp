@@ -173,13 +173,12 @@ optimizations: {gradient_bucket_mb: 0.0002}
     CHECK(m["validation_loss"].get<double>() < 0.5);
     // The log names the device and the backend that carries the model's tensors.
     const torch::Device device = crucible::dist::rank_device(0);
-    CHECK_THAT(
-        read_file(run + "/trainer.log"),
-        Catch::Contains(fmt::format(
-            "on {}, {} ranks over {}", device.str(), slots,
-            crucible::dist::use_nccl(crucible::DistributedBackend::kAuto, device, slots)
-                ? "nccl"
-                : "gloo")));
+    CHECK_THAT(read_file(run + "/trainer.log"),
+               Catch::Contains(fmt::format(
+                   "on {}, {} ranks over {}", device.str(), slots,
+                   crucible::dist::use_nccl(crucible::DistributedBackend::kAuto, device, slots)
+                       ? "nccl"
+                       : "gloo")));
     // The gradients are the same on every rank as soon as ctx.backward returns.
     for (const auto& row : read_metrics(run + "/metrics.jsonl")) {
       if (row["type"] == "training") CHECK(row["metrics"]["grad_spread"].get<double>() == 0.0);

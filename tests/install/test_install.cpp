@@ -25,8 +25,8 @@ TEST_CASE("an out-of-tree trial builds against the installed package and trains"
     if (!p.empty()) prefixes += ";" + p;
   }
   auto configure = run_command("cmake -S " + project + " -B " + build +
-                               " -DCMAKE_BUILD_TYPE=Release '-DCMAKE_PREFIX_PATH=" + prefixes + "'" +
-                               " -DCMAKE_CXX_COMPILER_LAUNCHER=ccache");
+                               " -DCMAKE_BUILD_TYPE=Release '-DCMAKE_PREFIX_PATH=" + prefixes +
+                               "'" + " -DCMAKE_CXX_COMPILER_LAUNCHER=ccache");
   INFO(configure.output);
   REQUIRE(configure.exit_code == 0);
   auto compile = run_command("cmake --build " + build + " -j2");

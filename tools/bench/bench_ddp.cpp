@@ -179,8 +179,8 @@ int main(int argc, char** argv) {
     }
 
     crucible::launch::LaunchOptions options;
-    options.command = {crucible::util::read_symlink("/proc/self/exe"),
-                       "--allreduce-worker", sizes, std::to_string(repeats)};
+    options.command = {crucible::util::read_symlink("/proc/self/exe"), "--allreduce-worker", sizes,
+                       std::to_string(repeats)};
     options.slots = kRanks;
     std::ostringstream out, err;
     const auto result = crucible::launch::launch(options, out, err);

@@ -277,11 +277,9 @@ Trainer trainer_for_checkpoint(const std::string& dir) {
   }
   const auto meta = nlohmann::json::parse(in, nullptr, false);
   if (meta.is_discarded() || !meta.contains("config")) {
-    throw TrainingError(
-        fmt::format("{}: damaged or not Crucible checkpoint metadata", meta_path));
+    throw TrainingError(fmt::format("{}: damaged or not Crucible checkpoint metadata", meta_path));
   }
-  ExperimentConfig config =
-      parse_experiment_config(meta["config"].get<std::string>(), meta_path);
+  ExperimentConfig config = parse_experiment_config(meta["config"].get<std::string>(), meta_path);
   const std::string run_dir = util::parent_path(util::parent_path(util::absolute(dir)));
   TrialFactory factory = plugin::resolve_entrypoint(config.entrypoint, run_dir);
   return Trainer(std::move(config), std::move(factory));

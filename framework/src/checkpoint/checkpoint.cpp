@@ -120,8 +120,8 @@ std::vector<char> checked_file(const std::string& dir, const std::string& name) 
   return read_bytes(util::join(dir, name));
 }
 
-void expect_count(const std::string& dir, const nlohmann::json& meta, const char* key, size_t expected,
-                  const char* what) {
+void expect_count(const std::string& dir, const nlohmann::json& meta, const char* key,
+                  size_t expected, const char* what) {
   const size_t found = meta.value(key, size_t{0});
   if (found != expected) {
     throw TrainingError(fmt::format(
@@ -284,8 +284,8 @@ nlohmann::json load(const std::string& dir, const Contents& contents, int64_t ra
   }
   try {
     const bool same_gpus = meta.value("cuda_devices", size_t{0}) == cuda_devices().size();
-    restore_trial_state(contents.trial, contents.callbacks, util::join(dir, "trial_state.pt"),
-                        rank, device, same_gpus);
+    restore_trial_state(contents.trial, contents.callbacks, util::join(dir, "trial_state.pt"), rank,
+                        device, same_gpus);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

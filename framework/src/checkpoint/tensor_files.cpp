@@ -22,18 +22,30 @@ struct DtypeNames {
 
 DtypeNames names_of(const std::string& tensor, c10::ScalarType type) {
   switch (type) {
-    case torch::kBool: return {"BoolStorage", "BOOL"};
-    case torch::kUInt8: return {"ByteStorage", "U8"};
-    case torch::kInt8: return {"CharStorage", "I8"};
-    case torch::kInt16: return {"ShortStorage", "I16"};
-    case torch::kInt32: return {"IntStorage", "I32"};
-    case torch::kInt64: return {"LongStorage", "I64"};
-    case torch::kFloat16: return {"HalfStorage", "F16"};
-    case torch::kBFloat16: return {"BFloat16Storage", "BF16"};
-    case torch::kFloat32: return {"FloatStorage", "F32"};
-    case torch::kFloat64: return {"DoubleStorage", "F64"};
-    case torch::kComplexFloat: return {"ComplexFloatStorage", ""};
-    case torch::kComplexDouble: return {"ComplexDoubleStorage", ""};
+    case torch::kBool:
+      return {"BoolStorage", "BOOL"};
+    case torch::kUInt8:
+      return {"ByteStorage", "U8"};
+    case torch::kInt8:
+      return {"CharStorage", "I8"};
+    case torch::kInt16:
+      return {"ShortStorage", "I16"};
+    case torch::kInt32:
+      return {"IntStorage", "I32"};
+    case torch::kInt64:
+      return {"LongStorage", "I64"};
+    case torch::kFloat16:
+      return {"HalfStorage", "F16"};
+    case torch::kBFloat16:
+      return {"BFloat16Storage", "BF16"};
+    case torch::kFloat32:
+      return {"FloatStorage", "F32"};
+    case torch::kFloat64:
+      return {"DoubleStorage", "F64"};
+    case torch::kComplexFloat:
+      return {"ComplexFloatStorage", ""};
+    case torch::kComplexDouble:
+      return {"ComplexDoubleStorage", ""};
     default:
       throw TrainingError(fmt::format("tensor '{}': dtype {} cannot be written to a weights file",
                                       tensor, c10::toString(type)));

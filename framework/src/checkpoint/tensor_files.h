@@ -17,8 +17,8 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 // Receives the bytes of a file being written, in order.
 using ByteSink = std::function<void(const void* data, size_t size)>;
 
-// The bytes of `tensors` as a plain dict of name -> tensor in torch.save's zip format. The pickle names
-// only torch._utils._rebuild_tensor_v2, collections.OrderedDict and torch.<Type>Storage, so
+// The bytes of `tensors` as a plain dict of name -> tensor in torch.save's zip format. The pickle
+// names only torch._utils._rebuild_tensor_v2, collections.OrderedDict and torch.<Type>Storage, so
 // `torch.load(path)` with weights_only=True (torch >= 2.6's default, and 1.13's option) opens it;
 // torch::pickle_load reads it back in C++. Supports bool, uint8, int8/16/32/64, float16, bfloat16,
 // float32/64 and complex64/128; any other dtype throws TrainingError naming the tensor. Built in

@@ -20,9 +20,7 @@ torch::Device rank_device(int64_t local_rank) {
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % count));
 }
 
-Machine this_machine() {
-  return {nccl_built(), static_cast<int64_t>(torch::cuda::device_count())};
-}
+Machine this_machine() { return {nccl_built(), static_cast<int64_t>(torch::cuda::device_count())}; }
 
 bool use_nccl(DistributedBackend backend, const torch::Device& device, int64_t local_size,
               const Machine& machine) {

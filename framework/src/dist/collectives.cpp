@@ -121,9 +121,9 @@ bool is_loopback(const std::string& addr) {
 // communicator after `timeout` (TORCH_NCCL_ASYNC_ERROR_HANDLING, unless set), so a dead or hung
 // rank cannot hang the others on the GPU.
 c10::intrusive_ptr<dist::Group> nccl_group(const Rendezvous& r,
-                                                  const c10::intrusive_ptr<c10d::Store>& store,
-                                                  std::chrono::milliseconds timeout,
-                                                  const std::string& where) {
+                                           const c10::intrusive_ptr<c10d::Store>& store,
+                                           std::chrono::milliseconds timeout,
+                                           const std::string& where) {
 #ifdef USE_C10D_NCCL
   try {
     setenv(kNcclErrorHandlingVariable, "1", /*overwrite=*/0);

@@ -378,8 +378,7 @@ class FitLoop {
       generators.cpu = dist_.allgather(at::detail::getDefaultCPUGenerator().get_state());
       const torch::Device device = session_->state().device;
       if (device.is_cuda()) {
-        generators.cuda =
-            dist_.allgather(at::globalContext().defaultGenerator(device).get_state());
+        generators.cuda = dist_.allgather(at::globalContext().defaultGenerator(device).get_state());
       }
     }
     std::string dir = run_.path + "/checkpoints/" + checkpoint::directory_name(batches_);
@@ -488,9 +487,8 @@ class FitLoop {
         p.add_(1.0);
       }
     }
-    const nlohmann::json meta =
-        checkpoint::load(last_checkpoint_, session_->contents(), dist_.rank(),
-                         session_->state().device);
+    const nlohmann::json meta = checkpoint::load(last_checkpoint_, session_->contents(),
+                                                 dist_.rank(), session_->state().device);
     size_t i = 0;
     for (const auto& m : models) {
       for (const auto& p : m->parameters()) {
