@@ -143,11 +143,6 @@ inline void copy_tree(const std::string& from, const std::string& to) {
   if (r.exit_code != 0) throw std::runtime_error("cp -a " + from + " " + to + ": " + r.output);
 }
 
-// The names of the entries of directory `dir`, sorted.
-inline std::vector<std::string> entries(const std::string& dir) {
-  return util::list_directory(dir);
-}
-
 inline std::vector<nlohmann::json> read_metrics(const std::string& path) {
   std::vector<nlohmann::json> rows;
   std::ifstream in(path);

@@ -67,6 +67,9 @@ class Batch {
   static Batch collate(const std::vector<Batch>& examples);
 
  private:
+  // The same structure with `fn` applied to every tensor leaf.
+  Batch map_tensors(const std::function<torch::Tensor(const torch::Tensor&)>& fn) const;
+
   Kind kind_ = Kind::kNone;
   torch::Tensor tensor_;
   std::vector<Batch> children_;

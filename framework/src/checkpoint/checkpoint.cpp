@@ -175,15 +175,13 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
     // Each model twice: a torch.load-able state dict and the same tensors as safetensors.
     for (size_t i = 0; i < contents.models.size(); ++i) {
       const NamedTensors tensors = state_dict(*contents.models[i]);
-      auto sink = [](DurableFile& file) {
-        return [&file](const void* data, size_t size) { file.write(data, size); };
-      };
       put(indexed("model", i), [&](DurableFile& file) {
         const std::vector<char> bytes = torch_dict_bytes(tensors);
         file.write(bytes.data(), bytes.size());
       });
       put(indexed("model", i, "safetensors"), [&](DurableFile& file) {
-        write_safetensors(tensors, {{"format", "pt"}}, sink(file));
+        write_safetensors(tensors, {{"format", "pt"}},
+                          [&](const void* data, size_t size) { file.write(data, size); });
       });
     }
     for (size_t i = 0; i < contents.optimizers.size(); ++i) {

@@ -15,8 +15,8 @@ namespace crucible::checkpoint {
 NamedTensors state_dict(const torch::nn::Module& module);
 
 // Copies a state dict (a file torch_dict_bytes wrote, or torch.save of a dict of tensors) into
-// `module`. Throws TrainingError listing
-// every missing name, unexpected name and shape mismatch, with `source` naming the file.
+// `module`. Throws TrainingError listing every missing name, unexpected name and shape mismatch,
+// with `source` naming the file.
 void load_state_dict(torch::nn::Module& module, const std::vector<char>& bytes,
                      const std::string& source);
 

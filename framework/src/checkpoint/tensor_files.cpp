@@ -16,40 +16,32 @@ namespace {
 
 // The names a dtype has in Python's storage classes and in safetensors ("" where it has none).
 struct DtypeNames {
+  c10::ScalarType type;
   const char* storage;
   const char* safetensors;
 };
 
-DtypeNames names_of(const std::string& tensor, c10::ScalarType type) {
-  switch (type) {
-    case torch::kBool:
-      return {"BoolStorage", "BOOL"};
-    case torch::kUInt8:
-      return {"ByteStorage", "U8"};
-    case torch::kInt8:
-      return {"CharStorage", "I8"};
-    case torch::kInt16:
-      return {"ShortStorage", "I16"};
-    case torch::kInt32:
-      return {"IntStorage", "I32"};
-    case torch::kInt64:
-      return {"LongStorage", "I64"};
-    case torch::kFloat16:
-      return {"HalfStorage", "F16"};
-    case torch::kBFloat16:
-      return {"BFloat16Storage", "BF16"};
-    case torch::kFloat32:
-      return {"FloatStorage", "F32"};
-    case torch::kFloat64:
-      return {"DoubleStorage", "F64"};
-    case torch::kComplexFloat:
-      return {"ComplexFloatStorage", ""};
-    case torch::kComplexDouble:
-      return {"ComplexDoubleStorage", ""};
-    default:
-      throw TrainingError(fmt::format("tensor '{}': dtype {} cannot be written to a weights file",
-                                      tensor, c10::toString(type)));
+constexpr DtypeNames kDtypes[] = {
+    {torch::kBool, "BoolStorage", "BOOL"},
+    {torch::kUInt8, "ByteStorage", "U8"},
+    {torch::kInt8, "CharStorage", "I8"},
+    {torch::kInt16, "ShortStorage", "I16"},
+    {torch::kInt32, "IntStorage", "I32"},
+    {torch::kInt64, "LongStorage", "I64"},
+    {torch::kFloat16, "HalfStorage", "F16"},
+    {torch::kBFloat16, "BFloat16Storage", "BF16"},
+    {torch::kFloat32, "FloatStorage", "F32"},
+    {torch::kFloat64, "DoubleStorage", "F64"},
+    {torch::kComplexFloat, "ComplexFloatStorage", ""},
+    {torch::kComplexDouble, "ComplexDoubleStorage", ""},
+};
+
+const DtypeNames& names_of(const std::string& tensor, c10::ScalarType type) {
+  for (const auto& names : kDtypes) {
+    if (names.type == type) return names;
   }
+  throw TrainingError(fmt::format("tensor '{}': dtype {} cannot be written to a weights file",
+                                  tensor, c10::toString(type)));
 }
 
 torch::Tensor cpu_contiguous(const torch::Tensor& t) {

@@ -94,28 +94,25 @@ Batch& Batch::operator[](const std::string& key) {
 
 std::vector<std::string> Batch::keys() const { return keys_; }
 
-Batch Batch::to(const torch::Device& device, bool non_blocking) const {
+Batch Batch::map_tensors(const std::function<torch::Tensor(const torch::Tensor&)>& fn) const {
   Batch out;
   out.kind_ = kind_;
   out.keys_ = keys_;
-  if (kind_ == Kind::kTensor) {
-    out.tensor_ = tensor_.device() == device ? tensor_ : tensor_.to(device, non_blocking);
-  }
+  if (kind_ == Kind::kTensor) out.tensor_ = fn(tensor_);
   out.children_.reserve(children_.size());
-  for (const auto& child : children_) out.children_.push_back(child.to(device, non_blocking));
+  for (const auto& child : children_) out.children_.push_back(child.map_tensors(fn));
   return out;
 }
 
+Batch Batch::to(const torch::Device& device, bool non_blocking) const {
+  return map_tensors([&](const torch::Tensor& t) {
+    return t.device() == device ? t : t.to(device, non_blocking);
+  });
+}
+
 Batch Batch::pin_memory() const {
-  Batch out;
-  out.kind_ = kind_;
-  out.keys_ = keys_;
-  if (kind_ == Kind::kTensor) {
-    out.tensor_ = tensor_.is_cpu() && !tensor_.is_pinned() ? tensor_.pin_memory() : tensor_;
-  }
-  out.children_.reserve(children_.size());
-  for (const auto& child : children_) out.children_.push_back(child.pin_memory());
-  return out;
+  return map_tensors(
+      [](const torch::Tensor& t) { return t.is_cpu() && !t.is_pinned() ? t.pin_memory() : t; });
 }
 
 void Batch::for_each_tensor(const std::function<void(const torch::Tensor&)>& fn) const {

@@ -1,7 +1,8 @@
 #pragma once
 
-// The one seam between the c10d of LibTorch 1.x and 2.x. Everything else in Crucible speaks to
-// c10d through the names declared here.
+// The one seam between the c10d of LibTorch 1.x and 2.x: what differs between them is declared
+// here; the parts of c10d that are the same in both (TCPStore, PrefixStore, the Gloo and NCCL
+// classes' constructors and options) are used directly.
 //
 // In 1.x, ProcessGroupGloo and ProcessGroupNCCL are c10d::ProcessGroups. In 2.x they are
 // c10d::Backends, which a c10d::ProcessGroup holds per device type. Crucible keeps one group per
@@ -35,9 +36,8 @@ inline constexpr const char* kNcclErrorHandlingVariable = "NCCL_ASYNC_ERROR_HAND
 #endif
 
 // Releases the communicator of an NCCL group before its destructor runs, so that the process
-// exits without NCCL's warning about a group never shut down. Collectives already started are
-// waited for first. Does nothing where the LibTorch has no such call (before 2.4) or no
-// NCCL. `group` must be the NCCL group. Never throws.
+// exits without NCCL's warning about a group never shut down. Does nothing where the LibTorch
+// has no such call (before 2.4) or no NCCL. `group` must be the NCCL group. Never throws.
 void shut_down_nccl(Group& group) noexcept;
 
 }  // namespace crucible::dist

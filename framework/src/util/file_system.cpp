@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
 namespace crucible::util {
@@ -29,8 +30,10 @@ std::string without_trailing_slashes(const std::string& path) {
 
 bool stat_of(const std::string& path, struct stat& st) { return ::stat(path.c_str(), &st) == 0; }
 
-// The names in the open directory `dir` (of `path`), without "." and "..". On a read error
-// closes `dir` and throws.
+// A directory stream, closed when it goes out of scope.
+using Directory = std::unique_ptr<DIR, int (*)(DIR*)>;
+
+// The names in the open directory `dir` (of `path`), without "." and "..".
 std::vector<std::string> read_names(DIR* dir, const std::string& path) {
   std::vector<std::string> names;
   errno = 0;
@@ -38,52 +41,35 @@ std::vector<std::string> read_names(DIR* dir, const std::string& path) {
     const std::string name = entry->d_name;
     if (name != "." && name != "..") names.push_back(name);
   }
-  if (errno != 0) {
-    const int read_errno = errno;
-    ::closedir(dir);
-    errno = read_errno;
-    fail("cannot read directory", path);
-  }
+  if (errno != 0) fail("cannot read directory", path);
   return names;
 }
 
 // Removes everything under the open directory `fd` (which it closes), then nothing else.
 void remove_children(int fd, const std::string& path) {
-  DIR* dir = ::fdopendir(fd);
+  Directory dir(::fdopendir(fd), &::closedir);
   if (!dir) {
     ::close(fd);
     fail("cannot read directory", path);
   }
-  const std::vector<std::string> names = read_names(dir, path);
-  for (const auto& name : names) {
+  for (const auto& name : read_names(dir.get(), path)) {
     const std::string child = join(path, name);
     struct stat st {};
-    if (::fstatat(::dirfd(dir), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (::fstatat(::dirfd(dir.get()), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT) continue;
-      ::closedir(dir);
       fail("cannot stat", child);
     }
     if (S_ISDIR(st.st_mode)) {
-      const int child_fd =
-          ::openat(::dirfd(dir), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (child_fd < 0) {
-        ::closedir(dir);
-        fail("cannot open directory", child);
-      }
-      try {
-        remove_children(child_fd, child);
-      } catch (...) {
-        ::closedir(dir);
-        throw;
-      }
+      const int child_fd = ::openat(::dirfd(dir.get()), name.c_str(),
+                                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (child_fd < 0) fail("cannot open directory", child);
+      remove_children(child_fd, child);
     }
-    if (::unlinkat(::dirfd(dir), name.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0 &&
+    if (::unlinkat(::dirfd(dir.get()), name.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0 &&
         errno != ENOENT) {
-      ::closedir(dir);
       fail("cannot remove", child);
     }
   }
-  ::closedir(dir);
 }
 
 }  // namespace
@@ -201,10 +187,9 @@ void rename(const std::string& from, const std::string& to) {
 }
 
 std::vector<std::string> list_directory(const std::string& path) {
-  DIR* dir = ::opendir(path.c_str());
+  Directory dir(::opendir(path.c_str()), &::closedir);
   if (!dir) fail("cannot read directory", path);
-  std::vector<std::string> names = read_names(dir, path);
-  ::closedir(dir);
+  std::vector<std::string> names = read_names(dir.get(), path);
   std::sort(names.begin(), names.end());
   return names;
 }
