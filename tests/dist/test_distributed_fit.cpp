@@ -5,9 +5,8 @@
 #include <fmt/format.h>
 #include "catch.h"
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
 #include "dist/backend.h"
+#include "dist/c10d_compat.h"
 #include "resumable_run.h"
 #include "torchrun_env.h"
 
@@ -127,7 +126,7 @@ TEST_CASE("mpirun and srun and torchrun's environment and two nodes run the same
         options.port = 0;
         options.isServer = true;
         options.waitWorkers = false;
-        store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+        store = crucible::dist::open_tcp_store("127.0.0.1", options);
         port = store->getPort();
       }
       std::vector<std::unique_ptr<Child>> workers;

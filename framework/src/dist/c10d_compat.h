@@ -10,14 +10,20 @@
 // directly in both: `Group` is whichever type the concrete backends derive from. Both types offer
 // the same collectives (allreduce, broadcast, allgather, barrier), getSize() and
 // getBackendName().
+//
+// From 2.4 a TCPStore asks for the libuv server by default, and refuses to start (as server or
+// client) where LibTorch was built without libuv, as Debian's is. open_tcp_store hides that.
 
 #include <torch/version.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #endif
+
+#include <string>
 
 namespace crucible::dist {
 
@@ -39,5 +45,12 @@ inline constexpr const char* kNcclErrorHandlingVariable = "NCCL_ASYNC_ERROR_HAND
 // exits without NCCL's warning about a group never shut down. Does nothing where the LibTorch
 // has no such call (before 2.4) or no NCCL. `group` must be the NCCL group. Never throws.
 void shut_down_nccl(Group& group) noexcept;
+
+// Opens a TCPStore at host with options (serving it when options.isServer). Takes the libuv
+// server where options ask for it and this LibTorch has it, the classic server otherwise; both
+// speak the same protocol. Throws what the TCPStore constructor throws for any other failure
+// (address in use, peer unreachable, timeout).
+c10::intrusive_ptr<c10d::TCPStore> open_tcp_store(const std::string& host,
+                                                  c10d::TCPStoreOptions options);
 
 }  // namespace crucible::dist

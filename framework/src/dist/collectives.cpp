@@ -2,7 +2,6 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -162,7 +161,7 @@ DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeou
     options.waitWorkers = !r.store_hosted;
     if (options.waitWorkers) options.numWorkers = static_cast<size_t>(t.size);
     options.timeout = timeout;
-    store = c10::make_intrusive<c10d::TCPStore>(r.master_addr, options);
+    store = open_tcp_store(r.master_addr, options);
   } catch (const std::exception& e) {
     throw TrainingError(fmt::format("{} failed: {}", where, first_line(e)));
   }

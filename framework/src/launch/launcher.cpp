@@ -18,10 +18,10 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <crucible/errors.h>
 
+#include "dist/c10d_compat.h"
 #include "util/error_text.h"
 
 extern char** environ;
@@ -140,7 +140,7 @@ c10::intrusive_ptr<c10d::TCPStore> serve_store(const LaunchOptions& o) {
     options.port = static_cast<std::uint16_t>(o.master_port);
     options.isServer = true;
     options.waitWorkers = false;
-    return c10::make_intrusive<c10d::TCPStore>(o.master_addr, options);
+    return dist::open_tcp_store(o.master_addr, options);
   } catch (const std::exception& e) {
     throw Error(fmt::format("launcher: cannot serve the rendezvous store on {}:{}: {}",
                             o.master_addr, o.master_port, util::first_line(e)));
