@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds Crucible and runs the whole CTest suite in both LibTorch generations:
+#   debian12  this machine: tools/setup.sh (Debian 12, LibTorch 1.13, Catch2 2), tree in build/
+#   debian13  a cached Debian 13 root: tools/ci/trixie.sh (LibTorch 2.6, Catch2 3), build-trixie/
+# Each environment runs even when the other failed. At the end it prints each one's CTest summary
+# (with the names of failed tests) and its wall time, and exits 1 if either failed to build or
+# had a failing test. Uses sudo only when not root.
+#
+#   tools/test.sh                         both environments (what .ci/run calls)
+#   CRUCIBLE_TEST_ENVS=debian12 tools/test.sh   one of them
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+envs=${CRUCIBLE_TEST_ENVS:-debian12 debian13}
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+
+run_env() {
+  case "$1" in
+    debian12) "$root/tools/setup.sh" && ctest --test-dir "$root/build" -j2 --output-on-failure ;;
+    debian13) $sudo "$root/tools/ci/trixie.sh" ;;
+    *) echo "test.sh: unknown environment '$1' (known: debian12, debian13)" >&2; return 2 ;;
+  esac
+}
+
+status=0
+summary=""
+for env in $envs; do
+  echo "=== $env ==="
+  start=$SECONDS
+  run_env "$env" 2>&1 | tee "$logs/$env.log"
+  rc=${PIPESTATUS[0]}
+  took=$((SECONDS - start))
+  [ "$rc" -ne 0 ] && status=1
+  # CTest's summary runs from its "tests passed" line to the end of its output.
+  result=$(sed -n '/tests passed, /,$p' "$logs/$env.log")
+  [ -z "$result" ] && result="no CTest summary: the set-up or build failed (exit $rc)"
+  summary+="=== $env: exit $rc, $((took / 60)) min $((took % 60)) s ===
+$result
+"
+done
+
+echo
+echo "$summary"
+exit "$status"
