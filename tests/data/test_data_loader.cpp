@@ -124,6 +124,43 @@ TEST_CASE("an exception in a worker reaches the consumer", "[data]") {
   CHECK_THROWS_WITH(loader.next(), Catch::Contains("bad record 7"));
 }
 
+TEST_CASE("a loader with a device yields the same batches and positions as one without", "[data]") {
+  const auto options = DataLoaderOptions(6).shuffle(true).seed(5).num_workers(2).prefetch(3);
+  for (int64_t workers : {0, 2}) {
+    DataLoader plain(indices_dataset(40), DataLoaderOptions(options).num_workers(workers));
+    DataLoader placed(indices_dataset(40), DataLoaderOptions(options).num_workers(workers));
+    placed.set_device(torch::kCPU);
+    // 7 batches per epoch: the reads cross two epoch ends.
+    for (int i = 0; i < 17; ++i) {
+      INFO("workers " << workers << " batch " << i);
+      CHECK(ids(placed.next()) == ids(plain.next()));
+      CHECK(placed.position() == plain.position());
+    }
+    // A seek drops the batch taken ahead of the old position.
+    placed.seek({0, 3});
+    plain.seek({0, 3});
+    for (int i = 0; i < 5; ++i) CHECK(ids(placed.next()) == ids(plain.next()));
+    CHECK(placed.position() == DataPosition{1, 1});
+  }
+}
+
+TEST_CASE("a batch taken ahead that fails throws from the next() that returns it", "[data]") {
+  class Broken : public crucible::Dataset {
+   public:
+    int64_t size() const override { return 20; }
+    Batch get(int64_t i) const override {
+      if (i == 7) throw std::runtime_error("bad record 7");
+      return torch::tensor(i);
+    }
+  };
+  DataLoader loader(std::make_shared<Broken>(), DataLoaderOptions(5).num_workers(2));
+  loader.set_device(torch::kCPU);
+  CHECK(loader.next().tensor().equal(torch::arange(5)));  // batch 1 (records 5..9) taken ahead
+  CHECK_THROWS_WITH(loader.next(), Catch::Contains("bad record 7"));
+  CHECK(loader.position() == DataPosition{0, 2});
+  CHECK(loader.next().tensor().equal(torch::arange(10, 15)));
+}
+
 TEST_CASE("a dataset without get_batch is collated example by example", "[data]") {
   DataLoader loader(std::make_shared<ExampleDataset>(), DataLoaderOptions(4));
   Batch b = loader.next();

@@ -136,13 +136,13 @@ inline void write_file(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
 }
 
-// The rows of a metrics.jsonl file.
 // Copies the directory tree `from` to `to` (cp -a); fails the calling test when it cannot.
 inline void copy_tree(const std::string& from, const std::string& to) {
   const CommandResult r = run_command("cp -a '" + from + "' '" + to + "'");
   if (r.exit_code != 0) throw std::runtime_error("cp -a " + from + " " + to + ": " + r.output);
 }
 
+// The rows of a metrics.jsonl file.
 inline std::vector<nlohmann::json> read_metrics(const std::string& path) {
   std::vector<nlohmann::json> rows;
   std::ifstream in(path);

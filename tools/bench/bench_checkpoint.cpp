@@ -23,6 +23,7 @@
 #include "bench_util.h"
 
 #include "checkpoint/checkpoint.h"
+#include "fashion_mnist/networks.h"
 
 namespace fs = crucible::util;
 
@@ -35,15 +36,6 @@ double seconds_since(Clock::time_point t) {
 }
 
 using bench::median;
-
-// The Fashion-MNIST CNN of trials/fashion_mnist with configs/fashion_mnist_cnn.yaml's sizes.
-torch::nn::Sequential fashion_cnn() {
-  namespace nn = torch::nn;
-  return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)), nn::ReLU(),
-                        nn::MaxPool2d(2), nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)),
-                        nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(64 * 7 * 7, 128),
-                        nn::ReLU(), nn::Linear(128, 10));
-}
 
 // Four 2560x2560 layers: 26.2 M float parameters, 105 MB.
 torch::nn::Sequential large_mlp() {
@@ -67,8 +59,8 @@ struct SaveLoad {
 };
 
 // Median save and load time over `repeats` checkpoints of `model` with a stepped Adam.
-SaveLoad measure(torch::nn::Sequential model, torch::Tensor input, int repeats,
-                 const std::string& dir) {
+template <class Net>
+SaveLoad measure(Net model, torch::Tensor input, int repeats, const std::string& dir) {
   auto adam = std::make_shared<torch::optim::Adam>(model->parameters(), 1e-3);
   model->forward(input).sum().backward();
   adam->step();  // Adam's moments exist only after a step
@@ -145,7 +137,7 @@ int main(int argc, char** argv) {
   };
   torch::manual_seed(1);
   row("Fashion-MNIST CNN (0.42 M)",
-      measure(fashion_cnn(), torch::randn({4, 1, 28, 28}), repeats, dir));
+      measure(fashion_mnist::CNN(32, 64, 128, 0.3), torch::randn({4, 1, 28, 28}), repeats, dir));
   row("MLP 4x2560^2 (26.2 M, 105 MB)", measure(large_mlp(), torch::randn({4, 2560}), repeats, dir));
   fmt::print("bare save: torch::save of the same model and optimizer into one file, no fsync\n\n");
 

@@ -2,8 +2,10 @@
 # Second half of the GPU toolkit, run on the GPU machine from the repository root with
 # .gpu-deps/ (tools/gpu/fetch_deps.sh) beside it: unpacks the packages into a prefix, builds
 # Crucible with ninja against the LibTorch of the machine's PyTorch (torch.utils.cmake_prefix_path;
-# no library preloaded) and runs the whole suite. Logs go to $OUT when set (the device tool), else
-# to build-gpu/.
+# no library preloaded), runs the whole suite, then the GPU benchmark (tools/bench/bench_gpu: the
+# Fashion-MNIST CNN job through trainer fit, a hand-written LibTorch loop, plain PyTorch and
+# Lightning when installed; BENCH_ROUNDS rounds, default 3). Logs go to $OUT when set (the device
+# tool), else to build-gpu/. Exits with the suite's status, or 1 when the build or benchmark fails.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
@@ -36,4 +38,9 @@ cmake --build "$build" -j "$(nproc)" 2>&1 | tail -n 200 | tee "$logs/gpu_build.l
 [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
 
 ctest --test-dir "$build" -j 8 --output-on-failure 2>&1 | tee "$logs/gpu_ctest.log"
-exit "${PIPESTATUS[0]}"
+suite=${PIPESTATUS[0]}
+
+"$build/bin/bench_gpu" --rounds "${BENCH_ROUNDS:-3}" --python "$python" 2>&1 |
+  tee "$logs/gpu_bench.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+exit "$suite"

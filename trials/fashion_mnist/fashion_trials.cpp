@@ -3,54 +3,23 @@
 #include <crucible/crucible.h>
 
 #include "idx.h"
+#include "networks.h"
 
 namespace fashion_mnist {
 
-struct MLPImpl : torch::nn::Module {
-  explicit MLPImpl(const crucible::TrialContext& ctx)
-      : fc1(register_module("fc1", torch::nn::Linear(784, ctx.hparam<int64_t>("hidden1")))),
-        fc2(register_module("fc2", torch::nn::Linear(ctx.hparam<int64_t>("hidden1"),
-                                                     ctx.hparam<int64_t>("hidden2")))),
-        out(register_module("out", torch::nn::Linear(ctx.hparam<int64_t>("hidden2"), 10))),
-        dropout(register_module("dropout", torch::nn::Dropout(ctx.hparam<double>("dropout")))) {}
-
-  torch::Tensor forward(torch::Tensor x) {
-    x = dropout(torch::relu(fc1(x.flatten(1))));
-    x = dropout(torch::relu(fc2(x)));
-    return out(x);
-  }
-
-  torch::nn::Linear fc1, fc2, out;
-  torch::nn::Dropout dropout;
-};
-TORCH_MODULE(MLP);
-
-struct CNNImpl : torch::nn::Module {
-  explicit CNNImpl(const crucible::TrialContext& ctx)
-      : conv1(register_module("conv1", conv(1, ctx.hparam<int64_t>("filters1")))),
-        conv2(register_module(
-            "conv2", conv(ctx.hparam<int64_t>("filters1"), ctx.hparam<int64_t>("filters2")))),
-        fc(register_module("fc", torch::nn::Linear(ctx.hparam<int64_t>("filters2") * 7 * 7,
-                                                   ctx.hparam<int64_t>("hidden")))),
-        out(register_module("out", torch::nn::Linear(ctx.hparam<int64_t>("hidden"), 10))),
-        dropout(register_module("dropout", torch::nn::Dropout(ctx.hparam<double>("dropout")))) {}
-
-  static torch::nn::Conv2d conv(int64_t in, int64_t out) {
-    return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1));
-  }
-
-  torch::Tensor forward(torch::Tensor x) {
-    x = torch::max_pool2d(torch::relu(conv1(x)), 2);  // 14x14
-    x = torch::max_pool2d(torch::relu(conv2(x)), 2);  // 7x7
-    x = dropout(torch::relu(fc(x.flatten(1))));
-    return out(x);
-  }
-
-  torch::nn::Conv2d conv1, conv2;
-  torch::nn::Linear fc, out;
-  torch::nn::Dropout dropout;
-};
-TORCH_MODULE(CNN);
+// The network with the sizes of the experiment's hyperparameters.
+template <class Net>
+Net make_network(const crucible::TrialContext& ctx);
+template <>
+MLP make_network<MLP>(const crucible::TrialContext& ctx) {
+  return MLP(ctx.hparam<int64_t>("hidden1"), ctx.hparam<int64_t>("hidden2"),
+             ctx.hparam<double>("dropout"));
+}
+template <>
+CNN make_network<CNN>(const crucible::TrialContext& ctx) {
+  return CNN(ctx.hparam<int64_t>("filters1"), ctx.hparam<int64_t>("filters2"),
+             ctx.hparam<int64_t>("hidden"), ctx.hparam<double>("dropout"));
+}
 
 // Adam with a per-epoch StepLR decay, cross-entropy loss, accuracy on the 10k test images.
 template <class Net>
@@ -59,7 +28,7 @@ class ClassifierTrial : public crucible::Trial {
   explicit ClassifierTrial(crucible::TrialContext& ctx)
       : ctx_(ctx),
         data_dir_(ctx.data_config().value("path", "/usr/share/datasets/fashion-mnist")),
-        model_(ctx.wrap_model(Net(ctx))),
+        model_(ctx.wrap_model(make_network<Net>(ctx))),
         opt_(ctx.wrap_optimizer(torch::optim::Adam(
             model_->parameters(), torch::optim::AdamOptions(ctx.hparam<double>("lr"))))) {
     ctx.wrap_lr_scheduler(crucible::lr::StepLR(opt_, 1, ctx.hparam<double>("lr_decay")),

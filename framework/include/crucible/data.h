@@ -66,7 +66,8 @@ struct DataLoaderOptions {
   CRUCIBLE_OPTION(uint64_t, seed)
   // Put every batch's CPU tensors in page-locked memory as it is built (on the worker threads
   // when num_workers > 0), for asynchronous copies to a GPU. Requires CUDA at run time. The
-  // trainer turns it on for the training and validation loaders of a rank that computes on a GPU.
+  // trainer turns it on, through set_device, for the loaders it reads itself (training,
+  // validation, prediction) on a rank that computes on a GPU.
   CRUCIBLE_OPTION(bool, pin_memory)
 #undef CRUCIBLE_OPTION
 
@@ -108,6 +109,14 @@ class DataLoader {
   void set_seed(uint64_t seed);
   // Turns pin_memory on or off for the batches built from now on (see DataLoaderOptions).
   void set_pin_memory(bool pin);
+  // Yields every batch on `device` from now on (turning pin_memory on for CUDA). With
+  // num_workers > 0, next() also takes the following batch of the same epoch from the workers and
+  // starts its copy before returning, on a side stream on CUDA, so that it travels while the
+  // caller computes; position() and the batches yielded are the same as without a device, and an
+  // error building that batch is thrown by the next() that returns it. The trainer sets the device
+  // of the training, validation and prediction loaders it reads; a loader handed to a trial's
+  // evaluate_full_dataset keeps yielding CPU batches.
+  void set_device(torch::Device device);
   const std::shared_ptr<Dataset>& dataset() const;
   // Examples in the dataset.
   int64_t num_records() const;

@@ -3,6 +3,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include <crucible/data.h>
 #include <crucible/errors.h>
 
+#include "data/device_stage.h"
 #include "data/shuffle.h"
 
 namespace crucible {
@@ -102,9 +104,37 @@ struct DataLoader::Impl {
   DataPosition position;
   std::mutex perm_mu;
   std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> perms;  // by epoch, last few
-  std::unique_ptr<BatchPool> pool;  // last: its threads use the members above
+  std::optional<data::DeviceStage> stage;  // set_device; holds the batch at `position`
+  std::unique_ptr<BatchPool> pool;         // last: its threads use the members above
 
   ~Impl() { pool.reset(); }
+
+  // Forgets batches built or moved ahead of `position`; the next one starts there.
+  void restart() {
+    pool.reset();
+    if (stage) stage->clear();
+  }
+
+  // The host batch at `p`, which must be the position after the last one taken (or a position
+  // just restarted at).
+  Batch take_host(DataPosition p) {
+    if (options.num_workers() == 0) return build(p);
+    if (!pool) {
+      pool = std::make_unique<BatchPool>(options.num_workers(), options.prefetch(),
+                                         [this, p](int64_t seq) { return build(advance(p, seq)); });
+    }
+    return pool->take();
+  }
+
+  // Takes the host batch at `p` and starts moving it to the device; an error is kept for the
+  // next() that asks for `p`.
+  void stage_ahead(DataPosition p) {
+    try {
+      stage->start(take_host(p));
+    } catch (...) {
+      stage->fail(std::current_exception());
+    }
+  }
 
   int64_t rank = 0;
   int64_t world = 1;
@@ -211,7 +241,7 @@ DataLoader::~DataLoader() = default;
 const DataLoaderOptions& DataLoader::options() const { return impl_->options; }
 
 void DataLoader::set_seed(uint64_t seed) {
-  impl_->pool.reset();
+  impl_->restart();
   impl_->options.seed(seed);
   std::lock_guard<std::mutex> lock(impl_->perm_mu);
   impl_->perms.clear();
@@ -219,8 +249,14 @@ void DataLoader::set_seed(uint64_t seed) {
 }
 
 void DataLoader::set_pin_memory(bool pin) {
-  impl_->pool.reset();  // rebuilt at the current position by the next batch
+  impl_->restart();  // rebuilt at the current position by the next batch
   impl_->options.pin_memory(pin);
+}
+
+void DataLoader::set_device(torch::Device device) {
+  impl_->restart();
+  impl_->stage.emplace(device);
+  if (device.is_cuda()) impl_->options.pin_memory(true);
 }
 
 const std::shared_ptr<Dataset>& DataLoader::dataset() const { return impl_->dataset; }
@@ -229,7 +265,7 @@ void DataLoader::shard(int64_t rank, int64_t world, ShardMode mode) {
   if (world < 1 || rank < 0 || rank >= world) {
     throw Error(fmt::format("DataLoader: cannot shard as rank {} of {}", rank, world));
   }
-  impl_->pool.reset();
+  impl_->restart();
   impl_->rank = rank;
   impl_->world = world;
   impl_->shard_mode = world == 1 ? ShardMode::kNone : mode;
@@ -249,7 +285,7 @@ void DataLoader::seek(DataPosition position) {
     throw Error(fmt::format("DataLoader: cannot seek to epoch {} batch {} ({} batches per epoch)",
                             position.epoch, position.batch, batches_per_epoch()));
   }
-  impl_->pool.reset();
+  impl_->restart();
   impl_->position = position;
 }
 
@@ -259,14 +295,16 @@ Batch DataLoader::next() {
   Impl& impl = *impl_;
   const DataPosition current = impl.position;
   impl.position = impl.advance(current, 1);
-  if (impl.options.num_workers() == 0) return impl.build(current);
-  if (!impl.pool) {
-    Impl* raw = impl_.get();
-    impl.pool = std::make_unique<BatchPool>(
-        impl.options.num_workers(), impl.options.prefetch(),
-        [raw, current](int64_t seq) { return raw->build(raw->advance(current, seq)); });
+  if (!impl.stage) return impl.take_host(current);
+  // With workers, the batch after this one in the same epoch is taken now and its copy started
+  // (the stage then always holds the batch at `position`); on the caller's thread it would only
+  // move the build earlier.
+  Batch batch =
+      impl.stage->holding() ? impl.stage->take() : impl.stage->place(impl.take_host(current));
+  if (impl.options.num_workers() > 0 && impl.position.epoch == current.epoch) {
+    impl.stage_ahead(impl.position);
   }
-  return impl.pool->take();
+  return batch;
 }
 
 std::vector<int64_t> DataLoader::batch_indices(int64_t epoch, int64_t batch) const {

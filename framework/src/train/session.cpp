@@ -105,13 +105,12 @@ metrics::Values TrialSession::validate(int64_t max_batches) {
       const EvaluationReducer reducer = trial_->evaluation_reducer();
       metrics::ValidationAccumulator acc(reducer);
       loader.shard(dist.rank(), dist.size(), ShardMode::kStrideBatches);
-      if (state_.device.is_cuda()) loader.set_pin_memory(true);
+      loader.set_device(state_.device);
       int64_t idx = 0;
-      for (Batch& raw : loader) {
+      for (Batch& batch : loader) {
         // The first max_batches batches of the unsharded order, whichever rank has them.
         const int64_t global_idx = idx * dist.size() + dist.rank();
         if (max_batches >= 0 && global_idx >= max_batches) break;
-        Batch batch = raw.to(state_.device, /*non_blocking=*/state_.device.is_cuda());
         Metrics m = call_trial(
             [&] { return fmt::format("evaluate_batch (validation batch {})", global_idx); },
             [&] { return trial_->evaluate_batch(batch, global_idx); });

@@ -140,8 +140,7 @@ class FitLoop {
     }
     if (train_loader_.options().seed() == 0) train_loader_.set_seed(session_->state().trial_seed);
     train_loader_.shard(dist_.rank(), dist_.size(), ShardMode::kSplitBatches);
-    // On a GPU, worker threads build batches in pinned memory; their copies do not block.
-    if (session_->state().device.is_cuda()) train_loader_.set_pin_memory(true);
+    train_loader_.set_device(session_->state().device);
     schedule_ = train::Schedule::make(config_, train_loader_.batches_per_epoch());
     session_->state().epoch_len = schedule_.epoch_len;
     max_batches_ = schedule_.to_batches(config_.max_length);
@@ -239,7 +238,6 @@ class FitLoop {
                     [&](Callback& c) { c.on_training_epoch_start(epoch_idx); });
     }
     Batch batch = call_trial(named("training data loader"), [&] { return train_loader_.next(); });
-    batch = batch.to(state.device, /*non_blocking=*/state.device.is_cuda());
     Metrics m =
         call_trial([&] { return fmt::format("train_batch (batch {})", batches_); },
                    [&] { return session_->trial().train_batch(batch, epoch_idx, batches_); });
@@ -558,14 +556,13 @@ int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& o
   DataLoader loader = call_trial(named("build_predict_data_loader"),
                                  [&] { return trial.build_predict_data_loader(); });
   const torch::Device device = session.state().device;
-  if (device.is_cuda()) loader.set_pin_memory(true);
+  loader.set_device(device);
   std::vector<torch::Tensor> outputs;
   for (auto& m : session.state().models) m->eval();
   {
     torch::NoGradGuard no_grad;
     int64_t idx = 0;
-    for (Batch& raw : loader) {
-      Batch batch = raw.to(device, /*non_blocking=*/device.is_cuda());
+    for (Batch& batch : loader) {
       outputs.push_back(call_trial([&] { return fmt::format("predict_batch (batch {})", idx); },
                                    [&] { return trial.predict_batch(batch, idx); })
                             .detach()
