@@ -16,8 +16,8 @@
 
 #include <crucible/crucible.h>
 
-#include "dist/collectives.h"
-#include "dist/grad_sync.h"
+#include "distributed/collectives.h"
+#include "distributed/grad_sync.h"
 
 namespace {
 

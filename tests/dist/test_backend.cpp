@@ -3,7 +3,7 @@
 
 #include <crucible/errors.h>
 
-#include "dist/backend.h"
+#include "distributed/backend.h"
 
 using crucible::DistributedBackend;
 using crucible::dist::Machine;

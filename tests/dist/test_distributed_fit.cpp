@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include "catch.h"
 
-#include "dist/backend.h"
-#include "dist/c10d_compat.h"
+#include "distributed/backend.h"
+#include "distributed/c10d_compat.h"
 #include "resumable_run.h"
 #include "torchrun_env.h"
 

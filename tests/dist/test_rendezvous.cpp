@@ -3,7 +3,7 @@
 
 #include <crucible/errors.h>
 
-#include "dist/rendezvous.h"
+#include "distributed/rendezvous.h"
 
 using crucible::dist::Env;
 using crucible::dist::from_environment;

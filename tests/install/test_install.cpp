@@ -41,6 +41,18 @@ TEST_CASE("an out-of-tree trial builds against the installed package and trains"
   REQUIRE(!rows.empty());
   CHECK(rows.back()["metrics"]["validation_accuracy"].get<double>() > 0.95);
 
+  // A plain main() of the user's runs the same experiment on two ranks through the public API.
+  auto own = run_command("CRUCIBLE_TRIAL_PATH=" + build + " " + build + "/my_fit " + project +
+                         "/blobs.yaml " + (tmp / "run2"));
+  INFO(own.output);
+  REQUIRE(own.exit_code == 0);
+  CHECK_THAT(own.output, Catch::Contains("[rank 0] trained "));
+  CHECK_THAT(own.output, Catch::Contains("[rank 1] trained "));
+  CHECK_THAT(read_file(tmp / "run2/trainer.log"), Catch::Contains("2 ranks over gloo"));
+  auto rows2 = read_metrics(tmp / "run2/metrics.jsonl");
+  REQUIRE(!rows2.empty());
+  CHECK(rows2.back()["metrics"]["validation_accuracy"].get<double>() > 0.95);
+
   // The installed trainer also finds the installed example trials by name.
   auto check = run_command(prefix + "/bin/trainer check " + std::string(CRUCIBLE_SOURCE_DIR) +
                            "/configs/fashion_mnist_cnn.yaml");

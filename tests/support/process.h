@@ -19,8 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "free_port.h"
 #include "util/file_system.h"
-#include "util/free_port.h"
 
 namespace crucible::testing {
 

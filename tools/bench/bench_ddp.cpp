@@ -18,9 +18,9 @@
 #include <fmt/format.h>
 
 #include "bench_util.h"
-#include "dist/collectives.h"
-#include "dist/grad_sync.h"
-#include "dist/rendezvous.h"
+#include "distributed/collectives.h"
+#include "distributed/grad_sync.h"
+#include "distributed/rendezvous.h"
 #include "launch/launcher.h"
 
 namespace {

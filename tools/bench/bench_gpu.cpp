@@ -239,10 +239,11 @@ int main(int argc, char** argv) {
     std::vector<Result> results;
     bool absent = false;
   };
-  std::vector<Runner> runners = {{"Crucible trainer fit (+ckpt)"},
-                                 {"hand-written LibTorch loop"},
-                                 {"plain PyTorch loop"},
-                                 {"PyTorch Lightning"}};
+  std::vector<Runner> runners;
+  for (const char* name : {"Crucible trainer fit (+ckpt)", "hand-written LibTorch loop",
+                           "plain PyTorch loop", "PyTorch Lightning"}) {
+    runners.push_back(Runner{name, {}, false});
+  }
   // Rounds interleave the runners so that drift of the machine hits all of them alike.
   for (int round = 0; round < rounds; ++round) {
     std::optional<Result> r[4] = {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "free_port.h"
 #include "util/file_system.h"
-#include "util/free_port.h"
 
 namespace bench {
 

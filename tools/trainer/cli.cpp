@@ -1,7 +1,8 @@
 #include "cli.h"
 
+#include <cerrno>
 #include <csignal>
-#include <fstream>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 
@@ -9,14 +10,6 @@
 #include <torch/version.h>
 
 #include <crucible/crucible.h>
-
-#include "dist/backend.h"
-#include "dist/collectives.h"
-#include "dist/rendezvous.h"
-#include "launch/launcher.h"
-#include "plugin/loader.h"
-#include "util/file_system.h"
-#include "util/parse.h"
 
 namespace crucible::cli {
 
@@ -105,7 +98,6 @@ struct Args {
   int64_t node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
-  std::vector<std::string> argv;  // the whole command line, for the launcher's workers
   bool allow_safe_changes = false;
   bool test_mode = false;
   bool quiet = false;
@@ -114,16 +106,17 @@ struct Args {
 
 // `text` as an integer of at least `min`, or a UsageError naming `flag`.
 int64_t positive(const std::string& text, const std::string& flag, int64_t min = 1) {
-  const auto v = util::whole_integer(text);
-  if (!v || *v < min) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < min) {
     throw UsageError(fmt::format("{} {}: expected an integer of at least {}", flag, text, min));
   }
-  return *v;
+  return v;
 }
 
 Args parse(const std::vector<std::string>& args) {
   Args a;
-  a.argv = args;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     auto value = [&](const std::string& flag) -> std::string {
@@ -182,118 +175,36 @@ Args parse(const std::vector<std::string>& args) {
   return a;
 }
 
-std::string config_dir(const std::string& config_path) {
-  return util::parent_path(util::absolute(config_path));
-}
-
-// How long a rank waits for the others (the rendezvous, each collective):
-// $CRUCIBLE_DIST_TIMEOUT seconds when set, else resources.distributed_timeout_seconds.
-std::chrono::milliseconds dist_timeout(const ExperimentConfig& config) {
-  const char* env = std::getenv("CRUCIBLE_DIST_TIMEOUT");
-  const double seconds = env ? std::atof(env) : config.resources.distributed_timeout_seconds;
-  if (!(seconds > 0)) {
-    throw UsageError(fmt::format("CRUCIBLE_DIST_TIMEOUT={}: expected seconds > 0", env));
-  }
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
-// Runs this same command line under the built-in launcher: this node's share of the run's
-// `slots` (slots_per_trial counts the processes of all --nnodes nodes).
-int launch_workers(const Args& a, int64_t slots) {
-  if (a.node_rank >= a.nnodes) {
-    throw UsageError(fmt::format("--node-rank {} is outside --nnodes {}", a.node_rank, a.nnodes));
-  }
-  if (slots % a.nnodes != 0) {
-    throw UsageError(fmt::format(
-        "resources.slots_per_trial ({}) must be a multiple of --nnodes ({}): every node runs "
-        "the same number of slots",
-        slots, a.nnodes));
-  }
-  launch::LaunchOptions options;
-  options.command = {util::read_symlink("/proc/self/exe")};
-  options.command.insert(options.command.end(), a.argv.begin(), a.argv.end());
-  options.slots = slots / a.nnodes;
-  options.nnodes = a.nnodes;
-  options.node_rank = a.node_rank;
-  options.master_addr = a.master_addr;
-  options.master_port = a.master_port;
-  const launch::LaunchResult result = launch::launch(options, std::cout, std::cerr);
-  if (!result.failure.empty()) std::cerr << "error: " << result.failure << "\n";
-  return result.exit_code;
-}
-
 int fit(const Args& a) {
-  if (a.config.empty() == a.resume.empty()) {
-    throw UsageError("trainer fit needs exactly one of CONFIG and --resume RUN_DIR");
-  }
-  if (!a.resume.empty() && !a.output.empty()) {
-    throw UsageError(
-        "--resume continues a run in its own directory; --output cannot be combined with it");
-  }
-  const std::string path = a.resume.empty() ? a.config : a.resume + "/config.yaml";
-  if (!a.resume.empty() && !util::exists(path)) {
-    throw UsageError(
-        fmt::format("--resume {}: not a run directory (no config.yaml in it)", a.resume));
-  }
-  std::vector<std::string> overrides = a.overrides;
-  if (a.slots) overrides.push_back(fmt::format("resources.slots_per_trial={}", *a.slots));
-  ExperimentConfig config = load_experiment_config(path, overrides);
-  TrialFactory factory = plugin::resolve_entrypoint(config.entrypoint, config_dir(path));
-  const auto rendezvous = dist::from_environment(dist::process_environment());
-  if (!rendezvous && (config.resources.slots_per_trial > 1 || a.nnodes > 1)) {
-    // One clear error here rather than one per worker.
-    factory.check_evaluation_methods();
-    dist::use_nccl(config.resources.distributed_backend, dist::rank_device(0),
-                   config.resources.slots_per_trial / a.nnodes);
-    return launch_workers(a, config.resources.slots_per_trial);
-  }
-  DistributedContext distributed;
-  if (rendezvous) {
-    const bool nccl = dist::use_nccl(config.resources.distributed_backend,
-                                     dist::rank_device(rendezvous->topology.local_rank),
-                                     rendezvous->topology.local_size);
-    distributed = dist::connect(*rendezvous, dist_timeout(config), nccl);
-  }
-  FitOptions options;
-  options.distributed(distributed);
-  options.test_mode(a.test_mode)
+  ExperimentOptions options;
+  options.config_file(a.config)
+      .overrides(a.overrides)
+      .slots(a.slots)
+      .nnodes(a.nnodes)
+      .node_rank(a.node_rank)
+      .master_addr(a.master_addr)
+      .master_port(a.master_port);
+  options.fit()
+      .test_mode(a.test_mode)
       .output_dir(a.output)
       .resume_dir(a.resume)
       .console(!a.quiet)
       .allow_safe_changes(a.allow_safe_changes)
       .warm_start(a.warm_start);
-  const FitResult result = Trainer(std::move(config), std::move(factory)).fit(options);
-  return result.stopped ? kExitStopped : kExitOk;
-}
-
-// The trainer for a checkpoint: the config it was written with, and its trial.
-Trainer trainer_for_checkpoint(const std::string& dir) {
-  if (dir.empty()) throw UsageError("--checkpoint DIR is required");
-  const std::string meta_path = util::join(dir, "metadata.json");
-  std::ifstream in(meta_path);
-  if (!in) {
-    throw UsageError(
-        fmt::format("--checkpoint {}: not a checkpoint (no readable metadata.json)", dir));
-  }
-  const auto meta = nlohmann::json::parse(in, nullptr, false);
-  if (meta.is_discarded() || !meta.contains("config")) {
-    throw TrainingError(fmt::format("{}: damaged or not Crucible checkpoint metadata", meta_path));
-  }
-  ExperimentConfig config = parse_experiment_config(meta["config"].get<std::string>(), meta_path);
-  const std::string run_dir = util::parent_path(util::parent_path(util::absolute(dir)));
-  TrialFactory factory = plugin::resolve_entrypoint(config.entrypoint, run_dir);
-  return Trainer(std::move(config), std::move(factory));
+  const ExperimentResult result = run_experiment(options);
+  if (!result.failure.empty()) std::cerr << "error: " << result.failure << "\n";
+  return result.exit_code;
 }
 
 int validate(const Args& a) {
-  const nlohmann::json metrics = trainer_for_checkpoint(a.checkpoint).validate(a.checkpoint);
+  const nlohmann::json metrics = Trainer::from_checkpoint(a.checkpoint).validate(a.checkpoint);
   std::cout << metrics.dump(2) << "\n";
   return kExitOk;
 }
 
 int predict(const Args& a) {
   const std::string output = a.output.empty() ? "predictions.pt" : a.output;
-  const int64_t rows = trainer_for_checkpoint(a.checkpoint).predict(a.checkpoint, output);
+  const int64_t rows = Trainer::from_checkpoint(a.checkpoint).predict(a.checkpoint, output);
   std::cout << "wrote " << rows << " predictions to " << output << "\n";
   return kExitOk;
 }
@@ -301,7 +212,7 @@ int predict(const Args& a) {
 int check(const Args& a) {
   if (a.config.empty()) throw UsageError("trainer check needs a CONFIG file");
   ExperimentConfig config = load_experiment_config(a.config, a.overrides);
-  TrialFactory factory = plugin::resolve_entrypoint(config.entrypoint, config_dir(a.config));
+  TrialFactory factory = load_trial(config);
   factory.check_evaluation_methods();
   std::cout << "# " << a.config << ": OK (trial " << factory.name << ")\n" << to_yaml(config);
   return kExitOk;

@@ -75,7 +75,7 @@ struct ReproducibilityConfig {
   uint64_t experiment_seed = 0;
 };
 
-// A validated experiment file (DESIGN.md §1). Every field has its default when the file omits it.
+// A validated experiment file. Every field has its default when the file omits it.
 struct ExperimentConfig {
   std::string name;
   std::string description;

@@ -7,6 +7,7 @@
 #include <crucible/data.h>
 #include <crucible/distributed.h>
 #include <crucible/errors.h>
+#include <crucible/experiment.h>
 #include <crucible/metrics.h>
 #include <crucible/optim.h>
 #include <crucible/registry.h>

@@ -110,12 +110,12 @@ class DataLoader {
   // Turns pin_memory on or off for the batches built from now on (see DataLoaderOptions).
   void set_pin_memory(bool pin);
   // Yields every batch on `device` from now on (turning pin_memory on for CUDA). With
-  // num_workers > 0, next() also takes the following batch of the same epoch from the workers and
-  // starts its copy before returning, on a side stream on CUDA, so that it travels while the
-  // caller computes; position() and the batches yielded are the same as without a device, and an
-  // error building that batch is thrown by the next() that returns it. The trainer sets the device
-  // of the training, validation and prediction loaders it reads; a loader handed to a trial's
-  // evaluate_full_dataset keeps yielding CPU batches.
+  // num_workers > 0, next() also takes the following batch of the same epoch from the workers,
+  // when they have built it already, and starts its copy before returning, on a side stream on
+  // CUDA, so that it travels while the caller computes; position() and the batches yielded are the
+  // same as without a device, and an error building that batch is thrown by the next() that returns
+  // it. The trainer sets the device of the training, validation and prediction loaders it reads; a
+  // loader handed to a trial's evaluate_full_dataset keeps yielding CPU batches.
   void set_device(torch::Device device);
   const std::shared_ptr<Dataset>& dataset() const;
   // Examples in the dataset.

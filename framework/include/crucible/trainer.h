@@ -33,8 +33,8 @@ struct FitOptions {
   // A checkpoint whose model weights initialise the trial's models (fine-tuning); optimizer,
   // schedulers and counters start fresh.
   CRUCIBLE_OPTION(std::string, warm_start)
-  // The ranks this process trains with (dist::connect, or `trainer fit` in a launched worker);
-  // must have resources.slots_per_trial ranks. Default: one process.
+  // The ranks this process trains with (join_launched_run in experiment.h; run_experiment sets
+  // it); must have resources.slots_per_trial ranks. Default: one process.
   CRUCIBLE_OPTION(DistributedContext, distributed)
 #undef CRUCIBLE_OPTION
 
@@ -56,12 +56,17 @@ struct FitResult {
   bool stopped = false;            // stopped early by a signal, after checkpointing
 };
 
-// Runs one trial of an experiment: the fit loop of DESIGN.md §3, from the library. `trainer fit`
-// is a thin shell around it.
+// Runs one trial of an experiment in this process, on the ranks FitOptions gives: trains,
+// validates and checkpoints on the config's periods. run_experiment (experiment.h) builds one.
 class Trainer {
  public:
   // Requires a config whose hyperparameters are all constants.
   Trainer(ExperimentConfig config, TrialFactory factory);
+  // The trainer of checkpoint `dir` (a run's checkpoints/batch-<N>): the config the checkpoint
+  // was written with, and its trial, looked up as load_trial does from the run's directory.
+  // Throws UsageError when `dir` has no readable metadata.json, TrainingError when the metadata
+  // is damaged, PluginError as load_trial.
+  static Trainer from_checkpoint(const std::string& dir);
   // Trains until max_length (or the test-mode round trip). Throws crucible::Error subclasses
   // with a user-facing message; the last checkpoint written stays loadable.
   // SIGTERM, SIGUSR1 and a first SIGINT finish the current batch, write a checkpoint and return

@@ -130,10 +130,6 @@ std::vector<char> read_bytes(const std::string& path) {
   return out;
 }
 
-std::string crc32_hex(const std::vector<char>& bytes) {
-  return hex(crc32_update(crc32(0L, Z_NULL, 0), bytes.data(), bytes.size()));
-}
-
 FileSum sum_file(const std::string& path) {
   const int fd = open_for_reading(path);
   std::vector<char> buf(1 << 20);

@@ -42,9 +42,6 @@ void fsync_path(const std::string& path);
 // The whole file. Throws std::runtime_error when it cannot be read.
 std::vector<char> read_bytes(const std::string& path);
 
-// CRC-32 (zlib's) of a file's bytes as 8 lowercase hex digits.
-std::string crc32_hex(const std::vector<char>& bytes);
-
 // The size and CRC-32 of the file at `path`, read in fixed-size chunks. Throws
 // std::runtime_error when it cannot be read.
 struct FileSum {

@@ -47,6 +47,12 @@ class BatchPool {
     return std::move(node.mapped().batch);
   }
 
+  // Whether the batch take() returns next is built (take() would not wait).
+  bool ready() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ready_.count(consumed_) > 0;
+  }
+
  private:
   struct Slot {
     Batch batch;
@@ -296,12 +302,13 @@ Batch DataLoader::next() {
   const DataPosition current = impl.position;
   impl.position = impl.advance(current, 1);
   if (!impl.stage) return impl.take_host(current);
-  // With workers, the batch after this one in the same epoch is taken now and its copy started
-  // (the stage then always holds the batch at `position`); on the caller's thread it would only
-  // move the build earlier.
+  // When the workers have already built the batch after this one in the same epoch, it is taken
+  // now and its copy started (the stage then holds the batch at `position`). Waiting for it here
+  // would undo the overlap of building with the caller's work; building it on the caller's
+  // thread would only move the build earlier.
   Batch batch =
       impl.stage->holding() ? impl.stage->take() : impl.stage->place(impl.take_host(current));
-  if (impl.options.num_workers() > 0 && impl.position.epoch == current.epoch) {
+  if (impl.pool && impl.pool->ready() && impl.position.epoch == current.epoch) {
     impl.stage_ahead(impl.position);
   }
   return batch;

@@ -21,7 +21,7 @@
 
 #include <crucible/errors.h>
 
-#include "dist/c10d_compat.h"
+#include "distributed/c10d_compat.h"
 #include "util/error_text.h"
 
 extern char** environ;

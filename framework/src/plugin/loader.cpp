@@ -1,5 +1,7 @@
 #include "plugin/loader.h"
 
+#include <crucible/experiment.h>
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -156,3 +158,13 @@ TrialFactory resolve_entrypoint(const std::string& entrypoint, const std::string
 }
 
 }  // namespace crucible::plugin
+
+namespace crucible {
+
+TrialFactory load_trial(const ExperimentConfig& config, const std::string& search_dir) {
+  return plugin::resolve_entrypoint(
+      config.entrypoint,
+      search_dir.empty() ? util::parent_path(util::absolute(config.source_path)) : search_dir);
+}
+
+}  // namespace crucible

@@ -4,8 +4,8 @@
 #include <cctype>
 
 #include "data/shuffle.h"
-#include "dist/backend.h"
-#include "dist/grad_sync.h"
+#include "distributed/backend.h"
+#include "distributed/grad_sync.h"
 
 namespace crucible::train {
 

@@ -101,9 +101,7 @@ void TrialContext::step_optimizer(const Optimizer& optimizer) {
   }
   optimizer->step();
   zero_gradients(*optimizer);
-  state_->stepped_this_batch.insert(optimizer.get());
-  state_->stepped_this_epoch.insert(optimizer.get());
-  ++state_->optimizer_steps[optimizer.get()];
+  state_->steps.record(optimizer.get());
 }
 
 const nlohmann::json& TrialContext::hparam_value(const std::string& name) const {

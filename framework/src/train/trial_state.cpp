@@ -1,9 +1,5 @@
 #include "train/trial_state.h"
 
-#include <fmt/format.h>
-
-#include <crucible/errors.h>
-
 namespace crucible::detail {
 
 bool is_update_batch(const TrialState& state) {
@@ -24,38 +20,14 @@ dist::GradientSync& gradient_sync(TrialState& state, const Optimizer& optimizer)
   return *sync;
 }
 
-nlohmann::json optimizer_counters(const TrialState& state) {
-  nlohmann::json steps = nlohmann::json::array();
-  nlohmann::json stepped = nlohmann::json::array();
-  for (size_t i = 0; i < state.optimizers.size(); ++i) {
-    const auto* opt = state.optimizers[i].get();
-    auto it = state.optimizer_steps.find(opt);
-    steps.push_back(it == state.optimizer_steps.end() ? int64_t{0} : it->second);
-    if (state.stepped_this_epoch.count(opt)) stepped.push_back(i);
-  }
-  return {{"optimizer_steps", steps}, {"stepped_this_epoch", stepped}};
-}
-
-void restore_optimizer_counters(TrialState& state, const nlohmann::json& counters) {
-  const auto steps = counters.value("optimizer_steps", nlohmann::json::array());
-  const auto stepped = counters.value("stepped_this_epoch", nlohmann::json::array());
-  if (steps.size() != state.optimizers.size()) {
-    throw TrainingError(
-        fmt::format("checkpoint counts steps of {} optimizer(s), the trial wraps {}", steps.size(),
-                    state.optimizers.size()));
-  }
-  state.optimizer_steps.clear();
-  state.stepped_this_epoch.clear();
-  for (size_t i = 0; i < steps.size(); ++i) {
-    state.optimizer_steps[state.optimizers[i].get()] = steps[i].get<int64_t>();
-  }
-  for (const auto& i : stepped) {
-    const auto index = i.get<size_t>();
-    if (index >= state.optimizers.size()) {
-      throw TrainingError(fmt::format("checkpoint names optimizer {}, the trial wraps {}", index,
-                                      state.optimizers.size()));
+void step_schedulers(TrialState& state, StepMode mode) {
+  for (auto& s : state.schedulers) {
+    const auto* optimizer = s.scheduler->optimizer().get();
+    if (s.mode == mode &&
+        (mode == StepMode::EveryBatch ? state.steps.stepped_this_batch(optimizer)
+                                      : state.steps.stepped_this_epoch(optimizer))) {
+      s.scheduler->step();
     }
-    state.stepped_this_epoch.insert(state.optimizers[index].get());
   }
 }
 

@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -13,7 +12,8 @@
 #include <crucible/metrics.h>
 #include <crucible/optim.h>
 
-#include "dist/grad_sync.h"
+#include "distributed/grad_sync.h"
+#include "train/optimizer_steps.h"
 
 namespace crucible::detail {
 
@@ -44,9 +44,7 @@ struct TrialState {
 
   int64_t batch_idx = 0;  // the batch being trained
   int64_t epoch_len = 1;
-  std::set<const torch::optim::Optimizer*> stepped_this_batch;
-  std::set<const torch::optim::Optimizer*> stepped_this_epoch;
-  std::map<const torch::optim::Optimizer*, int64_t> optimizer_steps;  // steps taken, ever
+  train::OptimizerSteps steps;
 };
 
 // Whether the batch being trained ends an accumulation window (the optimizers step on it).
@@ -57,11 +55,8 @@ bool is_update_batch(const TrialState& state);
 // are averaged when it steps.
 dist::GradientSync& gradient_sync(TrialState& state, const Optimizer& optimizer);
 
-// The optimizer counters a checkpoint carries, by wrapped-optimizer index:
-// {"optimizer_steps": [n, ...], "stepped_this_epoch": [i, ...]}.
-nlohmann::json optimizer_counters(const TrialState& state);
-// Restores what optimizer_counters() returned. Throws TrainingError when it names an optimizer
-// the trial does not wrap.
-void restore_optimizer_counters(TrialState& state, const nlohmann::json& counters);
+// Steps every scheduler of `mode` whose optimizer stepped: for EveryBatch on the batch being
+// trained, for EveryEpoch in the epoch that ends with it.
+void step_schedulers(TrialState& state, StepMode mode);
 
 }  // namespace crucible::detail

@@ -1,4 +1,4 @@
-#include "dist/rendezvous.h"
+#include "distributed/rendezvous.h"
 
 #include <algorithm>
 #include <cstdlib>

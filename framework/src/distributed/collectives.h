@@ -11,8 +11,8 @@
 
 #include <crucible/distributed.h>
 
-#include "dist/c10d_compat.h"
-#include "dist/rendezvous.h"
+#include "distributed/c10d_compat.h"
+#include "distributed/rendezvous.h"
 
 namespace crucible::detail {
 

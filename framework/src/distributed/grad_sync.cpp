@@ -1,4 +1,4 @@
-#include "dist/grad_sync.h"
+#include "distributed/grad_sync.h"
 
 #include <mutex>
 
@@ -9,7 +9,7 @@
 
 #include <crucible/errors.h>
 
-#include "dist/collectives.h"
+#include "distributed/collectives.h"
 
 namespace crucible::dist {
 

@@ -1,4 +1,4 @@
-#include "dist/c10d_compat.h"
+#include "distributed/c10d_compat.h"
 
 #include <string_view>
 #include <type_traits>

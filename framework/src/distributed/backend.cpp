@@ -1,4 +1,4 @@
-#include "dist/backend.h"
+#include "distributed/backend.h"
 
 #include <fmt/format.h>
 

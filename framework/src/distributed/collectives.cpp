@@ -1,4 +1,4 @@
-#include "dist/collectives.h"
+#include "distributed/collectives.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>

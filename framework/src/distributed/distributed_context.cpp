@@ -2,7 +2,7 @@
 
 #include <crucible/errors.h>
 
-#include "dist/collectives.h"
+#include "distributed/collectives.h"
 
 namespace crucible {
 

@@ -1,0 +1,85 @@
+#pragma once
+
+// Running an experiment file the way `trainer fit` does, from a program of one's own.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/arg.h>
+
+#include <crucible/config.h>
+#include <crucible/distributed.h>
+#include <crucible/errors.h>
+#include <crucible/registry.h>
+#include <crucible/trainer.h>
+
+namespace crucible {
+
+struct ExperimentOptions {
+  // The experiment file. Exactly one of config_file and fit().resume_dir() is given; a resumed
+  // run is read from <resume_dir>/config.yaml.
+  TORCH_ARG(std::string, config_file);
+  // Config overrides, each "dotted.key=value" with the value typed by YAML, applied in order.
+  TORCH_ARG(std::vector<std::string>, overrides);
+  // resources.slots_per_trial, in place of the file's.
+  TORCH_ARG(std::optional<int64_t>, slots);
+  // A run over `nnodes` machines: each runs run_experiment with its own node_rank and runs
+  // slots_per_trial / nnodes workers; node 0 serves the rendezvous at master_addr:master_port
+  // (port 0: a free one, only with one node).
+  TORCH_ARG(int64_t, nnodes) = 1;
+  TORCH_ARG(int64_t, node_rank) = 0;
+  TORCH_ARG(std::string, master_addr) = "127.0.0.1";
+  TORCH_ARG(int, master_port) = 0;
+  // How each process fits (output_dir, resume_dir, test_mode, console, allow_safe_changes,
+  // warm_start). Its distributed() is ignored: run_experiment sets it.
+  TORCH_ARG(FitOptions, fit);
+  // The command every launched worker runs: program and arguments. It must call run_experiment
+  // with these same options. Empty: this process's own command line (/proc/self/exe and its
+  // arguments).
+  TORCH_ARG(std::vector<std::string>, worker_command);
+};
+
+struct ExperimentResult {
+  // The exit code errors.h documents for the outcome: kExitOk, kExitStopped (stopped by a signal
+  // after a checkpoint), or the exit code of the first launched worker that failed.
+  int exit_code = kExitOk;
+  // This process's fit; absent in a process that only launched the workers.
+  std::optional<FitResult> fit;
+  // When a launched worker failed: its rank, its exit status and the tail of its output.
+  std::string failure;
+};
+
+// Runs an experiment: reads its config (config_file, or the run's config.yaml when resuming,
+// with overrides and slots applied), loads its trial library (load_trial), and then
+//   - in a process an outside launcher started (torchrun, mpirun, srun, or Crucible's own
+//     launcher): joins that run (join_launched_run) and fits this rank;
+//   - otherwise, when the run has several slots or nodes: starts this node's share of the
+//     workers, each running worker_command, prefixes each line they print with "[rank R] " on
+//     stdout or stderr, stops them all when one fails, and waits for them;
+//   - otherwise: fits in this process.
+// Forwards SIGTERM, SIGUSR1 and SIGINT to launched workers. Throws UsageError for inconsistent
+// options, ConfigError, PluginError and the errors of Trainer::fit; a worker's failure is
+// returned, not thrown.
+ExperimentResult run_experiment(const ExperimentOptions& options);
+
+// The factory of the trial `config.entrypoint` names ("<library>:<TrialClass>"). A library given
+// by name (lib<name>.so) is looked up in $CRUCIBLE_TRIAL_PATH (colon-separated), `search_dir`
+// (default: the directory of config.source_path), the running program's directory and
+// <prefix>/lib/crucible/trials; a path is taken relative to `search_dir`, then to the working
+// directory. Throws PluginError when the library is not found (listing where it looked), cannot
+// be loaded, is not a Crucible trial library or was built against another ABI, or when the
+// class is not registered in it (listing those that are).
+TrialFactory load_trial(const ExperimentConfig& config, const std::string& search_dir = "");
+
+// Joins the distributed run that an outside launcher started this process in, as its
+// environment describes it (torchrun's RANK, WORLD_SIZE, ...; Open MPI's OMPI_COMM_WORLD_*;
+// a Slurm step's SLURM_*): connects to the rendezvous store and builds the process groups that
+// resources.distributed_backend picks. Every wait for another rank fails after
+// resources.distributed_timeout_seconds, or $CRUCIBLE_DIST_TIMEOUT seconds when set. Returns
+// nullopt when the environment describes no run. Throws UsageError naming a malformed variable,
+// and TrainingError naming the rank and the address when a peer cannot be reached.
+std::optional<DistributedContext> join_launched_run(const ExperimentConfig& config);
+
+}  // namespace crucible

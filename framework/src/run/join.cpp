@@ -1,0 +1,37 @@
+#include <crucible/experiment.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "distributed/backend.h"
+#include "distributed/collectives.h"
+#include "distributed/rendezvous.h"
+
+namespace crucible {
+namespace {
+
+// How long a rank waits for the others (the rendezvous, each collective):
+// $CRUCIBLE_DIST_TIMEOUT seconds when set, else resources.distributed_timeout_seconds.
+std::chrono::milliseconds dist_timeout(const ExperimentConfig& config) {
+  const char* env = std::getenv("CRUCIBLE_DIST_TIMEOUT");
+  const double seconds = env ? std::atof(env) : config.resources.distributed_timeout_seconds;
+  if (!(seconds > 0)) {
+    throw UsageError(fmt::format("CRUCIBLE_DIST_TIMEOUT={}: expected seconds > 0", env));
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+}  // namespace
+
+std::optional<DistributedContext> join_launched_run(const ExperimentConfig& config) {
+  const auto rendezvous = dist::from_environment(dist::process_environment());
+  if (!rendezvous) return std::nullopt;
+  const bool nccl = dist::use_nccl(config.resources.distributed_backend,
+                                   dist::rank_device(rendezvous->topology.local_rank),
+                                   rendezvous->topology.local_size);
+  return dist::connect(*rendezvous, dist_timeout(config), nccl);
+}
+
+}  // namespace crucible

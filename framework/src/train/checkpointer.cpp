@@ -1,0 +1,115 @@
+#include "train/checkpointer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <torch/version.h>
+
+#include <crucible/version.h>
+
+#include "checkpoint/checkpoint.h"
+#include "util/file_system.h"
+
+namespace crucible::train {
+
+void Checkpointer::track_existing() {
+  for (const auto& dir : checkpoint::list(run_.path)) track(dir);
+}
+
+void Checkpointer::track(const std::string& dir) {
+  std::ifstream in(dir + "/metadata.json");
+  const auto meta = nlohmann::json::parse(in, nullptr, false);
+  if (meta.is_discarded()) return;  // damaged: never counted, never deleted here
+  checkpoint::Entry entry{dir, meta.value("batches", int64_t{0}), std::nullopt};
+  const auto state = meta.value("trainer_state", nlohmann::json::object());
+  const auto validation = state.value("last_validation", nlohmann::json::object());
+  if (state.value("validated_at", int64_t{-1}) == entry.batches &&
+      validation.contains(config_.searcher.metric)) {
+    entry.metric = validation[config_.searcher.metric].get<double>();
+  }
+  checkpoints_.push_back(entry);
+}
+
+void Checkpointer::forget(const std::string& dir) {
+  checkpoints_.erase(std::remove_if(checkpoints_.begin(), checkpoints_.end(),
+                                    [&](const auto& e) { return e.dir == dir; }),
+                     checkpoints_.end());
+}
+
+nlohmann::json Checkpointer::metadata(TrialSession& session, const FitState& state,
+                                      const metrics::Progress& progress,
+                                      const DataPosition& position,
+                                      const nlohmann::json& training) const {
+  const detail::TrialState& trial = session.state();
+  const nlohmann::json optimizer_counters = trial.steps.to_json(trial.optimizers);
+  return {
+      {"crucible_version", CRUCIBLE_VERSION_STRING},
+      {"libtorch_version", TORCH_VERSION},
+      {"trial_class", factory_.name},
+      {"entrypoint", config_.entrypoint},
+      {"hyperparameters", trial.hparams},
+      {"config", to_yaml(config_)},
+      {"batches", state.batches},
+      {"records", progress.records},
+      {"epochs", progress.epochs},
+      {"optimizer_steps", optimizer_counters["optimizer_steps"]},
+      {"data_position", {{"epoch", position.epoch}, {"batch", position.batch}}},
+      {"validation",
+       state.validated_at == state.batches ? state.last_validation : nlohmann::json::object()},
+      {"trainer_state",
+       {{"training",
+         dist_.distributed() ? nlohmann::json(dist_.allgather_object(training)) : training},
+        {"last_validation", state.last_validation},
+        {"validated_at", state.validated_at},
+        {"optimizer_counters", optimizer_counters},
+        {"best_metric",
+         state.best_metric ? nlohmann::json(*state.best_metric) : nlohmann::json()}}},
+  };
+}
+
+void Checkpointer::save(TrialSession& session, FitState& state, const metrics::Progress& progress,
+                        const DataPosition& position, const nlohmann::json& training) {
+  if (state.checkpointed_at == state.batches) return;
+  const nlohmann::json meta = metadata(session, state, progress, position, training);
+  const auto started = std::chrono::steady_clock::now();
+  // Every rank's generators (CPU, and its GPU's): the chief writes them all.
+  checkpoint::RankGenerators generators;
+  if (dist_.distributed()) {
+    generators.cpu = dist_.allgather(at::detail::getDefaultCPUGenerator().get_state());
+    const torch::Device device = session.state().device;
+    if (device.is_cuda()) {
+      generators.cuda = dist_.allgather(at::globalContext().defaultGenerator(device).get_state());
+    }
+  }
+  std::string dir = util::join(run_.checkpoints(), checkpoint::directory_name(state.batches));
+  if (dist_.is_chief()) {
+    dir = checkpoint::save(run_.path, state.batches, session.contents(), meta, generators);
+    forget(dir);
+    track(dir);
+    apply_retention();
+  }
+  dist_.barrier();  // the checkpoint exists for every rank from here on
+  state.last_checkpoint = dir;
+  state.checkpointed_at = state.batches;
+  logger_.info(fmt::format(
+      "[checkpoint] batch {:>7}  {} ({:.3f}s)", state.batches, dir,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));
+}
+
+void Checkpointer::apply_retention() {
+  const auto& storage = config_.checkpoint_storage;
+  for (const auto& dir :
+       checkpoint::to_delete(checkpoints_, storage.save_trial_latest, storage.save_trial_best,
+                             config_.searcher.smaller_is_better)) {
+    try {
+      util::remove_all(dir);
+    } catch (const std::exception& e) {
+      logger_.warn(fmt::format("cannot delete old checkpoint {}: {}", dir, e.what()));
+    }
+    forget(dir);
+  }
+}
+
+}  // namespace crucible::train

@@ -1,0 +1,59 @@
+#pragma once
+
+// A fit's checkpoints: their metadata, and which of them retention keeps.
+
+#include <string>
+#include <vector>
+
+#include <crucible/config.h>
+#include <crucible/data.h>
+#include <crucible/distributed.h>
+#include <crucible/registry.h>
+
+#include "checkpoint/retention.h"
+#include "metrics/sinks.h"
+#include "train/fit_state.h"
+#include "train/run_dir.h"
+#include "train/session.h"
+#include "util/logger.h"
+
+namespace crucible::train {
+
+// Writes the checkpoints of one run (the chief writes, every rank takes part) and deletes those
+// that checkpoint_storage's retention counts no longer keep.
+class Checkpointer {
+ public:
+  Checkpointer(const ExperimentConfig& config, const TrialFactory& factory, RunDir run,
+               const DistributedContext& dist, util::Logger& logger)
+      : config_(config), factory_(factory), run_(std::move(run)), dist_(dist), logger_(logger) {}
+
+  // Counts the checkpoints already in the run for retention (the chief's; a damaged one is
+  // never counted, so never deleted).
+  void track_existing();
+
+  // Writes the checkpoint of `session` at state.batches on every rank, unless one was written at
+  // that batch already, and records it in state.last_checkpoint and state.checkpointed_at.
+  // `progress` is where state.batches stands, `position` the training loader's, `training` this
+  // rank's pending training sums. Every rank's generators are saved. Returns when the checkpoint
+  // exists for every rank. Throws TrainingError naming the path when writing fails; existing
+  // checkpoints stay.
+  void save(TrialSession& session, FitState& state, const metrics::Progress& progress,
+            const DataPosition& position, const nlohmann::json& training);
+
+ private:
+  nlohmann::json metadata(TrialSession& session, const FitState& state,
+                          const metrics::Progress& progress, const DataPosition& position,
+                          const nlohmann::json& training) const;
+  void track(const std::string& dir);
+  void forget(const std::string& dir);
+  void apply_retention();
+
+  const ExperimentConfig& config_;
+  const TrialFactory& factory_;
+  const RunDir run_;
+  const DistributedContext& dist_;
+  util::Logger& logger_;
+  std::vector<checkpoint::Entry> checkpoints_;
+};
+
+}  // namespace crucible::train

@@ -1,0 +1,266 @@
+#include "train/fit_loop.h"
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+
+#include "checkpoint/checkpoint.h"
+#include "distributed/backend.h"
+#include "distributed/collectives.h"
+#include "train/checkpointer.h"
+#include "train/reporter.h"
+#include "train/run_start.h"
+#include "train/schedule.h"
+#include "train/session.h"
+#include "train/stop_signals.h"
+#include "train/stop_vote.h"
+#include "train/test_mode.h"
+#include "util/logger.h"
+
+namespace crucible::train {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// One fit of one trial: the session, its training loader, and the parts that report,
+// checkpoint and agree on stopping.
+class FitLoop {
+ public:
+  FitLoop(const ExperimentConfig& config, const TrialFactory& factory, const FitOptions& options)
+      : config_(config),
+        factory_(factory),
+        options_(options),
+        dist_(options.distributed()),
+        reporter_(config, dist_),
+        stop_vote_(dist_) {}
+
+  FitResult run() {
+    StopSignals signals;
+    set_up();
+    FitResult result;
+    result.run_dir = run_.path;
+    each_callback("on_training_start", [](Callback& c) { c.on_training_start(); });
+    if (options_.test_mode()) {
+      test_mode();
+    } else {
+      result.stopped = train();
+    }
+    each_callback("on_training_end", [](Callback& c) { c.on_training_end(); });
+    result.batches_trained = state_.batches;
+    result.last_validation = state_.last_validation;
+    result.last_checkpoint = state_.last_checkpoint;
+    logger_.info(fmt::format("{}: {} batches; run directory {}",
+                             result.stopped ? "stopped" : "done", state_.batches, run_.path));
+    return result;
+  }
+
+ private:
+  // Returns true when a signal stopped training early.
+  bool train() {
+    reporter_.restart_clock();
+    if (config_.perform_initial_validation && state_.batches == 0 && state_.validated_at != 0) {
+      validate();
+    }
+    while (state_.batches < max_batches_) {
+      train_one();
+      if (state_.batches % config_.scheduling_unit == 0) report_training();
+      if (schedule_.fires(config_.min_validation_period, state_.batches)) {
+        const bool best = validate();
+        if (config_.checkpoint_policy == CheckpointPolicy::kAll ||
+            (config_.checkpoint_policy == CheckpointPolicy::kBest && best)) {
+          save_checkpoint();
+        }
+      }
+      if (schedule_.fires(config_.min_checkpoint_period, state_.batches)) save_checkpoint();
+      if (const int sig = stop_vote_.agreed()) {
+        logger_.info(fmt::format("received {}: checkpointing at batch {} and stopping",
+                                 strsignal(sig), state_.batches));
+        save_checkpoint();
+        return true;
+      }
+    }
+    stop_vote_.finish();
+    report_training();
+    if (state_.validated_at != state_.batches) validate();
+    save_checkpoint();
+    return false;
+  }
+
+  // Trains batch number state_.batches and advances the counters.
+  void train_one() {
+    detail::TrialState& trial = session_->state();
+    const int64_t batch_idx = state_.batches;
+    trial.batch_idx = batch_idx;
+    trial.steps.begin_batch();
+    const int64_t epoch_idx = schedule_.epoch_of(batch_idx);
+    if (batch_idx % schedule_.epoch_len == 0) {
+      each_callback("on_training_epoch_start",
+                    [&](Callback& c) { c.on_training_epoch_start(epoch_idx); });
+    }
+    Batch batch = call_trial(named("training data loader"), [&] { return train_loader_.next(); });
+    Metrics m =
+        call_trial([&] { return fmt::format("train_batch (batch {})", batch_idx); },
+                   [&] { return session_->trial().train_batch(batch, epoch_idx, batch_idx); });
+    if (trial.buffers) trial.buffers->run();
+    reporter_.add_training(m, batch_idx);
+    detail::step_schedulers(trial, StepMode::EveryBatch);
+    ++state_.batches;
+    if (state_.batches % schedule_.epoch_len == 0) {
+      detail::step_schedulers(trial, StepMode::EveryEpoch);
+      trial.steps.end_epoch();
+      each_callback("on_training_epoch_end",
+                    [&](Callback& c) { c.on_training_epoch_end(epoch_idx); });
+    }
+  }
+
+  // Validates (at most `max_batches` batches when >= 0); returns whether the result is the best
+  // so far.
+  bool validate(int64_t max_batches = -1) {
+    report_training();
+    each_callback("on_validation_start", [](Callback& c) { c.on_validation_start(); });
+    const auto started = std::chrono::steady_clock::now();
+    const metrics::Values values = session_->validate(max_batches);
+    reporter_.report_validation(state_, values, seconds_since(started), progress());
+    each_callback("on_validation_end", [&](Callback& c) { c.on_validation_end(values); });
+    reporter_.restart_clock();
+    return reporter_.record_best(state_);
+  }
+
+  void report_training() { reporter_.report_training(state_, progress()); }
+
+  void save_checkpoint() {
+    if (state_.checkpointed_at == state_.batches) return;
+    // Never a checkpoint of a model whose loss already diverged.
+    reporter_.check_training_finite(state_);
+    checkpointer_->save(*session_, state_, progress(), train_loader_.position(),
+                        reporter_.training_state());
+    each_callback("on_checkpoint_end",
+                  [&](Callback& c) { c.on_checkpoint_end(state_.last_checkpoint); });
+    reporter_.restart_clock();
+  }
+
+  // One training batch, one validation batch, a checkpoint saved and restored.
+  void test_mode() {
+    logger_.info("test mode: 1 training batch, 1 validation batch, checkpoint round trip");
+    reporter_.restart_clock();
+    train_one();
+    report_training();
+    validate(1);
+    save_checkpoint();
+    check_checkpoint_round_trip(*session_, state_.last_checkpoint, state_.batches, dist_.rank());
+    logger_.info("test mode: checkpoint round trip OK");
+  }
+
+  void set_up() {
+    check_runnable(config_, factory_, dist_);
+    const RunStart start = start_run(config_, options_, logger_);
+    run_ = start.run;
+    const torch::Device device = dist::rank_device(dist_.local_rank());
+    logger_.info(
+        fmt::format("{} run {}: trial {} on {}{}", start.resume_from.empty() ? "new" : "resuming",
+                    run_.path, config_.entrypoint, device.str(),
+                    dist_.distributed() ? fmt::format(", {} ranks over {}", dist_.size(),
+                                                      dist_.collectives()->backend_for(device))
+                                        : ""));
+    session_ = std::make_unique<TrialSession>(config_, factory_, dist_);
+    if (!options_.warm_start().empty()) {
+      checkpoint::load_weights(options_.warm_start(), session_->contents().models);
+      logger_.info("model weights from " + options_.warm_start());
+    }
+    Trial& trial = session_->trial();
+    train_loader_ = call_trial(named("build_training_data_loader"),
+                               [&] { return trial.build_training_data_loader(); });
+    if (!train_loader_.dataset()) {
+      throw TrainingError("build_training_data_loader returned an empty DataLoader");
+    }
+    if (train_loader_.options().seed() == 0) train_loader_.set_seed(session_->state().trial_seed);
+    train_loader_.shard(dist_.rank(), dist_.size(), ShardMode::kSplitBatches);
+    train_loader_.set_device(session_->state().device);
+    schedule_ = Schedule::make(config_, train_loader_.batches_per_epoch());
+    session_->state().epoch_len = schedule_.epoch_len;
+    max_batches_ = schedule_.to_batches(config_.max_length);
+
+    checkpointer_ = std::make_unique<Checkpointer>(config_, factory_, run_, dist_, logger_);
+    if (dist_.is_chief()) checkpointer_->track_existing();
+    if (!start.resume_from.empty()) restore(start.resume_from);
+    if (dist_.is_chief()) reporter_.open(run_.metrics_file(), &logger_);
+  }
+
+  // Continues from checkpoint `dir`: the trial's contents, the fit's state, the pending
+  // training metrics and the training loader's position.
+  void restore(const std::string& dir) {
+    const nlohmann::json meta =
+        checkpoint::load(dir, session_->contents(), dist_.rank(), session_->state().device);
+    const size_t gpus = meta.value("cuda_devices", size_t{0});
+    if (gpus != torch::cuda::device_count()) {
+      logger_.warn(fmt::format(
+          "{} was written by a process that saw {} GPU(s), this one sees {}: the GPU random "
+          "generators start afresh, so the run does not continue bitwise",
+          dir, gpus, torch::cuda::device_count()));
+    }
+    state_.batches = meta.at("batches").get<int64_t>();
+    const nlohmann::json saved = meta.value("trainer_state", nlohmann::json::object());
+    state_.last_validation = saved.value("last_validation", nlohmann::json::object());
+    state_.validated_at = saved.value("validated_at", int64_t{-1});
+    if (saved.contains("best_metric") && !saved["best_metric"].is_null()) {
+      state_.best_metric = saved["best_metric"].get<double>();
+    }
+    // Each rank's pending training metrics (one entry per rank in a distributed run).
+    const auto training = saved.value("training", nlohmann::json::object());
+    reporter_.restore_training(training.is_array() ? training.at(dist_.rank()) : training);
+    if (saved.contains("optimizer_counters")) {
+      detail::TrialState& trial = session_->state();
+      trial.steps.from_json(saved["optimizer_counters"], trial.optimizers);
+    }
+    state_.checkpointed_at = state_.batches;
+    state_.last_checkpoint = dir;
+    if (dist_.is_chief()) metrics::truncate_metrics_file(run_.metrics_file(), state_.batches);
+    const int64_t bpe = train_loader_.batches_per_epoch();
+    train_loader_.seek({state_.batches / bpe, state_.batches % bpe});
+    logger_.info(fmt::format("continuing from {} at batch {}", dir, state_.batches));
+  }
+
+  // Calls `hook` of every callback, in name order; what one throws names the callback.
+  template <class Hook>
+  void each_callback(const char* name, Hook&& hook) {
+    for (const auto& [callback_name, callback] : session_->callbacks()) {
+      call_trial([&] { return fmt::format("callback '{}' {}", callback_name, name); },
+                 [&] { hook(*callback); });
+    }
+  }
+
+  metrics::Progress progress() const {
+    return {state_.batches, schedule_.records(state_.batches), schedule_.epochs(state_.batches)};
+  }
+
+  const ExperimentConfig& config_;
+  const TrialFactory& factory_;
+  const FitOptions& options_;
+  const DistributedContext& dist_;
+
+  RunDir run_;
+  util::Logger logger_;
+  std::unique_ptr<TrialSession> session_;
+  DataLoader train_loader_;
+  Schedule schedule_;
+  int64_t max_batches_ = 0;
+  FitState state_;
+  Reporter reporter_;
+  StopVote stop_vote_;
+  std::unique_ptr<Checkpointer> checkpointer_;
+};
+
+}  // namespace
+
+FitResult fit(const ExperimentConfig& config, const TrialFactory& factory,
+              const FitOptions& options) {
+  return FitLoop(config, factory, options).run();
+}
+
+}  // namespace crucible::train

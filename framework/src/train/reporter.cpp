@@ -1,0 +1,68 @@
+#include "train/reporter.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+
+namespace crucible::train {
+
+void Reporter::open(const std::string& metrics_file, util::Logger* logger) {
+  writer_ = std::make_unique<metrics::MetricsWriter>(metrics_file, logger);
+}
+
+void Reporter::report_training(const FitState& state, const metrics::Progress& progress) {
+  if (training_.empty()) return;
+  const int64_t n = training_.batches();
+  const metrics::Values values = metrics::average_across_ranks(dist_, training_.flush());
+  const auto now = std::chrono::steady_clock::now();
+  const double elapsed = std::chrono::duration<double>(now - since_).count();
+  since_ = now;
+  if (writer_) {
+    writer_->write("training", progress, values,
+                   fmt::format("({:.1f} batches/s)", static_cast<double>(n) / elapsed));
+  }
+  check_finite(values, n, state);
+}
+
+void Reporter::check_training_finite(const FitState& state) const {
+  if (training_.empty()) return;
+  check_finite(metrics::average_across_ranks(dist_, training_.peek()), training_.batches(), state);
+}
+
+void Reporter::check_finite(const metrics::Values& values, int64_t n, const FitState& state) const {
+  for (const auto& [name, v] : values) {
+    if (!std::isfinite(v)) {
+      throw TrainingError(
+          fmt::format("training metric '{}' is {} over batches {}..{}; stopping. {}", name, v,
+                      state.batches - n, state.batches - 1, state.last_good_checkpoint()));
+    }
+  }
+}
+
+void Reporter::report_validation(FitState& state, const metrics::Values& values, double seconds,
+                                 const metrics::Progress& progress) {
+  if (writer_) writer_->write("validation", progress, values, fmt::format("({:.1f}s)", seconds));
+  state.last_validation = values;
+  state.validated_at = state.batches;
+}
+
+bool Reporter::record_best(FitState& state) const {
+  const auto& values = state.last_validation;
+  if (!values.contains(config_.searcher.metric)) {
+    std::string names;
+    for (const auto& [k, v] : values.items()) names += (names.empty() ? "" : ", ") + k;
+    throw ConfigError(
+        fmt::format("{}: searcher.metric: '{}' is not among the validation metrics ({})",
+                    config_.source_path, config_.searcher.metric, names));
+  }
+  const double metric = values[config_.searcher.metric].get<double>();
+  const bool smaller = config_.searcher.smaller_is_better;
+  const bool best =
+      !state.best_metric || (smaller ? metric < *state.best_metric : metric > *state.best_metric);
+  if (best) state.best_metric = metric;
+  return best;
+}
+
+}  // namespace crucible::train

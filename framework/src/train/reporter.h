@@ -1,0 +1,68 @@
+#pragma once
+
+// What a fit reports: training means and validation results.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <crucible/config.h>
+#include <crucible/distributed.h>
+#include <crucible/metrics.h>
+
+#include "metrics/reducer.h"
+#include "metrics/sinks.h"
+#include "train/fit_state.h"
+#include "util/logger.h"
+
+namespace crucible::train {
+
+// Accumulates one rank's training metrics between reports and reports them, averaged across the
+// ranks, with the validation results. The chief writes the reports to metrics.jsonl and the log;
+// the other ranks take part in the averaging only.
+class Reporter {
+ public:
+  Reporter(const ExperimentConfig& config, const DistributedContext& dist)
+      : config_(config), dist_(dist) {}
+
+  // Starts writing reports to `metrics_file` (appended) and `logger`. Only the chief calls it.
+  void open(const std::string& metrics_file, util::Logger* logger);
+
+  // Adds the metrics train_batch returned for batch `batch_idx` (no host sync).
+  void add_training(const Metrics& metrics, int64_t batch_idx) {
+    training_.add(metrics, batch_idx);
+  }
+  // Reports the training means since the last report with the batches per second since then,
+  // on every rank; nothing when no batch was added. Throws TrainingError, after reporting, when
+  // a mean is not finite, naming the metric, the batches and state.last_good_checkpoint().
+  void report_training(const FitState& state, const metrics::Progress& progress);
+  // Throws as report_training would, without reporting; every rank calls it.
+  void check_training_finite(const FitState& state) const;
+
+  // Reports validation `values`, which took `seconds`, and records them in `state`
+  // (last_validation, validated_at).
+  void report_validation(FitState& state, const metrics::Values& values, double seconds,
+                         const metrics::Progress& progress);
+  // Whether state.last_validation is the best so far by searcher.metric; if so, records it as
+  // state.best_metric. Throws ConfigError naming the metrics present when searcher.metric is not
+  // among them.
+  bool record_best(FitState& state) const;
+
+  // Starts the throughput clock afresh (after time not spent training).
+  void restart_clock() { since_ = std::chrono::steady_clock::now(); }
+
+  // The pending training sums of this rank, for checkpoints; and back.
+  nlohmann::json training_state() const { return training_.state(); }
+  void restore_training(const nlohmann::json& state) { training_.restore(state); }
+
+ private:
+  void check_finite(const metrics::Values& values, int64_t n, const FitState& state) const;
+
+  const ExperimentConfig& config_;
+  const DistributedContext& dist_;
+  metrics::TrainingAccumulator training_;
+  std::unique_ptr<metrics::MetricsWriter> writer_;
+  std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace crucible::train

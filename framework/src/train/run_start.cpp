@@ -1,0 +1,99 @@
+#include "train/run_start.h"
+
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/file_io.h"
+#include "config/diff.h"
+
+namespace crucible::train {
+
+void check_runnable(const ExperimentConfig& config, const TrialFactory& factory,
+                    const DistributedContext& dist) {
+  if (config.searcher.name != "single") {
+    throw ConfigError(
+        fmt::format("{}: searcher.name: '{}' is not available in this release; use 'single'",
+                    config.source_path, config.searcher.name));
+  }
+  if (config.resources.slots_per_trial != dist.size()) {
+    throw ConfigError(fmt::format(
+        "{}: resources.slots_per_trial is {} but this process is one of {}; {}", config.source_path,
+        config.resources.slots_per_trial, dist.size(),
+        dist.size() == 1 ? "`trainer fit` starts the slots' processes itself (or launch them "
+                           "with torchrun, mpirun or srun)"
+                         : "launch as many processes as slots"));
+  }
+  factory.check_evaluation_methods();
+}
+
+namespace {
+
+// Compares `config` with the one checkpoint `dir` of run `run` was written with; refuses unsafe
+// changes, and safe ones unless `allow_safe`. The chief rewrites the run's config.yaml.
+void accept_config_changes(const ExperimentConfig& config, const std::string& dir,
+                           const RunDir& run, bool allow_safe, bool chief, util::Logger& logger) {
+  const nlohmann::json meta = checkpoint::metadata(dir);  // loading verifies the files
+  const ExperimentConfig before =
+      parse_experiment_config(meta.value("config", ""), dir + "/metadata.json");
+  const auto changes = config::diff(before, config);
+  if (changes.empty()) return;
+  std::string list;
+  bool all_safe = true;
+  for (const auto& c : changes) {
+    const bool safe = config::is_safe_change(c.key);
+    all_safe = all_safe && safe;
+    list += fmt::format("\n  {}: {} -> {}{}", c.key, c.before, c.after, safe ? "" : "  (unsafe)");
+  }
+  if (!all_safe || !allow_safe) {
+    throw UsageError(fmt::format(
+        "--resume {}: the config differs from the one checkpoint {} was written with:{}\n{}",
+        run.path, dir, list,
+        all_safe ? "These changes are safe; pass --allow-safe-changes to accept them."
+                 : "Only lengths, periods, scheduling_unit and retention counts may change on "
+                   "resume; start a new run (or --warm-start) for the others."));
+  }
+  if (chief) checkpoint::replace_atomically(run.config_file(), to_yaml(config));
+  logger.info("accepted config changes:" + list);
+}
+
+}  // namespace
+
+RunStart start_run(const ExperimentConfig& config, const FitOptions& options,
+                   util::Logger& logger) {
+  const DistributedContext& dist = options.distributed();
+  const bool resuming = !options.resume_dir().empty();
+  if (resuming && !options.output_dir().empty()) {
+    throw UsageError(
+        "FitOptions: resume_dir and output_dir are exclusive; a resumed run writes "
+        "into its own directory");
+  }
+  if (resuming && !options.warm_start().empty()) {
+    throw UsageError("--warm-start starts a new run; it cannot be combined with --resume");
+  }
+  RunStart start;
+  // The chief owns the run directory; the other ranks learn its path and read from it.
+  if (dist.is_chief()) {
+    start.run = resuming ? open_run_dir(options.resume_dir())
+                         : create_run_dir(config, options.output_dir());
+    logger.open(start.run.log_file(), options.console());
+  } else {
+    logger.console_warnings_only();
+  }
+  start.run.path = dist.broadcast_object(start.run.path).get<std::string>();
+  if (!resuming) return start;
+  if (dist.is_chief()) {
+    for (const auto& dir : checkpoint::remove_unfinished(start.run.path)) {
+      logger.warn("removed " + dir + ", a checkpoint whose writing was cut short");
+    }
+    start.resume_from =
+        checkpoint::newest_good(start.run.path, [&](const std::string& w) { logger.warn(w); });
+  }
+  start.resume_from = dist.broadcast_object(start.resume_from).get<std::string>();
+  accept_config_changes(config, start.resume_from, start.run, options.allow_safe_changes(),
+                        dist.is_chief(), logger);
+  return start;
+}
+
+}  // namespace crucible::train

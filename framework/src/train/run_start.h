@@ -1,0 +1,35 @@
+#pragma once
+
+// Where a fit writes, and what it continues from.
+
+#include <string>
+
+#include <crucible/trainer.h>
+
+#include "train/run_dir.h"
+#include "util/logger.h"
+
+namespace crucible::train {
+
+// Throws ConfigError when a process of `dist` cannot fit `config` (a searcher other than single,
+// resources.slots_per_trial other than dist.size()), and PluginError when the trial implements
+// neither or both of the evaluation methods.
+void check_runnable(const ExperimentConfig& config, const TrialFactory& factory,
+                    const DistributedContext& dist = DistributedContext());
+
+// The run a fit writes into.
+struct RunStart {
+  RunDir run;
+  std::string resume_from;  // the checkpoint a resumed run continues from; "" for a new run
+};
+
+// Opens the run of `options` on every rank of options.distributed(). The chief creates the run
+// directory (options.output_dir() or a new one), or for options.resume_dir() opens it, removes
+// the checkpoints whose writing was cut short and picks the newest good one; it opens `logger`
+// on the run's log. Every rank learns the path and the checkpoint. On resume the config is
+// compared with the checkpoint's: changes are refused with a UsageError listing them unless all
+// are safe (config::is_safe_change) and options.allow_safe_changes(); accepted ones rewrite
+// config.yaml. Throws UsageError when resume_dir is combined with output_dir or warm_start.
+RunStart start_run(const ExperimentConfig& config, const FitOptions& options, util::Logger& logger);
+
+}  // namespace crucible::train
