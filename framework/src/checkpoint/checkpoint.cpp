@@ -46,8 +46,28 @@ std::string rank_generator_key(const char* kind, size_t rank) {
   return fmt::format("{}_generator_state_rank_{}", kind, rank);
 }
 
-void write_trial_state(torch::serialize::OutputArchive& archive, Trial* trial,
-                       const Callbacks& callbacks, const RankGenerators& ranks) {
+// Every part of `contents` in save order: each callback as "callback_<name>", then the
+// registered parts.
+std::vector<Part> all_parts(const Contents& contents) {
+  std::vector<Part> parts;
+  for (const auto& [name, callback] : contents.callbacks) {
+    parts.push_back({callback_key(name),
+                     [cb = callback](auto& archive) { cb->save_state(archive); },
+                     [cb = callback, name = name](torch::serialize::InputArchive& archive) {
+                       try {
+                         cb->load_state(archive);
+                       } catch (const std::exception& e) {
+                         throw TrainingError(fmt::format("callback '{}' load_state threw: {}", name,
+                                                         first_line(e)));
+                       }
+                     }});
+  }
+  parts.insert(parts.end(), contents.parts().begin(), contents.parts().end());
+  return parts;
+}
+
+void write_trial_state(torch::serialize::OutputArchive& archive, const Contents& contents,
+                       const RankGenerators& ranks) {
   archive.write("cpu_generator_state", at::detail::getDefaultCPUGenerator().get_state());
   for (size_t r = 0; r < ranks.cpu.size(); ++r) {
     archive.write(rank_generator_key("cpu", r), ranks.cpu[r]);
@@ -60,18 +80,18 @@ void write_trial_state(torch::serialize::OutputArchive& archive, Trial* trial,
     archive.write(fmt::format("cuda_generator_state_{}", i),
                   at::globalContext().defaultGenerator(devices[i]).get_state());
   }
-  if (trial) trial->save_state(archive);
-  for (const auto& [name, callback] : callbacks) {
+  if (contents.trial) contents.trial->save_state(archive);
+  for (const Part& part : all_parts(contents)) {
     torch::serialize::OutputArchive nested;
-    callback->save_state(nested);
-    archive.write(callback_key(name), nested);
+    part.save(nested);
+    archive.write(part.name, nested);
   }
 }
 
-// Restores the generators, Trial::load_state and the callbacks' states. CUDA generators only
-// when `same_gpus` (the writer saw as many GPUs).
-void restore_trial_state(Trial* trial, const Callbacks& callbacks, const std::string& path,
-                         int64_t rank, const torch::Device& device, bool same_gpus) {
+// Restores the generators, Trial::load_state and the parts. CUDA generators only when
+// `same_gpus` (the writer saw as many GPUs).
+void restore_trial_state(const Contents& contents, const std::string& path, int64_t rank,
+                         const torch::Device& device, bool same_gpus) {
   torch::serialize::InputArchive archive;
   archive.load_from(path);
   torch::Tensor state;
@@ -97,14 +117,16 @@ void restore_trial_state(Trial* trial, const Callbacks& callbacks, const std::st
       gen.set_state(own);
     }
   }
-  if (trial) trial->load_state(archive);
-  for (const auto& [name, callback] : callbacks) {
+  if (contents.trial) contents.trial->load_state(archive);
+  for (const Part& part : all_parts(contents)) {
     torch::serialize::InputArchive nested;
-    archive.read(callback_key(name), nested);
+    archive.read(part.name, nested);
     try {
-      callback->load_state(nested);
+      part.load(nested);
+    } catch (const Error&) {
+      throw;
     } catch (const std::exception& e) {
-      throw TrainingError(fmt::format("callback '{}' load_state threw: {}", name, first_line(e)));
+      throw TrainingError(fmt::format("part '{}' load threw: {}", part.name, first_line(e)));
     }
   }
 }
@@ -112,6 +134,12 @@ void restore_trial_state(Trial* trial, const Callbacks& callbacks, const std::st
 nlohmann::json callback_names(const Callbacks& callbacks) {
   nlohmann::json names = nlohmann::json::array();
   for (const auto& [name, callback] : callbacks) names.push_back(name);
+  return names;
+}
+
+nlohmann::json part_names(const Contents& contents) {
+  nlohmann::json names = nlohmann::json::array();
+  for (const Part& part : contents.parts()) names.push_back(part.name);
   return names;
 }
 
@@ -140,6 +168,22 @@ void load_models(const std::string& dir, const nlohmann::json& meta,
 }
 
 }  // namespace
+
+void Contents::add_part(Part part) {
+  if (part.name.empty() || part.name.rfind("callback_", 0) == 0 || !part.save || !part.load) {
+    throw TrainingError(fmt::format("checkpoint part '{}': {}", part.name,
+                                    part.name.empty() ? "the name is empty"
+                                    : part.name.rfind("callback_", 0) == 0
+                                        ? "names starting with 'callback_' are the callbacks' own"
+                                        : "it needs both a save and a load function"));
+  }
+  for (const Part& p : parts_) {
+    if (p.name == part.name) {
+      throw TrainingError(fmt::format("checkpoint part '{}' is registered already", part.name));
+    }
+  }
+  parts_.push_back(std::move(part));
+}
 
 std::string directory_name(int64_t batches) { return fmt::format("batch-{:010d}", batches); }
 
@@ -189,7 +233,7 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
                   [&](torch::serialize::OutputArchive& a) { contents.optimizers[i]->save(a); });
     }
     put_archive("trial_state.pt", [&](torch::serialize::OutputArchive& a) {
-      write_trial_state(a, contents.trial, contents.callbacks, rank_generators);
+      write_trial_state(a, contents, rank_generators);
     });
 
     nlohmann::json steps = nlohmann::json::array();
@@ -198,6 +242,7 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
     metadata["num_models"] = contents.models.size();
     metadata["num_optimizers"] = contents.optimizers.size();
     metadata["callbacks"] = callback_names(contents.callbacks);
+    metadata["parts"] = part_names(contents);
     metadata["cuda_devices"] = cuda_devices().size();
     metadata["files"] = files;
     write_durably(util::join(tmp, "metadata.json"), metadata.dump(2) + "\n");
@@ -265,6 +310,13 @@ nlohmann::json load(const std::string& dir, const Contents& contents, int64_t ra
         "different trial",
         dir, saved_callbacks.dump(), callback_names(contents.callbacks).dump()));
   }
+  const auto saved_parts = meta.value("parts", nlohmann::json::array());
+  if (saved_parts != part_names(contents)) {
+    throw TrainingError(fmt::format(
+        "checkpoint {}: holds the state of parts {}, this run registers {}; it was written by a "
+        "run with other checkpoint parts",
+        dir, saved_parts.dump(), part_names(contents).dump()));
+  }
   load_models(dir, meta, contents.models);
   expect_count(dir, meta, "num_optimizers", contents.optimizers.size(), "optimizer");
   for (size_t i = 0; i < contents.optimizers.size(); ++i) {
@@ -282,8 +334,7 @@ nlohmann::json load(const std::string& dir, const Contents& contents, int64_t ra
   }
   try {
     const bool same_gpus = meta.value("cuda_devices", size_t{0}) == cuda_devices().size();
-    restore_trial_state(contents.trial, contents.callbacks, util::join(dir, "trial_state.pt"), rank,
-                        device, same_gpus);
+    restore_trial_state(contents, util::join(dir, "trial_state.pt"), rank, device, same_gpus);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -21,13 +21,26 @@ namespace crucible::checkpoint {
 //                      weights_only=True)
 //   model_<i>.safetensors  the same tensors in the safetensors format
 //   optimizer_<i>.pt   state of wrapped optimizer i (torch::serialize archive)
-//   trial_state.pt     the CPU and CUDA generators' states, Trial::save_state, and each
-//                      callback's save_state in a nested archive "callback_<name>"
+//   trial_state.pt     the CPU and CUDA generators' states, Trial::save_state, each
+//                      callback's save_state in a nested archive "callback_<name>", and each
+//                      registered Part in a nested archive under its name
 //   metadata.json      versions, trial class, hyperparameters, config, counters, validation
 //                      metrics, scheduler step counts, trainer state, and the size and CRC-32 of
 //                      every other file
 // It is written into .tmp-batch-<N>/ beside it, fsynced, then renamed: a checkpoint directory
 // either is complete or does not exist. <run>/latest names the newest one.
+struct Contents;
+
+// A named piece of state that a checkpoint carries besides the models, optimizers and
+// schedulers: `save` writes it into a nested archive of trial_state.pt under `name`, `load` reads
+// it back. Each callback is one ("callback_<name>"); a gradient scaler, a searcher's state or a
+// metrics sink registers one with Contents::add_part, and save() and load() need no change.
+struct Part {
+  std::string name;
+  std::function<void(torch::serialize::OutputArchive&)> save;
+  std::function<void(torch::serialize::InputArchive&)> load;
+};
+
 struct Contents {
   std::vector<std::shared_ptr<torch::nn::Module>> models;
   std::vector<Optimizer> optimizers;
@@ -35,6 +48,16 @@ struct Contents {
   Callbacks callbacks;
   Trial* trial = nullptr;
   std::string trial_class;  // checked against metadata on load when not empty
+
+  // Registers `part`, saved after the callbacks in registration order. Throws TrainingError when
+  // its name is empty, starts with "callback_" (the callbacks' own) or is registered already, or
+  // when save or load is missing.
+  void add_part(Part part);
+  // The parts registered with add_part, in registration order.
+  const std::vector<Part>& parts() const { return parts_; }
+
+ private:
+  std::vector<Part> parts_;
 };
 
 // A checkpoint that fails verification: missing or unreadable metadata, a missing file, a size or
@@ -73,7 +96,8 @@ nlohmann::json verify(const std::string& dir);
 
 // Verifies, then restores `contents` from checkpoint `dir`; returns its metadata. Throws
 // DamagedCheckpoint, or TrainingError when the checkpoint does not fit the trial (another trial
-// class, other model or optimizer count, parameter names or shapes, other callback names).
+// class, other model or optimizer count, parameter names or shapes, other callback or part
+// names) or a part's load throws (naming the part).
 // `rank` picks this process's generator states when the checkpoint holds one per rank; `device`
 // is the device this rank computes on. CUDA generators are restored only when the process sees
 // as many GPUs as the writer did (metadata "cuda_devices"); otherwise they start afresh.

@@ -48,6 +48,8 @@ class TrialSession {
   Trial& trial() { return *trial_; }
   detail::TrialState& state() { return state_; }
   const checkpoint::Contents& contents() const { return contents_; }
+  // Adds a piece of state to every checkpoint of this session (checkpoint::Contents::add_part).
+  void add_checkpoint_part(checkpoint::Part part) { contents_.add_part(std::move(part)); }
   const TrialFactory& factory() const { return factory_; }
   // The trial's callbacks, in name order.
   const Callbacks& callbacks() const { return contents_.callbacks; }

@@ -1,0 +1,67 @@
+// Checkpoint parts: a piece of state added with one registration is saved and restored.
+#include "catch.h"
+
+#include "checkpoint/checkpoint.h"
+#include "process.h"
+
+using namespace crucible::testing;
+namespace ckpt = crucible::checkpoint;
+
+namespace {
+
+// A part holding one tensor, as a gradient scaler's state would be.
+ckpt::Part tensor_part(const std::string& name, torch::Tensor* value) {
+  return {name, [value](torch::serialize::OutputArchive& a) { a.write("value", *value); },
+          [value](torch::serialize::InputArchive& a) { a.read("value", *value); }};
+}
+
+}  // namespace
+
+TEST_CASE("a registered checkpoint part is saved and restored with the rest", "[checkpoint]") {
+  TempDir tmp;
+  auto model = torch::nn::Linear(2, 1);
+  torch::Tensor scale = torch::tensor({65536.0});
+  ckpt::Contents contents;
+  contents.models = {model.ptr()};
+  contents.add_part(tensor_part("grad_scaler", &scale));
+  const std::string dir = ckpt::save(tmp / "run", 7, contents, {{"batches", 7}});
+
+  scale.fill_(1.0);
+  const auto meta = ckpt::load(dir, contents);
+  CHECK(scale.item<double>() == 65536.0);
+  CHECK(meta["parts"] == nlohmann::json::array({"grad_scaler"}));
+
+  SECTION("a run without the part, or with another, is refused naming the parts") {
+    ckpt::Contents without;
+    without.models = {model.ptr()};
+    CHECK_THROWS_WITH(ckpt::load(dir, without),
+                      Catch::Contains("holds the state of parts [\"grad_scaler\"], this run "
+                                      "registers []"));
+    torch::Tensor other = torch::zeros({1});
+    without.add_part(tensor_part("searcher", &other));
+    CHECK_THROWS_WITH(ckpt::load(dir, without),
+                      Catch::Contains("this run registers [\"searcher\"]"));
+  }
+  SECTION("a part whose load throws is named") {
+    ckpt::Contents failing;
+    failing.models = {model.ptr()};
+    failing.add_part({"grad_scaler", [](torch::serialize::OutputArchive&) {},
+                      [](torch::serialize::InputArchive& a) {
+                        torch::Tensor t;
+                        a.read("no_such_key", t);
+                      }});
+    CHECK_THROWS_WITH(ckpt::load(dir, failing), Catch::Contains("part 'grad_scaler' load threw"));
+  }
+}
+
+TEST_CASE("part names are unique and not the callbacks'", "[checkpoint]") {
+  torch::Tensor t = torch::zeros({1});
+  ckpt::Contents contents;
+  contents.add_part(tensor_part("scaler", &t));
+  CHECK_THROWS_WITH(contents.add_part(tensor_part("scaler", &t)),
+                    Catch::Contains("'scaler' is registered already"));
+  CHECK_THROWS_WITH(contents.add_part(tensor_part("callback_log", &t)),
+                    Catch::Contains("the callbacks' own"));
+  CHECK_THROWS_WITH(contents.add_part(tensor_part("", &t)), Catch::Contains("the name is empty"));
+  CHECK(contents.parts().size() == 1);
+}
