@@ -77,7 +77,7 @@ TEST_CASE("resume falls back from a damaged newest checkpoint, with a warning", 
                            Catch::Contains("falling back"));
   CHECK_THAT(r.output, Catch::Contains("continuing from") && Catch::Contains("batch-0000000120"));
   // Training from 120 rewrote checkpoint 128 as the uninterrupted run had it.
-  CHECK(ckpt::verify(run + "/checkpoints/batch-0000000128")["batches"] == 128);
+  CHECK(ckpt::verify(run + "/checkpoints/batch-0000000128").batches == 128);
 }
 
 TEST_CASE("no good checkpoint is a clear error, not a crash loop", "[checkpoint]") {

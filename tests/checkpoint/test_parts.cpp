@@ -24,12 +24,14 @@ TEST_CASE("a registered checkpoint part is saved and restored with the rest", "[
   ckpt::Contents contents;
   contents.models = {model.ptr()};
   contents.add_part(tensor_part("grad_scaler", &scale));
-  const std::string dir = ckpt::save(tmp / "run", 7, contents, {{"batches", 7}});
+  ckpt::Metadata meta;
+  meta.batches = 7;
+  const std::string dir = ckpt::save(tmp / "run", 7, contents, meta);
 
   scale.fill_(1.0);
-  const auto meta = ckpt::load(dir, contents);
+  const ckpt::Metadata loaded = ckpt::load(dir, contents);
   CHECK(scale.item<double>() == 65536.0);
-  CHECK(meta["parts"] == nlohmann::json::array({"grad_scaler"}));
+  CHECK(loaded.parts == nlohmann::json::array({"grad_scaler"}));
 
   SECTION("a run without the part, or with another, is refused naming the parts") {
     ckpt::Contents without;

@@ -158,8 +158,8 @@ TEST_CASE("Python reads exactly the weights Crucible restores, from .pt and .saf
   auto model = resumable_model();
   const auto meta = ckpt::load_weights(dir, {model.ptr()});
   // Both files are checksummed parts of the checkpoint.
-  CHECK(meta["files"].contains("model_0.pt"));
-  CHECK(meta["files"].contains("model_0.safetensors"));
+  CHECK(meta.files.contains("model_0.pt"));
+  CHECK(meta.files.contains("model_0.safetensors"));
 
   const CommandResult py = read_in_python(dir + "/model_0.pt", dir + "/model_0.safetensors");
   INFO(py.output);

@@ -65,7 +65,7 @@ scheduling_unit: 100
   contents.models = {model.ptr()};
   contents.optimizers = {std::make_shared<torch::optim::SGD>(model->parameters(), 0.1)};
   auto meta = crucible::checkpoint::load(tmp / "run/checkpoints/batch-0000000002", contents);
-  CHECK(meta["batches"] == 2);
+  CHECK(meta.batches == 2);
 }
 
 TEST_CASE("a trial that throws in train_batch fails naming the method and batch", "[train]") {

@@ -67,7 +67,9 @@ SaveLoad measure(Net model, torch::Tensor input, int repeats, const std::string&
   crucible::checkpoint::Contents contents;
   contents.models = {model.ptr()};
   contents.optimizers = {adam};
-  const nlohmann::json meta = {{"batches", 1}, {"trial_class", "bench"}};
+  crucible::checkpoint::Metadata meta;
+  meta.batches = 1;
+  meta.trial_class = "bench";
   std::vector<double> save, load, bare;
   int64_t bytes = 0;
   for (int r = 0; r < repeats; ++r) {

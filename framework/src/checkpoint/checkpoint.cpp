@@ -148,9 +148,7 @@ std::vector<char> checked_file(const std::string& dir, const std::string& name) 
   return read_bytes(util::join(dir, name));
 }
 
-void expect_count(const std::string& dir, const nlohmann::json& meta, const char* key,
-                  size_t expected, const char* what) {
-  const size_t found = meta.value(key, size_t{0});
+void expect_count(const std::string& dir, size_t found, size_t expected, const char* what) {
   if (found != expected) {
     throw TrainingError(fmt::format(
         "checkpoint {}: holds {} {}(s), the trial wraps {}; it was written by a different trial",
@@ -158,9 +156,9 @@ void expect_count(const std::string& dir, const nlohmann::json& meta, const char
   }
 }
 
-void load_models(const std::string& dir, const nlohmann::json& meta,
+void load_models(const std::string& dir, const Metadata& meta,
                  const std::vector<std::shared_ptr<torch::nn::Module>>& models) {
-  expect_count(dir, meta, "num_models", models.size(), "model");
+  expect_count(dir, meta.num_models, models.size(), "model");
   for (size_t i = 0; i < models.size(); ++i) {
     const std::string name = indexed("model", i);
     load_state_dict(*models[i], checked_file(dir, name), util::join(dir, name));
@@ -188,7 +186,7 @@ void Contents::add_part(Part part) {
 std::string directory_name(int64_t batches) { return fmt::format("batch-{:010d}", batches); }
 
 std::string save(const std::string& run_dir, int64_t batches, const Contents& contents,
-                 nlohmann::json metadata, const RankGenerators& rank_generators) {
+                 Metadata metadata, const RankGenerators& rank_generators) {
   const std::string checkpoints = util::join(run_dir, "checkpoints");
   const std::string final_dir = util::join(checkpoints, directory_name(batches));
   const std::string tmp = util::join(checkpoints, ".tmp-" + directory_name(batches));
@@ -236,16 +234,15 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
       write_trial_state(a, contents, rank_generators);
     });
 
-    nlohmann::json steps = nlohmann::json::array();
-    for (const auto& s : contents.schedulers) steps.push_back(s->step_count());
-    metadata["scheduler_steps"] = steps;
-    metadata["num_models"] = contents.models.size();
-    metadata["num_optimizers"] = contents.optimizers.size();
-    metadata["callbacks"] = callback_names(contents.callbacks);
-    metadata["parts"] = part_names(contents);
-    metadata["cuda_devices"] = cuda_devices().size();
-    metadata["files"] = files;
-    write_durably(util::join(tmp, "metadata.json"), metadata.dump(2) + "\n");
+    metadata.scheduler_steps = nlohmann::json::array();
+    for (const auto& s : contents.schedulers) metadata.scheduler_steps.push_back(s->step_count());
+    metadata.num_models = contents.models.size();
+    metadata.num_optimizers = contents.optimizers.size();
+    metadata.callbacks = callback_names(contents.callbacks);
+    metadata.parts = part_names(contents);
+    metadata.cuda_devices = cuda_devices().size();
+    metadata.files = files;
+    write_durably(util::join(tmp, "metadata.json"), metadata.to_json().dump(2) + "\n");
     fsync_path(tmp);
     util::remove_all(final_dir);
     util::rename(tmp, final_dir);
@@ -258,7 +255,7 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
   return final_dir;
 }
 
-nlohmann::json metadata(const std::string& dir) {
+Metadata metadata(const std::string& dir) {
   if (!util::is_directory(dir)) {
     throw DamagedCheckpoint(fmt::format("checkpoint {}: no such directory", dir));
   }
@@ -270,15 +267,12 @@ nlohmann::json metadata(const std::string& dir) {
     throw DamagedCheckpoint(fmt::format(
         "checkpoint {}: metadata.json is missing or unreadable ({})", dir, first_line(e)));
   }
-  if (!meta.contains("files") || !meta["files"].is_object() || !meta.contains("batches")) {
-    throw DamagedCheckpoint(fmt::format("checkpoint {}: metadata.json lacks its file list", dir));
-  }
-  return meta;
+  return Metadata::from_json(meta, "checkpoint " + dir + ": metadata.json");
 }
 
-nlohmann::json verify(const std::string& dir) {
-  nlohmann::json meta = metadata(dir);
-  for (const auto& [name, expected] : meta["files"].items()) {
+Metadata verify(const std::string& dir) {
+  Metadata meta = metadata(dir);
+  for (const auto& [name, expected] : meta.files.items()) {
     const std::string path = util::join(dir, name);
     const auto size = util::file_size(path);
     if (!size) throw DamagedCheckpoint(fmt::format("checkpoint {}: {} is missing", dir, name));
@@ -296,21 +290,22 @@ nlohmann::json verify(const std::string& dir) {
   return meta;
 }
 
-nlohmann::json load(const std::string& dir, const Contents& contents, int64_t rank,
-                    const torch::Device& device) {
-  nlohmann::json meta = verify(dir);
-  if (!contents.trial_class.empty() && meta.value("trial_class", "") != contents.trial_class) {
+Metadata load(const std::string& dir, const Contents& contents, int64_t rank,
+              const torch::Device& device) {
+  Metadata meta = verify(dir);
+  if (!contents.trial_class.empty() && meta.trial_class != contents.trial_class) {
     throw TrainingError(fmt::format("checkpoint {}: was written by trial class '{}', not '{}'", dir,
-                                    meta.value("trial_class", "?"), contents.trial_class));
+                                    meta.trial_class.empty() ? "?" : meta.trial_class,
+                                    contents.trial_class));
   }
-  const auto saved_callbacks = meta.value("callbacks", nlohmann::json::array());
+  const nlohmann::json& saved_callbacks = meta.callbacks;
   if (saved_callbacks != callback_names(contents.callbacks)) {
     throw TrainingError(fmt::format(
         "checkpoint {}: holds the state of callbacks {}, the trial builds {}; it was written by a "
         "different trial",
         dir, saved_callbacks.dump(), callback_names(contents.callbacks).dump()));
   }
-  const auto saved_parts = meta.value("parts", nlohmann::json::array());
+  const nlohmann::json& saved_parts = meta.parts;
   if (saved_parts != part_names(contents)) {
     throw TrainingError(fmt::format(
         "checkpoint {}: holds the state of parts {}, this run registers {}; it was written by a "
@@ -318,7 +313,7 @@ nlohmann::json load(const std::string& dir, const Contents& contents, int64_t ra
         dir, saved_parts.dump(), part_names(contents).dump()));
   }
   load_models(dir, meta, contents.models);
-  expect_count(dir, meta, "num_optimizers", contents.optimizers.size(), "optimizer");
+  expect_count(dir, meta.num_optimizers, contents.optimizers.size(), "optimizer");
   for (size_t i = 0; i < contents.optimizers.size(); ++i) {
     const std::string name = indexed("optimizer", i);
     try {
@@ -333,7 +328,7 @@ nlohmann::json load(const std::string& dir, const Contents& contents, int64_t ra
     }
   }
   try {
-    const bool same_gpus = meta.value("cuda_devices", size_t{0}) == cuda_devices().size();
+    const bool same_gpus = meta.cuda_devices == cuda_devices().size();
     restore_trial_state(contents, util::join(dir, "trial_state.pt"), rank, device, same_gpus);
   } catch (const Error&) {
     throw;
@@ -341,7 +336,7 @@ nlohmann::json load(const std::string& dir, const Contents& contents, int64_t ra
     throw TrainingError(
         fmt::format("checkpoint {}: cannot restore trial_state.pt: {}", dir, first_line(e)));
   }
-  const auto steps = meta.value("scheduler_steps", nlohmann::json::array());
+  const nlohmann::json& steps = meta.scheduler_steps;
   if (steps.size() != contents.schedulers.size()) {
     throw TrainingError(fmt::format("checkpoint {}: holds {} scheduler(s), the trial wraps {}", dir,
                                     steps.size(), contents.schedulers.size()));
@@ -352,9 +347,9 @@ nlohmann::json load(const std::string& dir, const Contents& contents, int64_t ra
   return meta;
 }
 
-nlohmann::json load_weights(const std::string& dir,
-                            const std::vector<std::shared_ptr<torch::nn::Module>>& models) {
-  nlohmann::json meta = verify(dir);
+Metadata load_weights(const std::string& dir,
+                      const std::vector<std::shared_ptr<torch::nn::Module>>& models) {
+  Metadata meta = verify(dir);
   load_models(dir, meta, models);
   return meta;
 }

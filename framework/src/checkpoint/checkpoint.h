@@ -12,6 +12,8 @@
 #include <crucible/optim.h>
 #include <crucible/trial.h>
 
+#include "checkpoint/metadata.h"
+
 namespace crucible::checkpoint {
 
 // Everything a checkpoint holds, by reference to the live objects.
@@ -77,22 +79,23 @@ struct RankGenerators {
 };
 
 // Writes a checkpoint of `contents` as `<checkpoints_dir>/<directory_name(batches)>` and points
-// `<run_dir>/latest` at it. `metadata` is extended and written as metadata.json. Throws
+// `<run_dir>/latest` at it. `metadata` gets the fields save() knows (file list, counts, part
+// names, scheduler steps) and is written as metadata.json. Throws
 // TrainingError naming the path on any failure (a full disk included), after removing its
 // temporary directory; existing checkpoints are never touched.
 // `ranks`, when not empty, holds the generator states of every rank of a distributed run, saved
 // beside the caller's own. The caller's CUDA generators are saved for every GPU it sees, and
 // metadata gets "cuda_devices", their count.
 std::string save(const std::string& run_dir, int64_t batches, const Contents& contents,
-                 nlohmann::json metadata, const RankGenerators& ranks = {});
+                 Metadata metadata, const RankGenerators& ranks = {});
 
 // The metadata.json of checkpoint `dir`, without checking the other files. Throws
 // DamagedCheckpoint when the directory or its metadata is missing or unreadable.
-nlohmann::json metadata(const std::string& dir);
+Metadata metadata(const std::string& dir);
 
 // Checks every file of checkpoint `dir` against metadata.json; returns the metadata. Throws
 // DamagedCheckpoint saying what is wrong.
-nlohmann::json verify(const std::string& dir);
+Metadata verify(const std::string& dir);
 
 // Verifies, then restores `contents` from checkpoint `dir`; returns its metadata. Throws
 // DamagedCheckpoint, or TrainingError when the checkpoint does not fit the trial (another trial
@@ -101,12 +104,12 @@ nlohmann::json verify(const std::string& dir);
 // `rank` picks this process's generator states when the checkpoint holds one per rank; `device`
 // is the device this rank computes on. CUDA generators are restored only when the process sees
 // as many GPUs as the writer did (metadata "cuda_devices"); otherwise they start afresh.
-nlohmann::json load(const std::string& dir, const Contents& contents, int64_t rank = 0,
-                    const torch::Device& device = torch::kCPU);
+Metadata load(const std::string& dir, const Contents& contents, int64_t rank = 0,
+              const torch::Device& device = torch::kCPU);
 
 // Copies only the model weights of checkpoint `dir` into `models` (warm start). Throws as load().
-nlohmann::json load_weights(const std::string& dir,
-                            const std::vector<std::shared_ptr<torch::nn::Module>>& models);
+Metadata load_weights(const std::string& dir,
+                      const std::vector<std::shared_ptr<torch::nn::Module>>& models);
 
 // The checkpoint directories of a run, oldest first (by batch count).
 std::vector<std::string> list(const std::string& run_dir);

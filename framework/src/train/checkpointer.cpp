@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 
 #include <fmt/format.h>
 #include <torch/version.h>
@@ -19,15 +18,17 @@ void Checkpointer::track_existing() {
 }
 
 void Checkpointer::track(const std::string& dir) {
-  std::ifstream in(dir + "/metadata.json");
-  const auto meta = nlohmann::json::parse(in, nullptr, false);
-  if (meta.is_discarded()) return;  // damaged: never counted, never deleted here
-  checkpoint::Entry entry{dir, meta.value("batches", int64_t{0}), std::nullopt};
-  const auto state = meta.value("trainer_state", nlohmann::json::object());
-  const auto validation = state.value("last_validation", nlohmann::json::object());
-  if (state.value("validated_at", int64_t{-1}) == entry.batches &&
-      validation.contains(config_.searcher.metric)) {
-    entry.metric = validation[config_.searcher.metric].get<double>();
+  checkpoint::Metadata meta;
+  try {
+    meta = checkpoint::metadata(dir);
+  } catch (const checkpoint::DamagedCheckpoint&) {
+    return;  // damaged: never counted, never deleted here
+  }
+  checkpoint::Entry entry{dir, meta.batches, std::nullopt};
+  const checkpoint::TrainerState& state = meta.trainer_state;
+  if (state.validated_at == entry.batches &&
+      state.last_validation.contains(config_.searcher.metric)) {
+    entry.metric = state.last_validation[config_.searcher.metric].get<double>();
   }
   checkpoints_.push_back(entry);
 }
@@ -38,41 +39,37 @@ void Checkpointer::forget(const std::string& dir) {
                      checkpoints_.end());
 }
 
-nlohmann::json Checkpointer::metadata(TrialSession& session, const FitState& state,
-                                      const metrics::Progress& progress,
-                                      const DataPosition& position,
-                                      const nlohmann::json& training) const {
+checkpoint::Metadata Checkpointer::metadata(TrialSession& session, const FitState& state,
+                                            const metrics::Progress& progress,
+                                            const DataPosition& position,
+                                            const nlohmann::json& training) const {
   const detail::TrialState& trial = session.state();
-  const nlohmann::json optimizer_counters = trial.steps.to_json(trial.optimizers);
-  return {
-      {"crucible_version", CRUCIBLE_VERSION_STRING},
-      {"libtorch_version", TORCH_VERSION},
-      {"trial_class", factory_.name},
-      {"entrypoint", config_.entrypoint},
-      {"hyperparameters", trial.hparams},
-      {"config", to_yaml(config_)},
-      {"batches", state.batches},
-      {"records", progress.records},
-      {"epochs", progress.epochs},
-      {"optimizer_steps", optimizer_counters["optimizer_steps"]},
-      {"data_position", {{"epoch", position.epoch}, {"batch", position.batch}}},
-      {"validation",
-       state.validated_at == state.batches ? state.last_validation : nlohmann::json::object()},
-      {"trainer_state",
-       {{"training",
-         dist_.distributed() ? nlohmann::json(dist_.allgather_object(training)) : training},
-        {"last_validation", state.last_validation},
-        {"validated_at", state.validated_at},
-        {"optimizer_counters", optimizer_counters},
-        {"best_metric",
-         state.best_metric ? nlohmann::json(*state.best_metric) : nlohmann::json()}}},
-  };
+  checkpoint::Metadata m;
+  m.crucible_version = CRUCIBLE_VERSION_STRING;
+  m.libtorch_version = TORCH_VERSION;
+  m.trial_class = factory_.name;
+  m.entrypoint = config_.entrypoint;
+  m.hyperparameters = trial.hparams;
+  m.config = to_yaml(config_);
+  m.batches = state.batches;
+  m.records = progress.records;
+  m.epochs = progress.epochs;
+  m.data_position = position;
+  if (state.validated_at == state.batches) m.validation = state.last_validation;
+  checkpoint::TrainerState& t = m.trainer_state;
+  t.training = dist_.distributed() ? nlohmann::json(dist_.allgather_object(training)) : training;
+  t.last_validation = state.last_validation;
+  t.validated_at = state.validated_at;
+  t.optimizer_counters = trial.steps.to_json(trial.optimizers);
+  t.best_metric = state.best_metric;
+  m.optimizer_steps = t.optimizer_counters["optimizer_steps"];
+  return m;
 }
 
 void Checkpointer::save(TrialSession& session, FitState& state, const metrics::Progress& progress,
                         const DataPosition& position, const nlohmann::json& training) {
   if (state.checkpointed_at == state.batches) return;
-  const nlohmann::json meta = metadata(session, state, progress, position, training);
+  checkpoint::Metadata meta = metadata(session, state, progress, position, training);
   const auto started = std::chrono::steady_clock::now();
   // Every rank's generators (CPU, and its GPU's): the chief writes them all.
   checkpoint::RankGenerators generators;
@@ -85,7 +82,8 @@ void Checkpointer::save(TrialSession& session, FitState& state, const metrics::P
   }
   std::string dir = util::join(run_.checkpoints(), checkpoint::directory_name(state.batches));
   if (dist_.is_chief()) {
-    dir = checkpoint::save(run_.path, state.batches, session.contents(), meta, generators);
+    dir =
+        checkpoint::save(run_.path, state.batches, session.contents(), std::move(meta), generators);
     forget(dir);
     track(dir);
     apply_retention();

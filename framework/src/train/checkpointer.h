@@ -41,9 +41,9 @@ class Checkpointer {
             const DataPosition& position, const nlohmann::json& training);
 
  private:
-  nlohmann::json metadata(TrialSession& session, const FitState& state,
-                          const metrics::Progress& progress, const DataPosition& position,
-                          const nlohmann::json& training) const;
+  checkpoint::Metadata metadata(TrialSession& session, const FitState& state,
+                                const metrics::Progress& progress, const DataPosition& position,
+                                const nlohmann::json& training) const;
   void track(const std::string& dir);
   void forget(const std::string& dir);
   void apply_retention();

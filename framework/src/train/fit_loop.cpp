@@ -195,28 +195,26 @@ class FitLoop {
   // Continues from checkpoint `dir`: the trial's contents, the fit's state, the pending
   // training metrics and the training loader's position.
   void restore(const std::string& dir) {
-    const nlohmann::json meta =
+    const checkpoint::Metadata meta =
         checkpoint::load(dir, session_->contents(), dist_.rank(), session_->state().device);
-    const size_t gpus = meta.value("cuda_devices", size_t{0});
+    const size_t gpus = meta.cuda_devices;
     if (gpus != torch::cuda::device_count()) {
       logger_.warn(fmt::format(
           "{} was written by a process that saw {} GPU(s), this one sees {}: the GPU random "
           "generators start afresh, so the run does not continue bitwise",
           dir, gpus, torch::cuda::device_count()));
     }
-    state_.batches = meta.at("batches").get<int64_t>();
-    const nlohmann::json saved = meta.value("trainer_state", nlohmann::json::object());
-    state_.last_validation = saved.value("last_validation", nlohmann::json::object());
-    state_.validated_at = saved.value("validated_at", int64_t{-1});
-    if (saved.contains("best_metric") && !saved["best_metric"].is_null()) {
-      state_.best_metric = saved["best_metric"].get<double>();
-    }
+    state_.batches = meta.batches;
+    const checkpoint::TrainerState& saved = meta.trainer_state;
+    state_.last_validation = saved.last_validation;
+    state_.validated_at = saved.validated_at;
+    state_.best_metric = saved.best_metric;
     // Each rank's pending training metrics (one entry per rank in a distributed run).
-    const auto training = saved.value("training", nlohmann::json::object());
-    reporter_.restore_training(training.is_array() ? training.at(dist_.rank()) : training);
-    if (saved.contains("optimizer_counters")) {
+    reporter_.restore_training(saved.training.is_array() ? saved.training.at(dist_.rank())
+                                                         : saved.training);
+    if (!saved.optimizer_counters.is_null()) {
       detail::TrialState& trial = session_->state();
-      trial.steps.from_json(saved["optimizer_counters"], trial.optimizers);
+      trial.steps.from_json(saved.optimizer_counters, trial.optimizers);
     }
     state_.checkpointed_at = state_.batches;
     state_.last_checkpoint = dir;

@@ -34,9 +34,9 @@ namespace {
 // changes, and safe ones unless `allow_safe`. The chief rewrites the run's config.yaml.
 void accept_config_changes(const ExperimentConfig& config, const std::string& dir,
                            const RunDir& run, bool allow_safe, bool chief, util::Logger& logger) {
-  const nlohmann::json meta = checkpoint::metadata(dir);  // loading verifies the files
+  // Loading the checkpoint verifies its files.
   const ExperimentConfig before =
-      parse_experiment_config(meta.value("config", ""), dir + "/metadata.json");
+      parse_experiment_config(checkpoint::metadata(dir).config, dir + "/metadata.json");
   const auto changes = config::diff(before, config);
   if (changes.empty()) return;
   std::string list;

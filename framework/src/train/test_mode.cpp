@@ -19,7 +19,7 @@ void check_checkpoint_round_trip(TrialSession& session, const std::string& dir, 
       p.add_(1.0);
     }
   }
-  const nlohmann::json meta =
+  const checkpoint::Metadata meta =
       checkpoint::load(dir, session.contents(), rank, session.state().device);
   size_t i = 0;
   for (const auto& m : models) {
@@ -29,7 +29,7 @@ void check_checkpoint_round_trip(TrialSession& session, const std::string& dir, 
       }
     }
   }
-  if (meta.at("batches").get<int64_t>() != batches) {
+  if (meta.batches != batches) {
     throw TrainingError("test mode: checkpoint " + dir + " restored wrong counters");
   }
 }

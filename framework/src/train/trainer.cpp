@@ -25,11 +25,15 @@ Trainer Trainer::from_checkpoint(const std::string& dir) {
     throw UsageError(
         fmt::format("--checkpoint {}: not a checkpoint (no readable metadata.json)", dir));
   }
-  const auto meta = nlohmann::json::parse(in, nullptr, false);
-  if (meta.is_discarded() || !meta.contains("config")) {
+  checkpoint::Metadata meta;
+  try {
+    meta = checkpoint::metadata(dir);
+  } catch (const checkpoint::DamagedCheckpoint&) {
+  }
+  if (meta.config.empty()) {
     throw TrainingError(fmt::format("{}: damaged or not Crucible checkpoint metadata", meta_path));
   }
-  ExperimentConfig config = parse_experiment_config(meta["config"].get<std::string>(), meta_path);
+  ExperimentConfig config = parse_experiment_config(meta.config, meta_path);
   const std::string run_dir = util::parent_path(util::parent_path(util::absolute(dir)));
   TrialFactory factory = load_trial(config, run_dir);
   return Trainer(std::move(config), std::move(factory));

@@ -1,0 +1,100 @@
+#include "checkpoint/metadata.h"
+
+#include <fmt/format.h>
+
+#include "checkpoint/checkpoint.h"
+
+namespace crucible::checkpoint {
+
+nlohmann::json Metadata::to_json() const {
+  const TrainerState& t = trainer_state;
+  return {
+      {"crucible_version", crucible_version},
+      {"libtorch_version", libtorch_version},
+      {"trial_class", trial_class},
+      {"entrypoint", entrypoint},
+      {"hyperparameters", hyperparameters},
+      {"config", config},
+      {"batches", batches},
+      {"records", records},
+      {"epochs", epochs},
+      {"optimizer_steps", optimizer_steps},
+      {"data_position", {{"epoch", data_position.epoch}, {"batch", data_position.batch}}},
+      {"validation", validation},
+      {"trainer_state",
+       {{"training", t.training},
+        {"last_validation", t.last_validation},
+        {"validated_at", t.validated_at},
+        {"optimizer_counters", t.optimizer_counters},
+        {"best_metric", t.best_metric ? nlohmann::json(*t.best_metric) : nlohmann::json()}}},
+      {"scheduler_steps", scheduler_steps},
+      {"num_models", num_models},
+      {"num_optimizers", num_optimizers},
+      {"callbacks", callbacks},
+      {"parts", parts},
+      {"cuda_devices", cuda_devices},
+      {"files", files},
+  };
+}
+
+namespace {
+
+// Reads `key` of `json` into `out` when present; a value of another type is a DamagedCheckpoint.
+template <class T>
+void read(const nlohmann::json& json, const char* key, T& out, const std::string& path) {
+  const auto it = json.find(key);
+  if (it == json.end() || it->is_null()) return;
+  try {
+    out = it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw DamagedCheckpoint(
+        fmt::format("{}: '{}' is {}, not of the type a checkpoint writes", path, key, it->dump()));
+  }
+}
+
+}  // namespace
+
+Metadata Metadata::from_json(const nlohmann::json& json, const std::string& path) {
+  if (!json.is_object() || !json.contains("files") || !json["files"].is_object() ||
+      !json.contains("batches")) {
+    throw DamagedCheckpoint(fmt::format("{} lacks its file list", path));
+  }
+  Metadata m;
+  read(json, "crucible_version", m.crucible_version, path);
+  read(json, "libtorch_version", m.libtorch_version, path);
+  read(json, "trial_class", m.trial_class, path);
+  read(json, "entrypoint", m.entrypoint, path);
+  read(json, "hyperparameters", m.hyperparameters, path);
+  read(json, "config", m.config, path);
+  read(json, "batches", m.batches, path);
+  read(json, "records", m.records, path);
+  read(json, "epochs", m.epochs, path);
+  read(json, "optimizer_steps", m.optimizer_steps, path);
+  nlohmann::json position = nlohmann::json::object();
+  read(json, "data_position", position, path);
+  read(position, "epoch", m.data_position.epoch, path);
+  read(position, "batch", m.data_position.batch, path);
+  read(json, "validation", m.validation, path);
+  nlohmann::json state = nlohmann::json::object();
+  read(json, "trainer_state", state, path);
+  TrainerState& t = m.trainer_state;
+  read(state, "training", t.training, path);
+  read(state, "last_validation", t.last_validation, path);
+  read(state, "validated_at", t.validated_at, path);
+  if (state.contains("optimizer_counters")) t.optimizer_counters = state["optimizer_counters"];
+  double best = 0;
+  if (state.contains("best_metric") && !state["best_metric"].is_null()) {
+    read(state, "best_metric", best, path);
+    t.best_metric = best;
+  }
+  read(json, "scheduler_steps", m.scheduler_steps, path);
+  read(json, "num_models", m.num_models, path);
+  read(json, "num_optimizers", m.num_optimizers, path);
+  read(json, "callbacks", m.callbacks, path);
+  read(json, "parts", m.parts, path);
+  read(json, "cuda_devices", m.cuda_devices, path);
+  read(json, "files", m.files, path);
+  return m;
+}
+
+}  // namespace crucible::checkpoint

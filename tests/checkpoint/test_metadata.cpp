@@ -1,0 +1,50 @@
+// metadata.json as one type: what to_json writes, from_json reads back.
+#include "catch.h"
+
+#include "checkpoint/checkpoint.h"
+
+namespace ckpt = crucible::checkpoint;
+
+TEST_CASE("checkpoint metadata reads back what it writes", "[checkpoint]") {
+  ckpt::Metadata m;
+  m.trial_class = "T";
+  m.config = "name: x\n";
+  m.batches = 40;
+  m.records = 2560;
+  m.epochs = 1.5;
+  m.data_position = {1, 7};
+  m.validation = {{"validation_loss", 0.25}};
+  m.trainer_state.validated_at = 40;
+  m.trainer_state.best_metric = 0.25;
+  m.trainer_state.optimizer_counters = {{"optimizer_steps", {20}}};
+  m.num_models = 2;
+  m.parts = {"grad_scaler"};
+  m.files = {{"model_0.pt", {{"size", 10}, {"crc32", "00000000"}}}};
+
+  const ckpt::Metadata back = ckpt::Metadata::from_json(m.to_json(), "here");
+  CHECK(back.to_json() == m.to_json());
+  CHECK(back.trial_class == "T");
+  CHECK(back.batches == 40);
+  CHECK(back.epochs == 1.5);
+  CHECK(back.data_position == crucible::DataPosition{1, 7});
+  CHECK(back.trainer_state.best_metric == 0.25);
+  CHECK(back.trainer_state.validated_at == 40);
+  CHECK(back.num_models == 2);
+
+  ckpt::Metadata fresh;
+  fresh.files = nlohmann::json::object();
+  CHECK_FALSE(ckpt::Metadata::from_json(fresh.to_json(), "here").trainer_state.best_metric);
+}
+
+TEST_CASE("checkpoint metadata of the wrong shape is a damaged checkpoint naming the key",
+          "[checkpoint]") {
+  ckpt::Metadata m;
+  nlohmann::json json = m.to_json();
+  json["batches"] = "many";
+  CHECK_THROWS_AS(ckpt::Metadata::from_json(json, "ckpt/metadata.json"), ckpt::DamagedCheckpoint);
+  CHECK_THROWS_WITH(ckpt::Metadata::from_json(json, "ckpt/metadata.json"),
+                    Catch::Contains("ckpt/metadata.json: 'batches' is \"many\""));
+  json.erase("files");
+  CHECK_THROWS_WITH(ckpt::Metadata::from_json(json, "ckpt/metadata.json"),
+                    Catch::Contains("ckpt/metadata.json lacks its file list"));
+}
