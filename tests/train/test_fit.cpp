@@ -101,6 +101,41 @@ TEST_CASE("a constructor that throws is reported with the trial's name", "[train
   CHECK(code == crucible::kExitPlugin);
 }
 
+namespace {
+
+// Its constructor asks for a hyperparameter the config lacks: a ConfigError.
+class MissingHparamTrial : public NeitherEvalTrial {
+ public:
+  explicit MissingHparamTrial(crucible::TrialContext& ctx) : NeitherEvalTrial(ctx) {
+    ctx.hparam<double>("no_such_hparam");
+  }
+  crucible::Metrics evaluate_batch(crucible::Batch&, int64_t) override { return {}; }
+};
+
+}  // namespace
+
+TEST_CASE("an error passed on with context keeps its exit code and, nested, its type", "[train]") {
+  TempDir tmp;
+  auto trainer = crucible::Trainer(recording_config("max_length: {batches: 2}\n"),
+                                   crucible::TrialFactory::of<MissingHparamTrial>("Missing"));
+  bool nested_config_error = false;
+  try {
+    trainer.fit(crucible::FitOptions().output_dir(tmp / "r").console(false));
+    FAIL("fit did not throw");
+  } catch (const crucible::Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("trial Missing: constructor failed: hyperparameter "
+                                         "'no_such_hparam'"));
+    CHECK(e.exit_code() == crucible::kExitBadUsage);
+    try {
+      std::rethrow_if_nested(e);
+    } catch (const crucible::ConfigError& inner) {
+      nested_config_error = true;
+      CHECK_THAT(inner.what(), Catch::StartsWith("hyperparameter 'no_such_hparam'"));
+    }
+  }
+  CHECK(nested_config_error);
+}
+
 TEST_CASE("a run continued from a checkpoint ends where the uninterrupted run ends", "[train]") {
   TempDir tmp;
   auto config = recording_config(R"(max_length: {epochs: 3}

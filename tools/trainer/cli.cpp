@@ -249,8 +249,7 @@ int run(const std::vector<std::string>& args) {
     std::cerr << "error: " << e.what() << "\n";
     return e.exit_code();
   } catch (const std::exception& e) {
-    std::string msg = e.what();
-    std::cerr << "error: " << msg.substr(0, msg.find("\nException raised from")) << "\n";
+    std::cerr << "error: " << message_without_trace(e) << "\n";
     return kExitTrainingFailed;
   }
 }

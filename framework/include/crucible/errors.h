@@ -1,5 +1,6 @@
 #pragma once
 
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -17,7 +18,10 @@ enum ExitCode : int {
 };
 
 // Base of every error Crucible reports to a user. what() is a complete, user-facing message
-// (cause and place); the CLI prints it without a stack trace and exits with exit_code().
+// (cause and place); the CLI prints it without a stack trace and exits with exit_code(). An error
+// that Crucible passes on with context added (naming the trial method or callback that threw it)
+// is an Error with the longer message and the same exit code, and holds the original, of its own
+// type, as its nested exception (std::rethrow_if_nested).
 class Error : public std::runtime_error {
  public:
   Error(const std::string& message, int exit_code = kExitTrainingFailed)
@@ -51,5 +55,15 @@ class TrainingError : public Error {
  public:
   explicit TrainingError(const std::string& message) : Error(message, kExitTrainingFailed) {}
 };
+
+// What `e` says, without the C++ stack trace LibTorch appends to its messages (from
+// "Exception raised from" on) and the blank lines before it.
+inline std::string message_without_trace(const std::exception& e) {
+  std::string message = e.what();
+  const auto trace = message.find("Exception raised from");
+  if (trace != std::string::npos) message.erase(trace);
+  while (!message.empty() && message.back() == '\n') message.pop_back();
+  return message;
+}
 
 }  // namespace crucible

@@ -7,6 +7,8 @@
 
 #include <crucible/errors.h>
 
+#include "util/error_text.h"
+
 namespace crucible::checkpoint {
 
 namespace {
@@ -36,9 +38,8 @@ void load_state_dict(torch::nn::Module& module, const std::vector<char>& bytes,
   try {
     value = torch::pickle_load(bytes);
   } catch (const std::exception& e) {
-    std::string msg = e.what();
     throw TrainingError(
-        fmt::format("{}: not a readable state dict: {}", source, msg.substr(0, msg.find('\n'))));
+        fmt::format("{}: not a readable state dict: {}", source, util::first_line(e)));
   }
   if (!value.isGenericDict()) {
     throw TrainingError(fmt::format("{}: not a state dict (a dict of name to tensor)", source));

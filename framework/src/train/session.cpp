@@ -27,12 +27,11 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
   try {
     trial_ = factory_.create(*context_);
   } catch (const Error& e) {
-    throw Error(fmt::format("trial {}: constructor failed: {}", factory_.name, e.what()),
-                e.exit_code());
+    std::throw_with_nested(Error(
+        fmt::format("trial {}: constructor failed: {}", factory_.name, e.what()), e.exit_code()));
   } catch (const std::exception& e) {
-    std::string msg = e.what();
-    throw PluginError(fmt::format("trial {}: constructor threw: {}", factory_.name,
-                                  msg.substr(0, msg.find("\nException raised from"))));
+    throw PluginError(
+        fmt::format("trial {}: constructor threw: {}", factory_.name, message_without_trace(e)));
   }
   contents_.models = state_.models;
   contents_.optimizers = state_.optimizers;

@@ -15,18 +15,16 @@
 namespace crucible::train {
 
 // Runs `fn`, turning what a trial method throws into an error naming the method; `what()` is
-// called only then, so naming costs nothing per batch.
+// called only then, so naming costs nothing per batch. A crucible::Error keeps its exit code
+// and is nested in the new one (see Error).
 template <class Name, class Fn>
 auto call_trial(Name&& what, Fn&& fn) -> decltype(fn()) {
   try {
     return fn();
   } catch (const Error& e) {
-    throw Error(std::string(what()) + ": " + e.what(), e.exit_code());
+    std::throw_with_nested(Error(std::string(what()) + ": " + e.what(), e.exit_code()));
   } catch (const std::exception& e) {
-    std::string msg = e.what();
-    // LibTorch appends a C++ stack trace after the first line; users need only the message.
-    const auto cut = msg.find("\nException raised from");
-    throw TrainingError(std::string(what()) + " threw: " + msg.substr(0, cut));
+    throw TrainingError(std::string(what()) + " threw: " + message_without_trace(e));
   }
 }
 
