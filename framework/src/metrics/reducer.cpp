@@ -1,5 +1,7 @@
 #include "metrics/reducer.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <crucible/errors.h>
@@ -22,6 +24,30 @@ torch::Tensor scalar_of(const std::string& name, const torch::Tensor& t, const c
                     where, name, batch_idx, t.defined() ? t.numel() : 0));
   }
   return t.detach().reshape({}).to(torch::kDouble);
+}
+
+double max_of(double a, double b) { return std::max(a, b); }
+double min_of(double a, double b) { return std::min(a, b); }
+torch::Tensor max_of(const torch::Tensor& a, const torch::Tensor& b) {
+  return torch::maximum(a, b);
+}
+torch::Tensor min_of(const torch::Tensor& a, const torch::Tensor& b) {
+  return torch::minimum(a, b);
+}
+
+// Two partial results of one metric (sums for AVG and SUM, extremes for MAX and MIN) as one.
+template <class T>
+T combine(Reducer reducer, const T& a, const T& b) {
+  switch (reducer) {
+    case Reducer::AVG:
+    case Reducer::SUM:
+      return a + b;
+    case Reducer::MAX:
+      return max_of(a, b);
+    case Reducer::MIN:
+      return min_of(a, b);
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown Reducer ", static_cast<int>(reducer));
 }
 
 }  // namespace
@@ -47,18 +73,7 @@ void ValidationAccumulator::add(const Metrics& batch_metrics, int64_t batch_leng
       acc_.emplace(name, v);
       continue;
     }
-    switch (r) {
-      case Reducer::AVG:
-      case Reducer::SUM:
-        it->second = it->second + v;
-        break;
-      case Reducer::MAX:
-        it->second = torch::maximum(it->second, v);
-        break;
-      case Reducer::MIN:
-        it->second = torch::minimum(it->second, v);
-        break;
-    }
+    it->second = combine(r, it->second, v);
   }
   records_ += batch_length;
   ++batches_;
@@ -111,18 +126,7 @@ Values combine_partials(const std::vector<nlohmann::json>& partials,
         combined[name] = v;
         continue;
       }
-      switch (reducer.for_metric(name)) {
-        case Reducer::AVG:
-        case Reducer::SUM:
-          it->second += v;
-          break;
-        case Reducer::MAX:
-          it->second = std::max(it->second, v);
-          break;
-        case Reducer::MIN:
-          it->second = std::min(it->second, v);
-          break;
-      }
+      it->second = combine(reducer.for_metric(name), it->second, v);
     }
   }
   for (auto& [name, v] : combined) {

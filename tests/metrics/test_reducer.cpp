@@ -1,0 +1,72 @@
+// Validation metric reduction: per batch on a rank, then across ranks, exact for every reducer.
+#include "catch.h"
+
+#include "metrics/reducer.h"
+
+using crucible::EvaluationReducer;
+using crucible::Reducer;
+namespace metrics = crucible::metrics;
+
+namespace {
+
+crucible::Metrics batch(double loss, double worst, double correct) {
+  return {{"loss", torch::tensor(loss)},
+          {"worst", torch::tensor(worst)},
+          {"correct", torch::tensor(correct)}};
+}
+
+const EvaluationReducer kReducers({{"worst", Reducer::MAX}, {"correct", Reducer::SUM}},
+                                  Reducer::AVG);
+
+}  // namespace
+
+TEST_CASE("validation metrics reduce per batch as each metric's reducer says", "[metrics]") {
+  metrics::ValidationAccumulator acc(kReducers);
+  acc.add(batch(1.0, 3.0, 10), 4, 0);
+  acc.add(batch(4.0, 2.0, 5), 2, 1);  // a short last batch
+  const metrics::Values v = acc.result();
+  CHECK(v.at("loss") == Approx((1.0 * 4 + 4.0 * 2) / 6));  // weighted by batch length
+  CHECK(v.at("worst") == 3.0);
+  CHECK(v.at("correct") == 15.0);
+
+  metrics::ValidationAccumulator mins(EvaluationReducer(Reducer::MIN));
+  mins.add({{"loss", torch::tensor(2.0)}}, 1, 0);
+  mins.add({{"loss", torch::tensor(-1.0)}}, 1, 1);
+  CHECK(mins.result().at("loss") == -1.0);
+}
+
+TEST_CASE("ranks' partial results combine to what one rank over all batches gives", "[metrics]") {
+  metrics::ValidationAccumulator all(kReducers), rank0(kReducers), rank1(kReducers),
+      idle(kReducers);
+  const std::vector<std::pair<crucible::Metrics, int64_t>> batches = {
+      {batch(1.0, 3.0, 10), 4}, {batch(2.0, 7.0, 1), 4}, {batch(4.0, 2.0, 5), 2}};
+  for (size_t i = 0; i < batches.size(); ++i) {
+    all.add(batches[i].first, batches[i].second, static_cast<int64_t>(i));
+    (i % 2 == 0 ? rank0 : rank1).add(batches[i].first, batches[i].second, static_cast<int64_t>(i));
+  }
+  const metrics::Values combined =
+      metrics::combine_partials({rank0.partial(), idle.partial(), rank1.partial()}, kReducers);
+  const metrics::Values expected = all.result();
+  REQUIRE(combined.size() == expected.size());
+  for (const auto& [name, value] : expected) {
+    INFO(name);
+    CHECK(combined.at(name) == Approx(value));
+  }
+}
+
+TEST_CASE("ranks or batches that report different metrics are an error naming them", "[metrics]") {
+  metrics::ValidationAccumulator acc(kReducers);
+  acc.add(batch(1.0, 3.0, 10), 4, 0);
+  CHECK_THROWS_WITH(acc.add({{"loss", torch::tensor(1.0)}}, 4, 1),
+                    Catch::Contains("evaluate_batch returned keys {loss} at validation batch 1"));
+  CHECK_THROWS_WITH(acc.add({{"loss", torch::ones({2})},
+                             {"worst", torch::tensor(1.0)},
+                             {"correct", torch::tensor(1.0)}},
+                            4, 2),
+                    Catch::Contains("metric 'loss' at batch 2 with 2 elements"));
+
+  metrics::ValidationAccumulator other(kReducers);
+  other.add({{"loss", torch::tensor(1.0)}}, 4, 0);
+  CHECK_THROWS_WITH(metrics::combine_partials({acc.partial(), other.partial()}, kReducers),
+                    Catch::Contains("ranks report different validation metrics: rank 0 reports"));
+}
