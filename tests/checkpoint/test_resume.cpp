@@ -53,7 +53,7 @@ TEST_CASE("SIGKILL at any moment, then --resume, ends bitwise identical", "[chec
   reference();
   TempDir tmp;
   const std::string run = tmp / "run";
-  std::string env;
+  std::string slow_save;  // a --set making every checkpoint slow to write
   std::function<bool()> moment;
   std::string resumes_from;  // the newest checkpoint when the kill lands
   bool cut_short = false;    // whether the kill cuts the writing of checkpoint 80 short
@@ -66,14 +66,15 @@ TEST_CASE("SIGKILL at any moment, then --resume, ends bitwise identical", "[chec
     resumes_from = "batch-0000000040";
   }
   SECTION("while a checkpoint is being written") {
-    env = "CRUCIBLE_TEST_CHECKPOINT_DELAY_MS=300 ";
+    slow_save = " --set hyperparameters.save_delay_ms=500";
     moment = [&] { return util::exists(run + "/checkpoints/.tmp-batch-0000000080"); };
     resumes_from = "batch-0000000064";
     cut_short = true;
   }
   {
-    Child child(env + kTrainer + " fit " + resumable_config(tmp, 20) + " --quiet --output " + run,
-                tmp / "log");
+    Child child(
+        kTrainer + " fit " + resumable_config(tmp, 20) + slow_save + " --quiet --output " + run,
+        tmp / "log");
     REQUIRE(wait_until(moment));
     child.signal(SIGKILL);
     CHECK(child.wait() == 128 + SIGKILL);
@@ -113,8 +114,8 @@ TEST_CASE("a second SIGINT stops at once: the previous checkpoint stays loadable
   reference();
   TempDir tmp;
   const std::string run = tmp / "run";
-  Child child("CRUCIBLE_TEST_CHECKPOINT_DELAY_MS=2000 " + kTrainer + " fit " +
-                  resumable_config(tmp, 5) + " --output " + run,
+  Child child(kTrainer + " fit " + resumable_config(tmp, 5) +
+                  " --set hyperparameters.save_delay_ms=2000 --output " + run,
               tmp / "log");
   REQUIRE(wait_until([&] { return latest(run) == "batch-0000000020"; }, 120));
   // Past batch 20: a stop at batch 20 itself would find its checkpoint current and write none.

@@ -283,7 +283,12 @@ class ResumableTrial : public Trial {
   // Its state (validations seen) must survive a kill too.
   Callbacks build_callbacks() override { return {{"log", std::make_shared<EventLog>()}}; }
 
+  // With hyperparameter save_delay_ms, a slow save: checkpoints spend that long being written
+  // (after the model and optimizer files), for tests that interrupt one.
   void save_state(torch::serialize::OutputArchive& archive) override {
+    if (ctx_.hparams().contains("save_delay_ms")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ctx_.hparam<int64_t>("save_delay_ms")));
+    }
     archive.write("seen", torch::tensor(seen_));
   }
   void load_state(torch::serialize::InputArchive& archive) override {

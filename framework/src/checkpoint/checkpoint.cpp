@@ -1,9 +1,6 @@
 #include "checkpoint/checkpoint.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cstdlib>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -19,15 +16,6 @@ namespace {
 
 std::string indexed(const char* stem, size_t i, const char* extension = "pt") {
   return fmt::format("{}_{}.{}", stem, i, extension);
-}
-
-// For tests that kill a process while it writes a checkpoint: sleep after every file.
-void test_delay() {
-  static const long ms = [] {
-    const char* env = std::getenv("CRUCIBLE_TEST_CHECKPOINT_DELAY_MS");
-    return env ? std::atol(env) : 0L;
-  }();
-  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
 std::vector<torch::Device> cuda_devices() {
@@ -200,7 +188,6 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
       fill(file);
       file.finish();
       files[name] = {{"size", file.size()}, {"crc32", file.crc32_hex()}};
-      test_delay();
     };
     // An archive streams into its file: no copy of it is held in memory.
     auto put_archive = [&](const std::string& name,
