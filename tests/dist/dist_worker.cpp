@@ -187,7 +187,12 @@ int main(int argc, char** argv) {
       std::cout << (mode == "collectives" ? collectives(ctx) : grad_sync(ctx)).dump() << std::endl;
       return 0;
     }
+    // Every rank's process groups are built before rank 1 fails: the others must fail in the
+    // all-reduce below, not while still connecting to it. The pause lets the barrier's last
+    // messages arrive before rank 1's connections close.
+    ctx.barrier();
     if (ctx.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
       if (mode == "die") std::_Exit(3);
       for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
     }

@@ -171,11 +171,15 @@ void Contents::add_part(Part part) {
   parts_.push_back(std::move(part));
 }
 
+std::string checkpoints_dir(const std::string& run_dir) {
+  return util::join(run_dir, "checkpoints");
+}
+
 std::string directory_name(int64_t batches) { return fmt::format("batch-{:010d}", batches); }
 
 std::string save(const std::string& run_dir, int64_t batches, const Contents& contents,
                  Metadata metadata, const RankGenerators& rank_generators) {
-  const std::string checkpoints = util::join(run_dir, "checkpoints");
+  const std::string checkpoints = checkpoints_dir(run_dir);
   const std::string final_dir = util::join(checkpoints, directory_name(batches));
   const std::string tmp = util::join(checkpoints, ".tmp-" + directory_name(batches));
   try {
@@ -343,7 +347,7 @@ Metadata load_weights(const std::string& dir,
 
 std::vector<std::string> list(const std::string& run_dir) {
   std::vector<std::string> out;
-  const std::string dir = util::join(run_dir, "checkpoints");
+  const std::string dir = checkpoints_dir(run_dir);
   if (!util::is_directory(dir)) return out;
   for (const auto& name : util::list_directory(dir)) {
     const std::string path = util::join(dir, name);
@@ -354,7 +358,7 @@ std::vector<std::string> list(const std::string& run_dir) {
 
 std::vector<std::string> remove_unfinished(const std::string& run_dir) {
   std::vector<std::string> out;
-  const std::string dir = util::join(run_dir, "checkpoints");
+  const std::string dir = checkpoints_dir(run_dir);
   if (!util::is_directory(dir)) return out;
   for (const auto& name : util::list_directory(dir)) {
     if (name.rfind(".tmp-", 0) == 0) out.push_back(util::join(dir, name));

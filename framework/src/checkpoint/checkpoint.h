@@ -69,6 +69,10 @@ class DamagedCheckpoint : public TrainingError {
   using TrainingError::TrainingError;
 };
 
+// The folder of run `run_dir` that holds its checkpoints: <run_dir>/checkpoints.
+std::string checkpoints_dir(const std::string& run_dir);
+
+// The name of the checkpoint written after `batches` batches: batch-<batches, 10 digits>.
 std::string directory_name(int64_t batches);
 
 // The generator states of the ranks of a distributed run, indexed by rank: `cpu[r]` is rank r's

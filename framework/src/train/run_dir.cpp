@@ -12,9 +12,12 @@
 
 #include <crucible/errors.h>
 
+#include "checkpoint/checkpoint.h"
 #include "util/file_system.h"
 
 namespace crucible::train {
+
+std::string RunDir::checkpoints() const { return checkpoint::checkpoints_dir(path); }
 
 namespace {
 
@@ -43,7 +46,7 @@ RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_
         run.path, run.path));
   }
   try {
-    util::create_directories(util::join(run.path, "checkpoints"));
+    util::create_directories(run.checkpoints());
   } catch (const std::exception& e) {
     throw TrainingError(fmt::format("cannot create run directory {}: {}", run.path, e.what()));
   }

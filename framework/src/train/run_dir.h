@@ -13,7 +13,7 @@ struct RunDir {
   std::string config_file() const { return path + "/config.yaml"; }
   std::string log_file() const { return path + "/trainer.log"; }
   std::string metrics_file() const { return path + "/metrics.jsonl"; }
-  std::string checkpoints() const { return path + "/checkpoints"; }
+  std::string checkpoints() const;  // checkpoint::checkpoints_dir(path)
 };
 
 // Creates a fresh run directory (`output_dir`, or a new <host_path>/<name>/<run-id>) and writes
