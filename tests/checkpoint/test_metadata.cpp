@@ -1,7 +1,10 @@
 // metadata.json as one type: what to_json writes, from_json reads back.
 #include "catch.h"
 
+#include <crucible/trainer.h>
+
 #include "checkpoint/checkpoint.h"
+#include "process.h"
 
 namespace ckpt = crucible::checkpoint;
 
@@ -47,4 +50,16 @@ TEST_CASE("checkpoint metadata of the wrong shape is a damaged checkpoint naming
   json.erase("files");
   CHECK_THROWS_WITH(ckpt::Metadata::from_json(json, "ckpt/metadata.json"),
                     Catch::Contains("ckpt/metadata.json lacks its file list"));
+}
+
+TEST_CASE("a folder that is no checkpoint, or holds damaged metadata, is named", "[checkpoint]") {
+  crucible::testing::TempDir tmp;
+  CHECK_THROWS_AS(crucible::Trainer::from_checkpoint(tmp / "none"), crucible::UsageError);
+  CHECK_THROWS_WITH(crucible::Trainer::from_checkpoint(tmp / "none"),
+                    Catch::Contains("not a checkpoint (no readable metadata.json)"));
+  crucible::testing::write_file(tmp / "metadata.json", "{not json");
+  CHECK_THROWS_AS(crucible::Trainer::from_checkpoint(tmp.path()), crucible::TrainingError);
+  CHECK_THROWS_WITH(crucible::Trainer::from_checkpoint(tmp.path()),
+                    Catch::Contains(tmp / "metadata.json") &&
+                        Catch::Contains("damaged or not Crucible checkpoint metadata"));
 }

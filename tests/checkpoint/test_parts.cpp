@@ -61,9 +61,11 @@ TEST_CASE("part names are unique and not the callbacks'", "[checkpoint]") {
   ckpt::Contents contents;
   contents.add_part(tensor_part("scaler", &t));
   CHECK_THROWS_WITH(contents.add_part(tensor_part("scaler", &t)),
-                    Catch::Contains("'scaler' is registered already"));
+                    Catch::Contains("'scaler': registered already"));
   CHECK_THROWS_WITH(contents.add_part(tensor_part("callback_log", &t)),
                     Catch::Contains("the callbacks' own"));
   CHECK_THROWS_WITH(contents.add_part(tensor_part("", &t)), Catch::Contains("the name is empty"));
+  CHECK_THROWS_WITH(contents.add_part({"half", tensor_part("x", &t).save, nullptr}),
+                    Catch::Contains("'half': it needs both a save and a load function"));
   CHECK(contents.parts().size() == 1);
 }

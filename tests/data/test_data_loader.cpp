@@ -1,4 +1,8 @@
+#include <chrono>
 #include <set>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include "catch.h"
 
@@ -31,6 +35,20 @@ class ExampleDataset : public crucible::Dataset {
   Batch get(int64_t i) const override {
     return Batch::dict({{"x", torch::full({2}, static_cast<float>(i))}, {"i", torch::tensor(i)}});
   }
+};
+
+// Records 0..size-1 as scalar tensors, except record `bad`, whose read throws.
+class BrokenDataset : public crucible::Dataset {
+ public:
+  BrokenDataset(int64_t size, int64_t bad) : size_(size), bad_(bad) {}
+  int64_t size() const override { return size_; }
+  Batch get(int64_t i) const override {
+    if (i == bad_) throw std::runtime_error(fmt::format("bad record {}", i));
+    return torch::tensor(i);
+  }
+
+ private:
+  int64_t size_, bad_;
 };
 
 }  // namespace
@@ -111,15 +129,7 @@ TEST_CASE("worker threads yield exactly the single-threaded sequence", "[data]")
 }
 
 TEST_CASE("an exception in a worker reaches the consumer", "[data]") {
-  class Broken : public crucible::Dataset {
-   public:
-    int64_t size() const override { return 10; }
-    Batch get(int64_t i) const override {
-      if (i == 7) throw std::runtime_error("bad record 7");
-      return torch::tensor(i);
-    }
-  };
-  DataLoader loader(std::make_shared<Broken>(), DataLoaderOptions(5).num_workers(2));
+  DataLoader loader(std::make_shared<BrokenDataset>(10, 7), DataLoaderOptions(5).num_workers(2));
   CHECK_NOTHROW(loader.next());
   CHECK_THROWS_WITH(loader.next(), Catch::Contains("bad record 7"));
 }
@@ -145,20 +155,17 @@ TEST_CASE("a loader with a device yields the same batches and positions as one w
 }
 
 TEST_CASE("a batch taken ahead that fails throws from the next() that returns it", "[data]") {
-  class Broken : public crucible::Dataset {
-   public:
-    int64_t size() const override { return 20; }
-    Batch get(int64_t i) const override {
-      if (i == 7) throw std::runtime_error("bad record 7");
-      return torch::tensor(i);
-    }
-  };
-  DataLoader loader(std::make_shared<Broken>(), DataLoaderOptions(5).num_workers(2));
+  DataLoader loader(std::make_shared<BrokenDataset>(25, 12),
+                    DataLoaderOptions(5).num_workers(2).prefetch(3));
   loader.set_device(torch::kCPU);
-  CHECK(loader.next().tensor().equal(torch::arange(5)));  // batch 1 (records 5..9) taken ahead
-  CHECK_THROWS_WITH(loader.next(), Catch::Contains("bad record 7"));
-  CHECK(loader.position() == DataPosition{0, 2});
-  CHECK(loader.next().tensor().equal(torch::arange(10, 15)));
+  CHECK(loader.next().tensor().equal(torch::arange(5)));
+  // Time for the workers to build batches 1..3 (batch 2, records 10..14, fails), so that the
+  // next() below takes batch 2 ahead, as the failure it is.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(loader.next().tensor().equal(torch::arange(5, 10)));
+  CHECK_THROWS_WITH(loader.next(), Catch::Contains("bad record 12"));
+  CHECK(loader.position() == DataPosition{0, 3});
+  CHECK(loader.next().tensor().equal(torch::arange(15, 20)));
 }
 
 TEST_CASE("a dataset without get_batch is collated example by example", "[data]") {

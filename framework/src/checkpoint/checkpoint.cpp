@@ -156,17 +156,15 @@ void load_models(const std::string& dir, const Metadata& meta,
 }  // namespace
 
 void Contents::add_part(Part part) {
-  if (part.name.empty() || part.name.rfind("callback_", 0) == 0 || !part.save || !part.load) {
-    throw TrainingError(fmt::format("checkpoint part '{}': {}", part.name,
-                                    part.name.empty() ? "the name is empty"
-                                    : part.name.rfind("callback_", 0) == 0
-                                        ? "names starting with 'callback_' are the callbacks' own"
-                                        : "it needs both a save and a load function"));
-  }
+  auto refuse = [&](const char* why) {
+    throw TrainingError(fmt::format("checkpoint part '{}': {}", part.name, why));
+  };
+  if (part.name.empty()) refuse("the name is empty");
+  if (part.name.rfind("callback_", 0) == 0)
+    refuse("names starting with 'callback_' are the callbacks' own");
+  if (!part.save || !part.load) refuse("it needs both a save and a load function");
   for (const Part& p : parts_) {
-    if (p.name == part.name) {
-      throw TrainingError(fmt::format("checkpoint part '{}' is registered already", part.name));
-    }
+    if (p.name == part.name) refuse("registered already");
   }
   parts_.push_back(std::move(part));
 }

@@ -1,7 +1,5 @@
 #include <crucible/trainer.h>
 
-#include <fstream>
-
 #include <fmt/format.h>
 
 #include <crucible/experiment.h>
@@ -20,15 +18,16 @@ Trainer::Trainer(ExperimentConfig config, TrialFactory factory)
 Trainer Trainer::from_checkpoint(const std::string& dir) {
   if (dir.empty()) throw UsageError("--checkpoint DIR is required");
   const std::string meta_path = util::join(dir, "metadata.json");
-  std::ifstream in(meta_path);
-  if (!in) {
+  if (!util::exists(meta_path)) {
     throw UsageError(
         fmt::format("--checkpoint {}: not a checkpoint (no readable metadata.json)", dir));
   }
   checkpoint::Metadata meta;
   try {
     meta = checkpoint::metadata(dir);
-  } catch (const checkpoint::DamagedCheckpoint&) {
+  } catch (const checkpoint::DamagedCheckpoint& e) {
+    throw TrainingError(
+        fmt::format("{}: damaged or not Crucible checkpoint metadata ({})", meta_path, e.what()));
   }
   if (meta.config.empty()) {
     throw TrainingError(fmt::format("{}: damaged or not Crucible checkpoint metadata", meta_path));
