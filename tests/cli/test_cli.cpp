@@ -1,4 +1,7 @@
 // End-to-end tests of the real `trainer` binary on real configs.
+#include <regex>
+#include <sstream>
+
 #include "catch.h"
 
 #include "process.h"
@@ -49,7 +52,7 @@ TEST_CASE("trainer --version, --help and bad usage", "[cli]") {
   auto unknown = trainer("frobnicate x.yaml");
   CHECK(unknown.exit_code == 2);
   CHECK(unknown.output ==
-        "error: unknown command 'frobnicate'; commands: fit, check, validate, predict\n");
+        "error: unknown command 'frobnicate'; commands: fit, check, validate, predict, keys\n");
   auto bad_flag = trainer("fit " + kConfigs + "/linear.yaml --fast");
   CHECK(bad_flag.exit_code == 2);
   CHECK_THAT(bad_flag.output, Catch::Contains("unknown option '--fast' for fit"));
@@ -115,6 +118,30 @@ TEST_CASE("trainer check prints the resolved config", "[cli]") {
   CHECK_THAT(r.output, Catch::Contains("OK (trial LinearTrial)"));
   CHECK_THAT(r.output, Catch::Contains("learning_rate: 0.1\n"));
   CHECK_THAT(r.output, Catch::Contains("perform_initial_validation: false"));
+}
+
+TEST_CASE("trainer keys lists every key with its default and resume safety", "[cli]") {
+  auto r = trainer("keys");
+  REQUIRE(r.exit_code == 0);
+  INFO(r.output);
+  // The line of `key`, its columns separated by runs of spaces.
+  auto line_of = [&](const std::string& key) {
+    std::istringstream in(r.output);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(key + " ", 0) == 0) return std::regex_replace(line, std::regex(" {2,}"), "|");
+    }
+    return std::string("(no line for " + key + ")");
+  };
+  CHECK(line_of("name") == "name|required|-|the experiment's name");
+  CHECK_THAT(line_of("max_length"), Catch::StartsWith("max_length|required|safe|how long"));
+  CHECK_THAT(line_of("resources.slots_per_trial"),
+             Catch::StartsWith("resources.slots_per_trial|1|-|processes"));
+  CHECK_THAT(line_of("min_checkpoint_period"),
+             Catch::StartsWith("min_checkpoint_period|{batches: 0}|safe|"));
+  CHECK_THAT(line_of("checkpoint_policy"), Catch::StartsWith("checkpoint_policy|best|-|best: "));
+  CHECK_THAT(line_of("optimizations.gradient_as_bucket_view"),
+             Catch::StartsWith("optimizations.gradient_as_bucket_view|true|safe|"));
+  CHECK(trainer("keys extra").exit_code == 2);
 }
 
 TEST_CASE("config errors exit 2 with file, line and column", "[cli]") {

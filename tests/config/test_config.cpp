@@ -6,6 +6,7 @@
 #include <crucible/config.h>
 #include <crucible/errors.h>
 
+#include "config/diff.h"
 #include "config/suggest.h"
 #include "util/file_system.h"
 
@@ -203,6 +204,129 @@ data: {path: /d, n: 3}
   CHECK(again.optimizations.average_aggregated_gradients == false);
   CHECK(again.reproducibility.experiment_seed == 99);
   CHECK(again.data["n"] == 3);
+}
+
+namespace {
+
+// A config whose every member differs from its default. The structured bindings make this fail
+// to compile when a member is added, until the member is filled here too.
+crucible::ExperimentConfig every_member_set() {
+  using crucible::HyperparameterSpec;
+  crucible::ExperimentConfig c;
+  auto& [name, description, entrypoint, hyperparameters, searcher, max_length, records_per_epoch,
+         min_validation_period, min_checkpoint_period, perform_initial_validation,
+         checkpoint_policy, checkpoint_storage, resources, optimizations, reproducibility,
+         scheduling_unit, data, source_path] = c;
+  name = "123";
+  description = "a test";
+  entrypoint = "./lib.so:T";
+  hyperparameters["global_batch_size"].value = 12;
+  hyperparameters["s"].value = "true";
+  hyperparameters["lr"].value = 0.1;
+  hyperparameters["nested"].value = nlohmann::json::parse(R"({"a": [1, 2.5, "x"], "b": null})");
+  HyperparameterSpec& space = hyperparameters["space"];
+  space.type = HyperparameterSpec::Type::kLog;
+  space.minval = -3.5;
+  space.maxval = 0.25;
+  space.base = 2;
+  space.count = 4;
+  hyperparameters["units"].type = HyperparameterSpec::Type::kInt;
+  hyperparameters["units"].minval = 4;
+  hyperparameters["units"].maxval = 64;
+  hyperparameters["act"].type = HyperparameterSpec::Type::kCategorical;
+  hyperparameters["act"].vals = {"relu", 1, false};
+  auto& [searcher_name, metric, smaller_is_better, max_trials] = searcher;
+  searcher_name = "random";
+  metric = "accuracy";
+  smaller_is_better = false;
+  max_trials = 9;
+  max_length = {crucible::LengthUnit::kRecords, 1000};
+  records_per_epoch = 500;
+  min_validation_period = {crucible::LengthUnit::kBatches, 7};
+  min_checkpoint_period = {crucible::LengthUnit::kEpochs, 1};
+  perform_initial_validation = true;
+  checkpoint_policy = crucible::CheckpointPolicy::kNone;
+  auto& [host_path, save_trial_best, save_trial_latest] = checkpoint_storage;
+  host_path = "/tmp/r";
+  save_trial_best = 2;
+  save_trial_latest = 3;
+  auto& [slots_per_trial, distributed_timeout_seconds, distributed_backend] = resources;
+  slots_per_trial = 3;
+  distributed_timeout_seconds = 0.1;
+  distributed_backend = crucible::DistributedBackend::kNccl;
+  auto& [aggregation_frequency, average_aggregated_gradients, gradient_bucket_mb,
+         gradient_as_bucket_view] = optimizations;
+  aggregation_frequency = 2;
+  average_aggregated_gradients = false;
+  gradient_bucket_mb = 1.0 / 3;
+  gradient_as_bucket_view = false;
+  auto& [experiment_seed] = reproducibility;
+  experiment_seed = 9223372036854775807ULL;  // the largest a file can hold
+  scheduling_unit = 5;
+  data = {{"path", "/d"}, {"n", 3}};
+  source_path = "built in code";
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a config read back from to_yaml equals the one written, member by member", "[config]") {
+  const crucible::ExperimentConfig c = every_member_set();
+  const crucible::ExperimentConfig defaults;
+  CHECK_FALSE((c.searcher == defaults.searcher));
+  CHECK_FALSE((c.checkpoint_storage == defaults.checkpoint_storage));
+  CHECK_FALSE((c.resources == defaults.resources));
+  CHECK_FALSE((c.optimizations == defaults.optimizations));
+  CHECK_FALSE((c.reproducibility == defaults.reproducibility));
+
+  const std::string yaml = crucible::to_yaml(c);
+  INFO(yaml);
+  const crucible::ExperimentConfig again = parse_experiment_config(yaml, "again.yaml");
+  CHECK(again.source_path == "again.yaml");
+  CHECK((again == c));
+  // Member by member, so that a failure names the part that did not survive.
+  CHECK((again.hyperparameters == c.hyperparameters));
+  CHECK((again.searcher == c.searcher));
+  CHECK((again.checkpoint_storage == c.checkpoint_storage));
+  CHECK((again.resources == c.resources));
+  CHECK((again.optimizations == c.optimizations));
+  CHECK((again.reproducibility == c.reproducibility));
+  CHECK((again.data == c.data));
+
+  // Every member is compared: changing any one makes the configs differ.
+  crucible::ExperimentConfig changed = again;
+  changed.optimizations.gradient_as_bucket_view = true;
+  CHECK_FALSE((changed == c));
+  changed = again;
+  changed.hyperparameters["space"].count = 5;
+  CHECK_FALSE((changed == c));
+  changed = again;
+  changed.source_path = "elsewhere.yaml";
+  CHECK((changed == c));
+}
+
+TEST_CASE("the defaults written out read back as the defaults", "[config]") {
+  const auto c = parse_experiment_config(kMinimal, "mem.yaml");
+  CHECK((parse_experiment_config(crucible::to_yaml(c), "again.yaml") == c));
+}
+
+TEST_CASE("the keys safe on resume are those the schema marks", "[config]") {
+  std::vector<std::string> safe;
+  for (const auto& key : crucible::config_keys()) {
+    if (key.safe_on_resume) safe.push_back(key.path);
+  }
+  CHECK(safe == std::vector<std::string>{
+                    "description", "max_length", "min_validation_period", "min_checkpoint_period",
+                    "checkpoint_storage.save_trial_best", "checkpoint_storage.save_trial_latest",
+                    "resources.distributed_timeout_seconds",
+                    "optimizations.gradient_as_bucket_view", "scheduling_unit"});
+  using crucible::config::is_safe_change;
+  CHECK(is_safe_change("max_length.epochs"));
+  CHECK(is_safe_change("checkpoint_storage.save_trial_best"));
+  CHECK_FALSE(is_safe_change("checkpoint_storage.host_path"));
+  CHECK_FALSE(is_safe_change("hyperparameters.lr"));
+  CHECK_FALSE(is_safe_change("max_lengthx"));
+  CHECK_FALSE(is_safe_change("data.path"));
 }
 
 TEST_CASE("every shipped config in configs/ is valid", "[config]") {

@@ -66,6 +66,13 @@ TEST_CASE("the permutation depends on (seed, epoch) alone", "[data]") {
   auto a = DataLoader(indices_dataset(100), DataLoaderOptions(10).shuffle(true).seed(9));
   auto b = DataLoader(indices_dataset(100), DataLoaderOptions(10).shuffle(true).seed(9));
   for (int i = 0; i < 25; ++i) CHECK(ids(a.next()) == ids(b.next()));
+  // Seed 0 is a seed like any other; only an unset seed is filled in by the trainer, and a
+  // loader used on its own shuffles unset as with 0.
+  CHECK_FALSE(DataLoaderOptions(10).seed().has_value());
+  auto unset = DataLoader(indices_dataset(100), DataLoaderOptions(10).shuffle(true));
+  auto zero = DataLoader(indices_dataset(100), DataLoaderOptions(10).shuffle(true).seed(0));
+  CHECK(zero.options().seed() == std::optional<uint64_t>(0));
+  for (int i = 0; i < 10; ++i) CHECK(ids(unset.next()) == ids(zero.next()));
 }
 
 TEST_CASE("every epoch visits each record once, in a new order", "[data]") {

@@ -4,7 +4,7 @@
 #include "metrics/reducer.h"
 
 using crucible::EvaluationReducer;
-using crucible::Reducer;
+using crucible::ReduceOp;
 namespace metrics = crucible::metrics;
 
 namespace {
@@ -15,8 +15,8 @@ crucible::Metrics batch(double loss, double worst, double correct) {
           {"correct", torch::tensor(correct)}};
 }
 
-const EvaluationReducer kReducers({{"worst", Reducer::MAX}, {"correct", Reducer::SUM}},
-                                  Reducer::AVG);
+const EvaluationReducer kReducers({{"worst", ReduceOp::kMax}, {"correct", ReduceOp::kSum}},
+                                  ReduceOp::kAvg);
 
 }  // namespace
 
@@ -24,12 +24,12 @@ TEST_CASE("validation metrics reduce per batch as each metric's reducer says", "
   metrics::ValidationAccumulator acc(kReducers);
   acc.add(batch(1.0, 3.0, 10), 4, 0);
   acc.add(batch(4.0, 2.0, 5), 2, 1);  // a short last batch
-  const metrics::Values v = acc.result();
+  const crucible::MetricValues v = acc.result();
   CHECK(v.at("loss") == Approx((1.0 * 4 + 4.0 * 2) / 6));  // weighted by batch length
   CHECK(v.at("worst") == 3.0);
   CHECK(v.at("correct") == 15.0);
 
-  metrics::ValidationAccumulator mins(EvaluationReducer(Reducer::MIN));
+  metrics::ValidationAccumulator mins(EvaluationReducer(ReduceOp::kMin));
   mins.add({{"loss", torch::tensor(2.0)}}, 1, 0);
   mins.add({{"loss", torch::tensor(-1.0)}}, 1, 1);
   CHECK(mins.result().at("loss") == -1.0);
@@ -44,9 +44,9 @@ TEST_CASE("ranks' partial results combine to what one rank over all batches give
     all.add(batches[i].first, batches[i].second, static_cast<int64_t>(i));
     (i % 2 == 0 ? rank0 : rank1).add(batches[i].first, batches[i].second, static_cast<int64_t>(i));
   }
-  const metrics::Values combined =
+  const crucible::MetricValues combined =
       metrics::combine_partials({rank0.partial(), idle.partial(), rank1.partial()}, kReducers);
-  const metrics::Values expected = all.result();
+  const crucible::MetricValues expected = all.result();
   REQUIRE(combined.size() == expected.size());
   for (const auto& [name, value] : expected) {
     INFO(name);

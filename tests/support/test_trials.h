@@ -51,9 +51,9 @@ class RecordingTrial : public Trial {
     const auto mode = ctx.hparam<std::string>("step_mode");
     scheduler_ = ctx.wrap_lr_scheduler(
         lr::LambdaLR(opt_, [](int64_t s) { return 1.0 / static_cast<double>(1 + s); }),
-        mode == "every_batch"   ? StepMode::EveryBatch
-        : mode == "every_epoch" ? StepMode::EveryEpoch
-                                : StepMode::Manual);
+        mode == "every_batch"   ? StepMode::kEveryBatch
+        : mode == "every_epoch" ? StepMode::kEveryEpoch
+                                : StepMode::kManual);
   }
 
   DataLoader build_training_data_loader() override {
@@ -101,7 +101,7 @@ class RecordingTrial : public Trial {
   }
   EvaluationReducer evaluation_reducer() override {
     return EvaluationReducer(
-        {{"sum_len", Reducer::SUM}, {"max_x", Reducer::MAX}, {"min_x", Reducer::MIN}});
+        {{"sum_len", ReduceOp::kSum}, {"max_x", ReduceOp::kMax}, {"min_x", ReduceOp::kMin}});
   }
 
   // Counts batches this trial object trained, plus what a restored checkpoint said it had.
@@ -181,7 +181,7 @@ class EventLog : public Callback {
     add("on_training_epoch_end", std::to_string(e));
   }
   void on_validation_start() override { add("on_validation_start", ""); }
-  void on_validation_end(const std::map<std::string, double>& metrics) override {
+  void on_validation_end(const crucible::MetricValues& metrics) override {
     ++validations_;
     std::string names;
     for (const auto& [k, v] : metrics) names += " " + k;
@@ -248,9 +248,9 @@ class ResumableTrial : public Trial {
             torch::nn::Dropout(0.2), torch::nn::Linear(ctx.hparam<int64_t>("hidden"), 1)))),
         opt_(ctx.wrap_optimizer(torch::optim::Adam(model_->parameters(), 0.01))),
         head_opt_(ctx.wrap_optimizer(torch::optim::SGD(model_->parameters(), 0.0))) {
-    ctx.wrap_lr_scheduler(lr::StepLR(opt_, 1, 0.8), StepMode::EveryEpoch);
+    ctx.wrap_lr_scheduler(lr::StepLR(opt_, 1, 0.8), StepMode::kEveryEpoch);
     ctx.wrap_lr_scheduler(lr::LambdaLR(head_opt_, [](int64_t s) { return 1.0 + s; }),
-                          StepMode::EveryBatch);
+                          StepMode::kEveryBatch);
   }
 
   DataLoader build_training_data_loader() override {
@@ -342,7 +342,7 @@ class BatchNormTrial : public Trial {
             {"stats_min", stats}};
   }
   EvaluationReducer evaluation_reducer() override {
-    return EvaluationReducer({{"stats_max", Reducer::MAX}, {"stats_min", Reducer::MIN}});
+    return EvaluationReducer({{"stats_max", ReduceOp::kMax}, {"stats_min", ReduceOp::kMin}});
   }
 
  private:

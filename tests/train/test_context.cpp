@@ -80,6 +80,6 @@ TEST_CASE("wrap_lr_scheduler refuses an optimizer that was not wrapped", "[train
   auto model = torch::nn::Linear(1, 1);
   crucible::Optimizer loose = std::make_shared<torch::optim::SGD>(model->parameters(), 1.0);
   CHECK_THROWS_WITH(
-      f.ctx.wrap_lr_scheduler(crucible::lr::StepLR(loose, 1), crucible::StepMode::EveryEpoch),
+      f.ctx.wrap_lr_scheduler(crucible::lr::StepLR(loose, 1), crucible::StepMode::kEveryEpoch),
       Catch::Contains("was not wrapped with wrap_optimizer"));
 }

@@ -1,5 +1,6 @@
 #include "cli.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -22,6 +23,7 @@ Commands:
   check CONFIG                validate an experiment file, load its trial, print the resolved config
   validate --checkpoint DIR   run the trial's validation on a checkpoint, print the metrics
   predict --checkpoint DIR    write the trial's predictions over its predict data to a file
+  keys                        list the experiment file's keys with their defaults
 
 Options:
   --help           show help (also `trainer <command> --help`)
@@ -83,6 +85,12 @@ constexpr const char* kCheckUsage = R"(usage: trainer check CONFIG [--set KEY=VA
 
 Validates CONFIG, loads its trial library and finds the trial class, then prints the resolved
 configuration (every default spelled out) as YAML. Exit code 0 when all is well.
+)";
+
+constexpr const char* kKeysUsage = R"(usage: trainer keys
+
+Lists every key of the experiment file: its default (or "required"), whether it may change when
+a run resumes ("safe": with --allow-safe-changes), and what it does.
 )";
 
 struct Args {
@@ -161,9 +169,10 @@ Args parse(const std::vector<std::string>& args) {
                                    a.command.empty() ? "" : " for " + a.command,
                                    a.command.empty() ? "" : a.command + " "));
     } else if (a.command.empty()) {
-      if (arg != "fit" && arg != "check" && arg != "validate" && arg != "predict") {
-        throw UsageError(
-            fmt::format("unknown command '{}'; commands: fit, check, validate, predict", arg));
+      if (arg != "fit" && arg != "check" && arg != "validate" && arg != "predict" &&
+          arg != "keys") {
+        throw UsageError(fmt::format(
+            "unknown command '{}'; commands: fit, check, validate, predict, keys", arg));
       }
       a.command = arg;
     } else if (a.config.empty()) {
@@ -197,8 +206,8 @@ int fit(const Args& a) {
 }
 
 int validate(const Args& a) {
-  const nlohmann::json metrics = Trainer::from_checkpoint(a.checkpoint).validate(a.checkpoint);
-  std::cout << metrics.dump(2) << "\n";
+  const MetricValues metrics = Trainer::from_checkpoint(a.checkpoint).validate(a.checkpoint);
+  std::cout << nlohmann::json(metrics).dump(2) << "\n";
   return kExitOk;
 }
 
@@ -215,6 +224,23 @@ int check(const Args& a) {
   TrialFactory factory = load_trial(config);
   factory.check_evaluation_methods();
   std::cout << "# " << a.config << ": OK (trial " << factory.name << ")\n" << to_yaml(config);
+  return kExitOk;
+}
+
+int keys() {
+  const std::vector<ConfigKey> keys = config_keys();
+  size_t path_width = 3, default_width = 8;  // "required"
+  for (const ConfigKey& key : keys) {
+    path_width = std::max(path_width, key.path.size());
+    default_width = std::max(default_width, key.default_value.size());
+  }
+  std::cout << fmt::format("{:<{}}  {:<{}}  {:<6}  {}\n", "KEY", path_width, "DEFAULT",
+                           default_width, "RESUME", "DESCRIPTION");
+  for (const ConfigKey& key : keys) {
+    std::cout << fmt::format("{:<{}}  {:<{}}  {:<6}  {}\n", key.path, path_width,
+                             key.required ? "required" : key.default_value, default_width,
+                             key.safe_on_resume ? "safe" : "-", key.description);
+  }
   return kExitOk;
 }
 
@@ -238,12 +264,14 @@ int run(const std::vector<std::string>& args) {
       std::cout << (a.command == "fit"        ? kFitUsage
                     : a.command == "check"    ? kCheckUsage
                     : a.command == "validate" ? kValidateUsage
+                    : a.command == "keys"     ? kKeysUsage
                                               : kPredictUsage);
       return kExitOk;
     }
     if (a.command == "fit") return fit(a);
     if (a.command == "check") return check(a);
     if (!a.config.empty()) throw UsageError("unexpected argument '" + a.config + "'");
+    if (a.command == "keys") return keys();
     return a.command == "validate" ? validate(a) : predict(a);
   } catch (const Error& e) {
     std::cerr << "error: " << e.what() << "\n";

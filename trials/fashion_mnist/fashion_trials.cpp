@@ -32,7 +32,7 @@ class ClassifierTrial : public crucible::Trial {
         opt_(ctx.wrap_optimizer(torch::optim::Adam(
             model_->parameters(), torch::optim::AdamOptions(ctx.hparam<double>("lr"))))) {
     ctx.wrap_lr_scheduler(crucible::lr::StepLR(opt_, 1, ctx.hparam<double>("lr_decay")),
-                          crucible::StepMode::EveryEpoch);
+                          crucible::StepMode::kEveryEpoch);
   }
 
   crucible::DataLoader build_training_data_loader() override { return loader("train", true); }

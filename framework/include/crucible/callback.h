@@ -7,6 +7,8 @@
 
 #include <torch/torch.h>
 
+#include <crucible/metrics.h>
+
 namespace crucible {
 
 // Code that runs at fixed points of the fit loop beside the trial (logging, early-stopping
@@ -27,7 +29,7 @@ class Callback {
   virtual void on_training_epoch_end(int64_t /*epoch_idx*/) {}
   // Before a validation, and after it with the reduced metrics (named "validation_<name>").
   virtual void on_validation_start() {}
-  virtual void on_validation_end(const std::map<std::string, double>& /*metrics*/) {}
+  virtual void on_validation_end(const MetricValues& /*metrics*/) {}
   // After checkpoint directory `dir` was written, published and retention applied.
   virtual void on_checkpoint_end(const std::string& /*dir*/) {}
   // After training ended, finished or stopped by a signal with its checkpoint; not after a failure.

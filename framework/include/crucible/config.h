@@ -104,6 +104,16 @@ struct ExperimentConfig {
   nlohmann::json constant_hyperparameters() const;
 };
 
+// Field-by-field equality; `source_path` is not compared. A config parsed from to_yaml(c)
+// equals c.
+bool operator==(const HyperparameterSpec& a, const HyperparameterSpec& b);
+bool operator==(const SearcherConfig& a, const SearcherConfig& b);
+bool operator==(const CheckpointStorageConfig& a, const CheckpointStorageConfig& b);
+bool operator==(const ResourcesConfig& a, const ResourcesConfig& b);
+bool operator==(const OptimizationsConfig& a, const OptimizationsConfig& b);
+bool operator==(const ReproducibilityConfig& a, const ReproducibilityConfig& b);
+bool operator==(const ExperimentConfig& a, const ExperimentConfig& b);
+
 // Reads and validates an experiment file, applying `overrides` ("a.b=value", the value typed by
 // YAML rules) first. Throws ConfigError whose message starts with `file:line:col:` (or
 // `--set a.b:` for an overridden value) and names the key; unknown keys get a "did you mean".
@@ -114,6 +124,18 @@ ExperimentConfig load_experiment_config(const std::string& path,
 ExperimentConfig parse_experiment_config(const std::string& yaml_text,
                                          const std::string& source_name,
                                          const std::vector<std::string>& overrides = {});
+
+// One key of the experiment file, as `trainer keys` lists it.
+struct ConfigKey {
+  std::string path;           // "resources.slots_per_trial"
+  std::string default_value;  // as YAML; "" for a required key
+  bool required = false;
+  bool safe_on_resume = false;  // may change when a run resumes (--allow-safe-changes)
+  std::string description;
+};
+
+// Every key the experiment file accepts, in the order of the resolved config.
+std::vector<ConfigKey> config_keys();
 
 // The config as YAML with every default spelled out. Parsing it gives back an equal config.
 std::string to_yaml(const ExperimentConfig& config);

@@ -2,7 +2,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
+
+#include <torch/arg.h>
 
 #include <crucible/batch.h>
 
@@ -46,39 +49,24 @@ struct DataLoaderOptions {
   DataLoaderOptions() = default;
   explicit DataLoaderOptions(int64_t batch_size) : batch_size_(batch_size) {}
 
-#define CRUCIBLE_OPTION(type, name)     \
-  DataLoaderOptions& name(type value) { \
-    name##_ = value;                    \
-    return *this;                       \
-  }                                     \
-  type name() const { return name##_; }
   // Examples per batch (> 0).
-  CRUCIBLE_OPTION(int64_t, batch_size)
+  TORCH_ARG(int64_t, batch_size) = 1;
   // Shuffle each epoch with a permutation drawn from (seed, epoch) alone.
-  CRUCIBLE_OPTION(bool, shuffle)
+  TORCH_ARG(bool, shuffle) = false;
   // Drop the last, incomplete batch of an epoch.
-  CRUCIBLE_OPTION(bool, drop_last)
+  TORCH_ARG(bool, drop_last) = false;
   // Background threads that build batches; 0 builds them on the caller's thread.
-  CRUCIBLE_OPTION(int64_t, num_workers)
+  TORCH_ARG(int64_t, num_workers) = 0;
   // Batches built ahead of the consumer when num_workers > 0.
-  CRUCIBLE_OPTION(int64_t, prefetch)
-  // Seed of the shuffle. The trainer sets it from the trial seed when left at 0.
-  CRUCIBLE_OPTION(uint64_t, seed)
+  TORCH_ARG(int64_t, prefetch) = 2;
+  // Seed of the shuffle. When unset, the trainer sets it from the trial seed for the loaders it
+  // reads; a loader used on its own shuffles with seed 0.
+  TORCH_ARG(std::optional<uint64_t>, seed);
   // Put every batch's CPU tensors in page-locked memory as it is built (on the worker threads
   // when num_workers > 0), for asynchronous copies to a GPU. Requires CUDA at run time. The
   // trainer turns it on, through set_device, for the loaders it reads itself (training,
   // validation, prediction) on a rank that computes on a GPU.
-  CRUCIBLE_OPTION(bool, pin_memory)
-#undef CRUCIBLE_OPTION
-
- private:
-  int64_t batch_size_ = 1;
-  bool shuffle_ = false;
-  bool drop_last_ = false;
-  int64_t num_workers_ = 0;
-  int64_t prefetch_ = 2;
-  uint64_t seed_ = 0;
-  bool pin_memory_ = false;
+  TORCH_ARG(bool, pin_memory) = false;
 };
 
 // How a loader divides its data among the ranks of a distributed run; the trainer sets it.

@@ -9,6 +9,8 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include <crucible/reduce_op.h>
+
 namespace crucible {
 
 // Where one process stands in a distributed run. Ranks are 0-based; "local" counts the processes
@@ -25,9 +27,6 @@ struct Topology {
 namespace detail {
 class Collectives;
 }
-
-// How a collective combines the tensors of all ranks.
-enum class ReduceOp { kSum, kAvg, kMin, kMax };
 
 // The ranks of a run and the collectives between them, over c10d process groups: Gloo for CPU
 // tensors; for CUDA tensors NCCL or Gloo, as resources.distributed_backend picks. A trial reaches

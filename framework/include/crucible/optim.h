@@ -15,9 +15,9 @@ using Optimizer = std::shared_ptr<torch::optim::Optimizer>;
 // When Crucible steps a wrapped LR scheduler. A scheduler never steps on a batch where its
 // optimizer did not step.
 enum class StepMode {
-  EveryBatch,  // after every batch on which its optimizer stepped
-  EveryEpoch,  // after the last batch of every epoch
-  Manual,      // only when the trial calls step()
+  kEveryBatch,  // after every batch on which its optimizer stepped
+  kEveryEpoch,  // after the last batch of every epoch
+  kManual,      // only when the trial calls step()
 };
 
 // A learning-rate schedule whose whole state is its step count: the learning rate of each param

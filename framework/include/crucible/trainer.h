@@ -4,56 +4,43 @@
 #include <string>
 #include <vector>
 
+#include <torch/arg.h>
 #include <nlohmann/json.hpp>
 
 #include <crucible/config.h>
 #include <crucible/distributed.h>
+#include <crucible/metrics.h>
 #include <crucible/registry.h>
 
 namespace crucible {
 
 struct FitOptions {
-#define CRUCIBLE_OPTION(type, name) \
-  FitOptions& name(type value) {    \
-    name##_ = std::move(value);     \
-    return *this;                   \
-  }                                 \
-  const type& name() const { return name##_; }
   // One training batch, one validation batch, a checkpoint saved and loaded back.
-  CRUCIBLE_OPTION(bool, test_mode)
+  TORCH_ARG(bool, test_mode) = false;
   // The run directory to write; default <host_path>/<name>/<run-id>. Must not hold a run.
-  CRUCIBLE_OPTION(std::string, output_dir)
+  TORCH_ARG(std::string, output_dir);
   // A run directory to continue from its latest checkpoint, writing into it.
-  CRUCIBLE_OPTION(std::string, resume_dir)
+  TORCH_ARG(std::string, resume_dir);
   // Print reports on stdout as well as into the run's log.
-  CRUCIBLE_OPTION(bool, console)
-  // With resume_dir: accept a config that differs from the checkpoint's in safe keys only
-  // (max_length, periods, scheduling_unit, retention counts). Other changes are refused.
-  CRUCIBLE_OPTION(bool, allow_safe_changes)
+  TORCH_ARG(bool, console) = true;
+  // With resume_dir: accept a config that differs from the checkpoint's in keys safe on resume
+  // only (`trainer keys`: lengths, periods, scheduling_unit, retention counts). Other changes
+  // are refused.
+  TORCH_ARG(bool, allow_safe_changes) = false;
   // A checkpoint whose model weights initialise the trial's models (fine-tuning); optimizer,
   // schedulers and counters start fresh.
-  CRUCIBLE_OPTION(std::string, warm_start)
+  TORCH_ARG(std::string, warm_start);
   // The ranks this process trains with (join_launched_run in experiment.h; run_experiment sets
   // it); must have resources.slots_per_trial ranks. Default: one process.
-  CRUCIBLE_OPTION(DistributedContext, distributed)
-#undef CRUCIBLE_OPTION
-
- private:
-  bool test_mode_ = false;
-  std::string output_dir_;
-  std::string resume_dir_;
-  bool console_ = true;
-  bool allow_safe_changes_ = false;
-  std::string warm_start_;
-  DistributedContext distributed_;
+  TORCH_ARG(DistributedContext, distributed);
 };
 
 struct FitResult {
   std::string run_dir;
   int64_t batches_trained = 0;
-  nlohmann::json last_validation;  // reduced metrics of the last validation ({} if none)
-  std::string last_checkpoint;     // directory of the last checkpoint ("" if none)
-  bool stopped = false;            // stopped early by a signal, after checkpointing
+  MetricValues last_validation;  // reduced metrics of the last validation (empty if none)
+  std::string last_checkpoint;   // directory of the last checkpoint ("" if none)
+  bool stopped = false;          // stopped early by a signal, after checkpointing
 };
 
 // Runs one trial of an experiment in this process, on the ranks FitOptions gives: trains,
@@ -74,7 +61,7 @@ class Trainer {
   FitResult fit(const FitOptions& options = FitOptions());
 
   // Restores checkpoint `dir` and runs the trial's validation; returns the reduced metrics.
-  nlohmann::json validate(const std::string& checkpoint_dir);
+  MetricValues validate(const std::string& checkpoint_dir);
 
   // Restores checkpoint `dir`, runs predict_batch over build_predict_data_loader() and writes
   // {"predictions": Tensor} to `output_file` in torch.save's format (Python: torch.load, with

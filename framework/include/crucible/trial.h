@@ -35,7 +35,7 @@ class Trial {
   virtual Metrics evaluate_full_dataset(DataLoader& loader);
 
   // How evaluate_batch metrics are reduced. Default: AVG for all.
-  virtual EvaluationReducer evaluation_reducer() { return Reducer::AVG; }
+  virtual EvaluationReducer evaluation_reducer() { return ReduceOp::kAvg; }
   // Records in a batch, for record counting and AVG weighting. Default: dimension 0 of the first
   // tensor leaf.
   virtual int64_t get_batch_length(const Batch& batch);

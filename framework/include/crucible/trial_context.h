@@ -50,7 +50,7 @@ class TrialContext {
     return optimizer;
   }
 
-  // Takes ownership of a scheduler and steps it per `mode`. Returns it for Manual stepping and
+  // Takes ownership of a scheduler and steps it per `mode`. Returns it for kManual stepping and
   // inspection. Its optimizer must have been wrapped.
   template <class S>
   std::shared_ptr<S> wrap_lr_scheduler(S scheduler, StepMode mode) {

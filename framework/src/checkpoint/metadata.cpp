@@ -1,5 +1,7 @@
 #include "checkpoint/metadata.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "checkpoint/checkpoint.h"
@@ -49,6 +51,23 @@ void read(const nlohmann::json& json, const char* key, T& out, const std::string
   } catch (const nlohmann::json::exception&) {
     throw DamagedCheckpoint(
         fmt::format("{}: '{}' is {}, not of the type a checkpoint writes", path, key, it->dump()));
+  }
+}
+
+// Metrics as JSON write a non-finite value as null; it reads back as NaN.
+void read(const nlohmann::json& json, const char* key, MetricValues& out, const std::string& path) {
+  nlohmann::json values = nlohmann::json::object();
+  read(json, key, values, path);
+  if (!values.is_object()) {
+    throw DamagedCheckpoint(fmt::format("{}: '{}' is {}, not metrics", path, key, values.dump()));
+  }
+  out.clear();
+  for (const auto& [name, value] : values.items()) {
+    if (!value.is_null() && !value.is_number()) {
+      throw DamagedCheckpoint(fmt::format("{}: metric '{}' in '{}' is {}, not a number", path, name,
+                                          key, value.dump()));
+    }
+    out[name] = value.is_null() ? std::nan("") : value.get<double>();
   }
 }
 

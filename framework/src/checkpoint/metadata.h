@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <crucible/data.h>
+#include <crucible/metrics.h>
 
 namespace crucible::checkpoint {
 
@@ -16,8 +17,8 @@ namespace crucible::checkpoint {
 struct TrainerState {
   // The pending training sums: one rank's, or in a distributed run an array of every rank's.
   nlohmann::json training = nlohmann::json::object();
-  nlohmann::json last_validation = nlohmann::json::object();  // metrics of the last validation
-  int64_t validated_at = -1;  // batches trained at it; -1 before the first
+  MetricValues last_validation;  // metrics of the last validation
+  int64_t validated_at = -1;     // batches trained at it; -1 before the first
   // Which optimizer stepped (train::OptimizerSteps::to_json); null in checkpoints without it.
   nlohmann::json optimizer_counters;
   std::optional<double> best_metric;  // the best searcher metric so far
@@ -37,8 +38,8 @@ struct Metadata {
   double epochs = 0;
   nlohmann::json optimizer_steps = nlohmann::json::array();  // per wrapped optimizer
   DataPosition data_position;                                // the training loader's
-  // The validation metrics at exactly these weights; {} when the last validation was earlier.
-  nlohmann::json validation = nlohmann::json::object();
+  // The validation metrics at exactly these weights; empty when the last validation was earlier.
+  MetricValues validation;
   TrainerState trainer_state;
 
   nlohmann::json scheduler_steps = nlohmann::json::array();  // step count per scheduler

@@ -4,6 +4,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "config/schema.h"
+
 namespace crucible::config {
 
 namespace {
@@ -47,14 +49,8 @@ std::vector<Change> diff(const ExperimentConfig& before, const ExperimentConfig&
 }
 
 bool is_safe_change(const std::string& key) {
-  for (const char* prefix :
-       {"max_length", "min_validation_period", "min_checkpoint_period", "scheduling_unit",
-        "checkpoint_storage.save_trial_best", "checkpoint_storage.save_trial_latest", "description",
-        "resources.distributed_timeout_seconds", "optimizations.gradient_as_bucket_view"}) {
-    const std::string p(prefix);
-    if (key == p || key.rfind(p + ".", 0) == 0) return true;
-  }
-  return false;
+  const Key* described = find_key(key);
+  return described != nullptr && described->safe_on_resume;
 }
 
 }  // namespace crucible::config

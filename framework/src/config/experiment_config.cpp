@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -10,15 +11,14 @@
 #include <crucible/config.h>
 #include <crucible/errors.h>
 
+#include "config/enum_names.h"
+#include "config/schema.h"
 #include "config/yaml_reader.h"
 
 namespace crucible {
 
 std::string Length::str() const {
-  const char* name = unit == LengthUnit::kBatches  ? "batches"
-                     : unit == LengthUnit::kEpochs ? "epochs"
-                                                   : "records";
-  return fmt::format("{} {}", value, name);
+  return fmt::format("{} {}", value, config::names<LengthUnit>().name(unit));
 }
 
 int64_t ExperimentConfig::global_batch_size() const {
@@ -44,56 +44,6 @@ namespace {
 using config::MapReader;
 using config::Source;
 
-HyperparameterSpec parse_hyperparameter(const Source& source, const YAML::Node& node,
-                                        const std::string& path) {
-  HyperparameterSpec spec;
-  if (!node.IsMap() || !node["type"].IsDefined()) {
-    spec.value = config::yaml_to_json(node);
-    return spec;
-  }
-  const std::string type =
-      MapReader(source, node, path, {"type", "val", "minval", "maxval", "base", "count", "vals"})
-          .choice("type", "", {"const", "int", "double", "log", "categorical"});
-  auto allowed = [&](std::vector<std::string> keys) {
-    keys.push_back("type");
-    return MapReader(source, node, path, keys);
-  };
-  if (type == "const") {
-    MapReader r = allowed({"val"});
-    if (!r.has("val")) r.fail_missing("val");
-    spec.value = config::yaml_to_json(node["val"]);
-  } else if (type == "categorical") {
-    spec.type = HyperparameterSpec::Type::kCategorical;
-    MapReader r = allowed({"vals"});
-    if (!r.has("vals")) r.fail_missing("vals");
-    if (!node["vals"].IsSequence() || node["vals"].size() == 0) {
-      r.fail("vals", "expected a non-empty list of values");
-    }
-    for (const auto& v : node["vals"]) spec.vals.push_back(config::yaml_to_json(v));
-  } else {
-    const bool is_int = type == "int";
-    const bool is_log = type == "log";
-    spec.type = is_int   ? HyperparameterSpec::Type::kInt
-                : is_log ? HyperparameterSpec::Type::kLog
-                         : HyperparameterSpec::Type::kDouble;
-    MapReader r = is_log ? allowed({"minval", "maxval", "base", "count"})
-                         : allowed({"minval", "maxval", "count"});
-    auto bound = [&](const char* key) -> double {
-      if (!r.has(key)) r.fail_missing(key);
-      return is_int ? static_cast<double>(r.integer(key, 0, INT64_MIN)) : r.number(key, 0);
-    };
-    spec.minval = bound("minval");
-    spec.maxval = bound("maxval");
-    if (spec.minval > spec.maxval) {
-      r.fail("maxval", fmt::format("maxval ({}) is below minval ({})", spec.maxval, spec.minval));
-    }
-    spec.base = r.number("base", 10);
-    if (is_log && spec.base <= 1) r.fail("base", "a log base must be greater than 1");
-    spec.count = r.integer("count", 0, 1);
-  }
-  return spec;
-}
-
 void apply_override(YAML::Node& root, const std::string& text, Source& source) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0) {
@@ -115,10 +65,9 @@ void apply_override(YAML::Node& root, const std::string& text, Source& source) {
     parts.push_back(part);
   }
   // A length or period has exactly one unit: setting one unit replaces the other.
-  static const std::vector<std::string> lengths = {"max_length", "min_validation_period",
-                                                   "min_checkpoint_period"};
-  if (parts.size() == 2 && std::find(lengths.begin(), lengths.end(), parts[0]) != lengths.end()) {
-    root[parts[0]] = YAML::Node(YAML::NodeType::Map);
+  if (parts.size() == 2) {
+    const config::Key* length = config::find_key(parts[0]);
+    if (length != nullptr && length->is_length) root[parts[0]] = YAML::Node(YAML::NodeType::Map);
   }
   YAML::Node node;
   node.reset(root);
@@ -139,114 +88,26 @@ void apply_override(YAML::Node& root, const std::string& text, Source& source) {
 }
 
 ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
-  ExperimentConfig c;
   if (!root.IsDefined() || root.IsNull()) {
     throw ConfigError(source.file() + ": the experiment file is empty");
   }
-  MapReader top(source, root, "",
-                {"name", "description", "entrypoint", "hyperparameters", "searcher", "max_length",
-                 "records_per_epoch", "min_validation_period", "min_checkpoint_period",
-                 "perform_initial_validation", "checkpoint_policy", "checkpoint_storage",
-                 "resources", "optimizations", "reproducibility", "scheduling_unit", "data"});
-  c.name = top.required_string("name");
-  c.description = top.string("description", "");
-  c.entrypoint = top.required_string("entrypoint");
-  const auto colon = c.entrypoint.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == c.entrypoint.size()) {
-    top.fail("entrypoint",
-             "expected '<library>:<TrialClass>', e.g. 'fashion_mnist:FashionCNN', "
-             "got '" +
-                 c.entrypoint + "'");
-  }
-
-  if (!top.has("hyperparameters")) top.fail_missing("hyperparameters");
-  const YAML::Node hp = root["hyperparameters"];
-  if (!hp.IsMap()) top.fail("hyperparameters", "expected a mapping of name: value");
-  MapReader(source, hp, "hyperparameters", [&] {
-    std::vector<std::string> names;  // any name is valid; the reader still rejects duplicates
-    for (const auto& kv : hp) names.push_back(kv.first.Scalar());
-    return names;
-  }());
-  for (const auto& kv : hp) {
-    const std::string name = kv.first.Scalar();
-    c.hyperparameters[name] = parse_hyperparameter(source, kv.second, "hyperparameters." + name);
-  }
-  auto gbs = c.hyperparameters.find("global_batch_size");
-  if (gbs == c.hyperparameters.end()) {
-    source.fail("hyperparameters.global_batch_size", hp,
-                "required hyperparameter 'global_batch_size' is missing");
-  }
-  if (gbs->second.type != HyperparameterSpec::Type::kConst ||
-      !gbs->second.value.is_number_integer() || gbs->second.value.get<int64_t>() <= 0) {
-    source.fail("hyperparameters.global_batch_size", hp["global_batch_size"],
-                "must be a positive integer constant, got " + gbs->second.value.dump());
-  }
-
-  if (top.has("searcher")) {
-    MapReader s(source, root["searcher"], "searcher",
-                {"name", "metric", "smaller_is_better", "max_trials"});
-    c.searcher.name = s.choice("name", "single", {"single", "grid", "random", "adaptive_asha"});
-    c.searcher.metric = s.string("metric", c.searcher.metric);
-    c.searcher.smaller_is_better = s.boolean("smaller_is_better", true);
-    c.searcher.max_trials = s.integer("max_trials", 1, 1);
-  }
-
-  if (!top.has("max_length")) top.fail_missing("max_length");
-  c.max_length = top.length("max_length", {}, 1);
-  c.records_per_epoch = top.integer("records_per_epoch", 0, 0);
-  c.min_validation_period = top.length("min_validation_period", {}, 0);
-  c.min_checkpoint_period = top.length("min_checkpoint_period", {}, 0);
-  c.perform_initial_validation = top.boolean("perform_initial_validation", false);
-  const std::string policy = top.choice("checkpoint_policy", "best", {"best", "all", "none"});
-  c.checkpoint_policy = policy == "best"  ? CheckpointPolicy::kBest
-                        : policy == "all" ? CheckpointPolicy::kAll
-                                          : CheckpointPolicy::kNone;
-  if (top.has("checkpoint_storage")) {
-    MapReader s(source, root["checkpoint_storage"], "checkpoint_storage",
-                {"host_path", "save_trial_best", "save_trial_latest"});
-    c.checkpoint_storage.host_path = s.string("host_path", c.checkpoint_storage.host_path);
-    if (c.checkpoint_storage.host_path.empty()) s.fail("host_path", "must not be empty");
-    c.checkpoint_storage.save_trial_best = s.integer("save_trial_best", 1, 0);
-    c.checkpoint_storage.save_trial_latest = s.integer("save_trial_latest", 1, 0);
-  }
-  if (top.has("resources")) {
-    MapReader s(source, root["resources"], "resources",
-                {"slots_per_trial", "distributed_timeout_seconds", "distributed_backend"});
-    c.resources.slots_per_trial = s.integer("slots_per_trial", 1, 1);
-    c.resources.distributed_timeout_seconds = s.number("distributed_timeout_seconds", 300);
-    const std::string backend = s.choice("distributed_backend", "auto", {"auto", "gloo", "nccl"});
-    c.resources.distributed_backend = backend == "gloo"   ? DistributedBackend::kGloo
-                                      : backend == "nccl" ? DistributedBackend::kNccl
-                                                          : DistributedBackend::kAuto;
-    if (!(c.resources.distributed_timeout_seconds > 0)) {
-      s.fail("distributed_timeout_seconds", fmt::format("must be a number of seconds > 0, got {}",
-                                                        c.resources.distributed_timeout_seconds));
+  ExperimentConfig c;
+  const MapReader top(source, root, "", config::top_level_names());
+  std::optional<MapReader> section;
+  for (const config::Key& key : config::schema()) {
+    if (key.section.empty()) {
+      if (key.required && !top.has(key.name)) top.fail_missing(key.name);
+      key.read(top, c);
+      continue;
     }
-  }
-  if (top.has("optimizations")) {
-    MapReader s(source, root["optimizations"], "optimizations",
-                {"aggregation_frequency", "average_aggregated_gradients", "gradient_bucket_mb",
-                 "gradient_as_bucket_view"});
-    c.optimizations.aggregation_frequency = s.integer("aggregation_frequency", 1, 1);
-    c.optimizations.average_aggregated_gradients = s.boolean("average_aggregated_gradients", true);
-    c.optimizations.gradient_bucket_mb = s.number("gradient_bucket_mb", 25);
-    if (!(c.optimizations.gradient_bucket_mb > 0)) {
-      s.fail("gradient_bucket_mb", fmt::format("must be a number of MiB > 0, got {}",
-                                               c.optimizations.gradient_bucket_mb));
+    if (!top.has(key.section)) continue;
+    if (!section || section->path() != key.section) {
+      section.emplace(source, root[key.section], key.section, config::section_keys(key.section));
     }
-    c.optimizations.gradient_as_bucket_view = s.boolean("gradient_as_bucket_view", true);
-  }
-  if (top.has("reproducibility")) {
-    MapReader s(source, root["reproducibility"], "reproducibility", {"experiment_seed"});
-    c.reproducibility.experiment_seed = static_cast<uint64_t>(s.integer("experiment_seed", 0, 0));
-  }
-  c.scheduling_unit = top.integer("scheduling_unit", 100, 1);
-  if (top.has("data")) {
-    if (!root["data"].IsMap()) top.fail("data", "expected a mapping");
-    c.data = config::yaml_to_json(root["data"]);
+    key.read(*section, c);
   }
   if (c.global_batch_size() % c.resources.slots_per_trial != 0) {
-    source.fail("hyperparameters.global_batch_size", hp["global_batch_size"],
+    source.fail("hyperparameters.global_batch_size", root["hyperparameters"]["global_batch_size"],
                 fmt::format("{} is not divisible by resources.slots_per_trial ({})",
                             c.global_batch_size(), c.resources.slots_per_trial));
   }

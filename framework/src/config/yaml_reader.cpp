@@ -237,17 +237,15 @@ std::string MapReader::choice(const std::string& key, const std::string& fallbac
 
 Length MapReader::length(const std::string& key, const Length& fallback, int64_t min_value) const {
   if (!has(key)) return fallback;
-  static const std::vector<std::string> units = {"batches", "epochs", "records"};
-  MapReader unit_reader(source_, node_[key], child_path(key), units);
+  const auto& units = names<LengthUnit>();
+  MapReader unit_reader(source_, node_[key], child_path(key), units.names());
   if (node_[key].size() != 1) {
     fail(key, "expected exactly one of batches, epochs or records, e.g. {epochs: 5}; got " +
                   std::to_string(node_[key].size()) + " keys");
   }
   const std::string unit = sorted_keys(node_[key]).front();
   Length out;
-  out.unit = unit == "batches"  ? LengthUnit::kBatches
-             : unit == "epochs" ? LengthUnit::kEpochs
-                                : LengthUnit::kRecords;
+  out.unit = *units.parse(unit);
   out.value = unit_reader.integer(unit, 0, min_value);
   return out;
 }

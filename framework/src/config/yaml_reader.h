@@ -10,6 +10,8 @@
 
 #include <crucible/config.h>
 
+#include "config/enum_names.h"
+
 namespace crucible::config {
 
 // The type a YAML 1.2 core-schema resolver gives a scalar; quoted scalars are always strings.
@@ -61,6 +63,12 @@ class MapReader {
   // One of `choices`, with a did-you-mean for near misses.
   std::string choice(const std::string& key, const std::string& fallback,
                      const std::vector<std::string>& choices) const;
+  // One of the names of E (config::names<E>()), with a did-you-mean for near misses.
+  template <typename E>
+  E enumerated(const std::string& key, E fallback) const {
+    const auto& table = names<E>();
+    return *table.parse(choice(key, table.name(fallback), table.names()));
+  }
   // `{batches|epochs|records: n}` with n >= min_value.
   Length length(const std::string& key, const Length& fallback, int64_t min_value) const;
 

@@ -177,7 +177,7 @@ struct DataLoader::Impl {
     auto it = perms.find(epoch);
     if (it != perms.end()) return it->second;
     auto p = std::make_shared<const std::vector<int64_t>>(
-        data::permutation(dataset->size(), options.seed(), epoch));
+        data::permutation(dataset->size(), options.seed().value_or(0), epoch));
     perms[epoch] = p;
     while (perms.size() > 3) perms.erase(perms.begin());
     return p;
@@ -214,9 +214,9 @@ struct DataLoader::Impl {
   }
 
   Batch build(DataPosition p) {
-    uint64_t seed =
-        data::mix64(options.seed() ^ data::mix64(static_cast<uint64_t>(p.epoch) * 0x100000001B3ULL +
-                                                 static_cast<uint64_t>(p.batch)));
+    uint64_t seed = data::mix64(options.seed().value_or(0) ^
+                                data::mix64(static_cast<uint64_t>(p.epoch) * 0x100000001B3ULL +
+                                            static_cast<uint64_t>(p.batch)));
     if (shard_mode != ShardMode::kNone) seed = data::mix64(seed ^ static_cast<uint64_t>(rank + 1));
     thread_batch_generator().set_current_seed(seed);
     Batch batch = dataset->get_batch(indices(p.epoch, p.batch));

@@ -37,17 +37,17 @@ torch::Tensor min_of(const torch::Tensor& a, const torch::Tensor& b) {
 
 // Two partial results of one metric (sums for AVG and SUM, extremes for MAX and MIN) as one.
 template <class T>
-T combine(Reducer reducer, const T& a, const T& b) {
+T combine(ReduceOp reducer, const T& a, const T& b) {
   switch (reducer) {
-    case Reducer::AVG:
-    case Reducer::SUM:
+    case ReduceOp::kAvg:
+    case ReduceOp::kSum:
       return a + b;
-    case Reducer::MAX:
+    case ReduceOp::kMax:
       return max_of(a, b);
-    case Reducer::MIN:
+    case ReduceOp::kMin:
       return min_of(a, b);
   }
-  TORCH_INTERNAL_ASSERT(false, "unknown Reducer ", static_cast<int>(reducer));
+  TORCH_INTERNAL_ASSERT(false, "unknown ReduceOp ", static_cast<int>(reducer));
 }
 
 }  // namespace
@@ -66,8 +66,8 @@ void ValidationAccumulator::add(const Metrics& batch_metrics, int64_t batch_leng
   }
   for (const auto& [name, tensor] : batch_metrics) {
     torch::Tensor v = scalar_of(name, tensor, "evaluate_batch", batch_idx);
-    const Reducer r = reducer_.for_metric(name);
-    if (r == Reducer::AVG) v = v * static_cast<double>(batch_length);
+    const ReduceOp r = reducer_.for_metric(name);
+    if (r == ReduceOp::kAvg) v = v * static_cast<double>(batch_length);
     auto it = acc_.find(name);
     if (it == acc_.end()) {
       acc_.emplace(name, v);
@@ -79,11 +79,11 @@ void ValidationAccumulator::add(const Metrics& batch_metrics, int64_t batch_leng
   ++batches_;
 }
 
-Values ValidationAccumulator::result() const {
-  Values out;
+MetricValues ValidationAccumulator::result() const {
+  MetricValues out;
   for (const auto& [name, tensor] : acc_) {
     double v = tensor.item<double>();
-    if (reducer_.for_metric(name) == Reducer::AVG) {
+    if (reducer_.for_metric(name) == ReduceOp::kAvg) {
       v = records_ > 0 ? v / static_cast<double>(records_) : 0.0;
     }
     out[name] = v;
@@ -97,9 +97,9 @@ nlohmann::json ValidationAccumulator::partial() const {
   return {{"records", records_}, {"batches", batches_}, {"sums", sums}};
 }
 
-Values combine_partials(const std::vector<nlohmann::json>& partials,
-                        const EvaluationReducer& reducer) {
-  std::map<std::string, double> combined;
+MetricValues combine_partials(const std::vector<nlohmann::json>& partials,
+                              const EvaluationReducer& reducer) {
+  MetricValues combined;
   int64_t records = 0;
   int first = -1;
   for (size_t r = 0; r < partials.size(); ++r) {
@@ -130,19 +130,19 @@ Values combine_partials(const std::vector<nlohmann::json>& partials,
     }
   }
   for (auto& [name, v] : combined) {
-    if (reducer.for_metric(name) == Reducer::AVG) {
+    if (reducer.for_metric(name) == ReduceOp::kAvg) {
       v = records > 0 ? v / static_cast<double>(records) : 0.0;
     }
   }
   return combined;
 }
 
-Values average_across_ranks(const DistributedContext& dist, const Values& values) {
+MetricValues average_across_ranks(const DistributedContext& dist, const MetricValues& values) {
   if (!dist.distributed()) return values;
   const auto all = dist.allgather_object(values);
-  Values out;
+  MetricValues out;
   for (size_t r = 0; r < all.size(); ++r) {
-    const auto theirs = all[r].get<Values>();
+    const auto theirs = all[r].get<MetricValues>();
     bool same = theirs.size() == values.size();
     for (const auto& [k, v] : theirs) same = same && values.count(k);
     if (!same) {
@@ -170,16 +170,16 @@ void TrainingAccumulator::add(const Metrics& batch_metrics, int64_t batch_idx) {
   ++batches_;
 }
 
-Values TrainingAccumulator::peek() const {
-  Values out;
+MetricValues TrainingAccumulator::peek() const {
+  MetricValues out;
   for (const auto& [name, sum] : sums_) {
     out[name] = sum.first.item<double>() / static_cast<double>(sum.second);
   }
   return out;
 }
 
-Values TrainingAccumulator::flush() {
-  Values out = peek();
+MetricValues TrainingAccumulator::flush() {
+  MetricValues out = peek();
   sums_.clear();
   batches_ = 0;
   return out;
@@ -201,8 +201,8 @@ void TrainingAccumulator::restore(const nlohmann::json& state) {
   }
 }
 
-Values to_values(const Metrics& metrics, const std::string& where) {
-  Values out;
+MetricValues to_values(const Metrics& metrics, const std::string& where) {
+  MetricValues out;
   for (const auto& [name, tensor] : metrics) {
     out[name] = scalar_of(name, tensor, where.c_str(), 0).item<double>();
   }

@@ -11,10 +11,8 @@
 
 namespace crucible::metrics {
 
-using Values = std::map<std::string, double>;
-
 // Reduces evaluate_batch metrics over a validation pass. Tensors stay where they are until
-// result(); AVG is weighted by batch length.
+// result(); kAvg is weighted by batch length.
 class ValidationAccumulator {
  public:
   explicit ValidationAccumulator(EvaluationReducer reducer) : reducer_(std::move(reducer)) {}
@@ -22,7 +20,7 @@ class ValidationAccumulator {
   // is not a one-element tensor.
   void add(const Metrics& batch_metrics, int64_t batch_length, int64_t batch_idx);
   // The reduced metrics (empty when no batch was added).
-  Values result() const;
+  MetricValues result() const;
   // What this accumulator holds before the final division, for reduction across ranks:
   // {"records": n, "batches": b, "sums": {name: record-weighted sum (AVG), sum, max or min}}.
   nlohmann::json partial() const;
@@ -41,9 +39,9 @@ class TrainingAccumulator {
   bool empty() const { return batches_ == 0; }
   int64_t batches() const { return batches_; }
   // Mean of each metric over the batches that reported it; resets the accumulator.
-  Values flush();
+  MetricValues flush();
   // The same means, without resetting.
-  Values peek() const;
+  MetricValues peek() const;
   // The pending sums as JSON (exact: doubles round-trip), for checkpoints; and back.
   nlohmann::json state() const;
   void restore(const nlohmann::json& state);
@@ -57,15 +55,15 @@ class TrainingAccumulator {
 // accumulator over all their batches would have. Ranks without batches are skipped. Throws
 // TrainingError naming the ranks and their keys when ranks with batches report different
 // metrics.
-Values combine_partials(const std::vector<nlohmann::json>& partials,
-                        const EvaluationReducer& reducer);
+MetricValues combine_partials(const std::vector<nlohmann::json>& partials,
+                              const EvaluationReducer& reducer);
 
 // The mean of each training metric over the ranks of `dist` (each rank's `values` average the
 // same batches of its own). Throws TrainingError naming the ranks and their keys when ranks
 // report different metrics. Returns `values` itself on one rank.
-Values average_across_ranks(const DistributedContext& dist, const Values& values);
+MetricValues average_across_ranks(const DistributedContext& dist, const MetricValues& values);
 
 // Metrics as plain doubles, or a TrainingError naming the metric that is not a 1-element tensor.
-Values to_values(const Metrics& metrics, const std::string& where);
+MetricValues to_values(const Metrics& metrics, const std::string& where);
 
 }  // namespace crucible::metrics

@@ -17,8 +17,8 @@ MetricsWriter::MetricsWriter(const std::string& path, util::Logger* logger)
   }
 }
 
-void MetricsWriter::write(const std::string& kind, const Progress& progress, const Values& values,
-                          const std::string& extra) {
+void MetricsWriter::write(const std::string& kind, const Progress& progress,
+                          const MetricValues& values, const std::string& extra) {
   nlohmann::json row = {{"type", kind},
                         {"batches", progress.batches},
                         {"records", progress.records},

@@ -25,7 +25,7 @@ class MetricsWriter {
   // Appends to `path` (created if absent); throws TrainingError naming the path on failure.
   MetricsWriter(const std::string& path, util::Logger* logger);
   // `kind` is "training" or "validation". `extra` is appended to the console line only.
-  void write(const std::string& kind, const Progress& progress, const Values& values,
+  void write(const std::string& kind, const Progress& progress, const MetricValues& values,
              const std::string& extra = "");
 
  private:

@@ -26,9 +26,9 @@ void Checkpointer::track(const std::string& dir) {
   }
   checkpoint::Entry entry{dir, meta.batches, std::nullopt};
   const checkpoint::TrainerState& state = meta.trainer_state;
-  if (state.validated_at == entry.batches &&
-      state.last_validation.contains(config_.searcher.metric)) {
-    entry.metric = state.last_validation[config_.searcher.metric].get<double>();
+  const auto metric = state.last_validation.find(config_.searcher.metric);
+  if (state.validated_at == entry.batches && metric != state.last_validation.end()) {
+    entry.metric = metric->second;
   }
   checkpoints_.push_back(entry);
 }

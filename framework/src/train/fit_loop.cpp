@@ -109,10 +109,10 @@ class FitLoop {
                    [&] { return session_->trial().train_batch(batch, epoch_idx, batch_idx); });
     if (trial.buffers) trial.buffers->run();
     reporter_.add_training(m, batch_idx);
-    detail::step_schedulers(trial, StepMode::EveryBatch);
+    detail::step_schedulers(trial, StepMode::kEveryBatch);
     ++state_.batches;
     if (state_.batches % schedule_.epoch_len == 0) {
-      detail::step_schedulers(trial, StepMode::EveryEpoch);
+      detail::step_schedulers(trial, StepMode::kEveryEpoch);
       trial.steps.end_epoch();
       each_callback("on_training_epoch_end",
                     [&](Callback& c) { c.on_training_epoch_end(epoch_idx); });
@@ -125,7 +125,7 @@ class FitLoop {
     report_training();
     each_callback("on_validation_start", [](Callback& c) { c.on_validation_start(); });
     const auto started = std::chrono::steady_clock::now();
-    const metrics::Values values = session_->validate(max_batches);
+    const MetricValues values = session_->validate(max_batches);
     reporter_.report_validation(state_, values, seconds_since(started), progress());
     each_callback("on_validation_end", [&](Callback& c) { c.on_validation_end(values); });
     reporter_.restart_clock();
@@ -179,7 +179,7 @@ class FitLoop {
     if (!train_loader_.dataset()) {
       throw TrainingError("build_training_data_loader returned an empty DataLoader");
     }
-    if (train_loader_.options().seed() == 0) train_loader_.set_seed(session_->state().trial_seed);
+    if (!train_loader_.options().seed()) train_loader_.set_seed(session_->state().trial_seed);
     train_loader_.shard(dist_.rank(), dist_.size(), ShardMode::kSplitBatches);
     train_loader_.set_device(session_->state().device);
     schedule_ = Schedule::make(config_, train_loader_.batches_per_epoch());

@@ -8,16 +8,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include <crucible/metrics.h>
+
 namespace crucible::train {
 
 // The counters and results of one fit that its parts share and its checkpoints restore.
 struct FitState {
-  int64_t batches = 0;        // batches trained
-  int64_t validated_at = -1;  // `batches` at the last validation; -1 before the first
-  nlohmann::json last_validation = nlohmann::json::object();  // its reduced metrics
-  std::optional<double> best_metric;                          // the best searcher metric so far
-  std::string last_checkpoint;   // the newest checkpoint written or restored; "" before
-  int64_t checkpointed_at = -1;  // `batches` at last_checkpoint
+  int64_t batches = 0;                // batches trained
+  int64_t validated_at = -1;          // `batches` at the last validation; -1 before the first
+  MetricValues last_validation;       // its reduced metrics
+  std::optional<double> best_metric;  // the best searcher metric so far
+  std::string last_checkpoint;        // the newest checkpoint written or restored; "" before
+  int64_t checkpointed_at = -1;       // `batches` at last_checkpoint
 
   // What the last good checkpoint is, for error messages.
   std::string last_good_checkpoint() const {

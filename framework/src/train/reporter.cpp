@@ -15,7 +15,7 @@ void Reporter::open(const std::string& metrics_file, util::Logger* logger) {
 void Reporter::report_training(const FitState& state, const metrics::Progress& progress) {
   if (training_.empty()) return;
   const int64_t n = training_.batches();
-  const metrics::Values values = metrics::average_across_ranks(dist_, training_.flush());
+  const MetricValues values = metrics::average_across_ranks(dist_, training_.flush());
   const auto now = std::chrono::steady_clock::now();
   const double elapsed = std::chrono::duration<double>(now - since_).count();
   since_ = now;
@@ -31,7 +31,7 @@ void Reporter::check_training_finite(const FitState& state) const {
   check_finite(metrics::average_across_ranks(dist_, training_.peek()), training_.batches(), state);
 }
 
-void Reporter::check_finite(const metrics::Values& values, int64_t n, const FitState& state) const {
+void Reporter::check_finite(const MetricValues& values, int64_t n, const FitState& state) const {
   for (const auto& [name, v] : values) {
     if (!std::isfinite(v)) {
       throw TrainingError(
@@ -41,7 +41,7 @@ void Reporter::check_finite(const metrics::Values& values, int64_t n, const FitS
   }
 }
 
-void Reporter::report_validation(FitState& state, const metrics::Values& values, double seconds,
+void Reporter::report_validation(FitState& state, const MetricValues& values, double seconds,
                                  const metrics::Progress& progress) {
   if (writer_) writer_->write("validation", progress, values, fmt::format("({:.1f}s)", seconds));
   state.last_validation = values;
@@ -50,14 +50,15 @@ void Reporter::report_validation(FitState& state, const metrics::Values& values,
 
 bool Reporter::record_best(FitState& state) const {
   const auto& values = state.last_validation;
-  if (!values.contains(config_.searcher.metric)) {
+  const auto found = values.find(config_.searcher.metric);
+  if (found == values.end()) {
     std::string names;
-    for (const auto& [k, v] : values.items()) names += (names.empty() ? "" : ", ") + k;
+    for (const auto& [k, v] : values) names += (names.empty() ? "" : ", ") + k;
     throw ConfigError(
         fmt::format("{}: searcher.metric: '{}' is not among the validation metrics ({})",
                     config_.source_path, config_.searcher.metric, names));
   }
-  const double metric = values[config_.searcher.metric].get<double>();
+  const double metric = found->second;
   const bool smaller = config_.searcher.smaller_is_better;
   const bool best =
       !state.best_metric || (smaller ? metric < *state.best_metric : metric > *state.best_metric);

@@ -41,7 +41,7 @@ class Reporter {
 
   // Reports validation `values`, which took `seconds`, and records them in `state`
   // (last_validation, validated_at).
-  void report_validation(FitState& state, const metrics::Values& values, double seconds,
+  void report_validation(FitState& state, const MetricValues& values, double seconds,
                          const metrics::Progress& progress);
   // Whether state.last_validation is the best so far by searcher.metric; if so, records it as
   // state.best_metric. Throws ConfigError naming the metrics present when searcher.metric is not
@@ -56,7 +56,7 @@ class Reporter {
   void restore_training(const nlohmann::json& state) { training_.restore(state); }
 
  private:
-  void check_finite(const metrics::Values& values, int64_t n, const FitState& state) const;
+  void check_finite(const MetricValues& values, int64_t n, const FitState& state) const;
 
   const ExperimentConfig& config_;
   const DistributedContext& dist_;

@@ -61,7 +61,7 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
   }
 }
 
-void TrialSession::reduce_custom(metrics::Values& values) {
+void TrialSession::reduce_custom(MetricValues& values) {
   for (const auto& [name, reducer] : state_.reducers) {
     const nlohmann::json mine =
         call_trial([&] { return fmt::format("reducer '{}' per_slot_reduce", name); },
@@ -77,7 +77,7 @@ void TrialSession::reduce_custom(metrics::Values& values) {
   }
 }
 
-metrics::Values TrialSession::validate(int64_t max_batches) {
+MetricValues TrialSession::validate(int64_t max_batches) {
   DataLoader loader = call_trial(named("build_validation_data_loader"),
                                  [&] { return trial_->build_validation_data_loader(); });
   if (!loader.dataset()) {
@@ -85,7 +85,7 @@ metrics::Values TrialSession::validate(int64_t max_batches) {
   }
   for (auto& m : state_.models) m->eval();
   const DistributedContext& dist = state_.dist;
-  metrics::Values values;
+  MetricValues values;
   {
     torch::NoGradGuard no_grad;
     for (const auto& [name, reducer] : state_.reducers) {
@@ -99,7 +99,7 @@ metrics::Values TrialSession::validate(int64_t max_batches) {
                                [&] { return trial_->evaluate_full_dataset(loader); });
         result = metrics::to_values(m, "evaluate_full_dataset");
       }
-      values = dist.broadcast_object(result).get<metrics::Values>();
+      values = dist.broadcast_object(result).get<MetricValues>();
     } else {
       const EvaluationReducer reducer = trial_->evaluation_reducer();
       metrics::ValidationAccumulator acc(reducer);
@@ -123,7 +123,7 @@ metrics::Values TrialSession::validate(int64_t max_batches) {
     reduce_custom(values);
   }
   for (auto& m : state_.models) m->train();
-  metrics::Values prefixed;
+  MetricValues prefixed;
   for (const auto& [k, v] : values) {
     prefixed[k.rfind("validation_", 0) == 0 ? k : "validation_" + k] = v;
   }

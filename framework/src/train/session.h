@@ -58,12 +58,12 @@ class TrialSession {
   // across ranks exactly (AVG weighted by records); evaluate_full_dataset runs on rank 0 alone
   // over the whole loader and its result is broadcast. The trial's MetricReducers are reset
   // before the pass and add their metrics after it (their cross-slot step on every rank).
-  metrics::Values validate(int64_t max_batches = -1);
+  MetricValues validate(int64_t max_batches = -1);
 
  private:
   // Adds each wrapped reducer's metric to `values`: per-slot summaries all-gathered, reduced on
   // every rank. Throws TrainingError when a name is taken by an evaluate_batch metric.
-  void reduce_custom(metrics::Values& values);
+  void reduce_custom(MetricValues& values);
 
   const ExperimentConfig& config_;
   const TrialFactory& factory_;

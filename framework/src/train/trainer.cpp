@@ -40,7 +40,7 @@ Trainer Trainer::from_checkpoint(const std::string& dir) {
 
 FitResult Trainer::fit(const FitOptions& options) { return train::fit(config_, factory_, options); }
 
-nlohmann::json Trainer::validate(const std::string& checkpoint_dir) {
+MetricValues Trainer::validate(const std::string& checkpoint_dir) {
   train::check_runnable(config_, factory_);
   train::TrialSession session(config_, factory_);
   checkpoint::load(checkpoint_dir, session.contents());

@@ -24,8 +24,8 @@ void step_schedulers(TrialState& state, StepMode mode) {
   for (auto& s : state.schedulers) {
     const auto* optimizer = s.scheduler->optimizer().get();
     if (s.mode == mode &&
-        (mode == StepMode::EveryBatch ? state.steps.stepped_this_batch(optimizer)
-                                      : state.steps.stepped_this_epoch(optimizer))) {
+        (mode == StepMode::kEveryBatch ? state.steps.stepped_this_batch(optimizer)
+                                       : state.steps.stepped_this_epoch(optimizer))) {
       s.scheduler->step();
     }
   }

@@ -1,0 +1,40 @@
+#include "config/enum_names.h"
+
+namespace crucible::config {
+
+template <>
+const util::NameTable<LengthUnit>& names<LengthUnit>() {
+  static const util::NameTable<LengthUnit> table{{LengthUnit::kBatches, "batches"},
+                                                 {LengthUnit::kEpochs, "epochs"},
+                                                 {LengthUnit::kRecords, "records"}};
+  return table;
+}
+
+template <>
+const util::NameTable<CheckpointPolicy>& names<CheckpointPolicy>() {
+  static const util::NameTable<CheckpointPolicy> table{{CheckpointPolicy::kBest, "best"},
+                                                       {CheckpointPolicy::kAll, "all"},
+                                                       {CheckpointPolicy::kNone, "none"}};
+  return table;
+}
+
+template <>
+const util::NameTable<DistributedBackend>& names<DistributedBackend>() {
+  static const util::NameTable<DistributedBackend> table{{DistributedBackend::kAuto, "auto"},
+                                                         {DistributedBackend::kGloo, "gloo"},
+                                                         {DistributedBackend::kNccl, "nccl"}};
+  return table;
+}
+
+template <>
+const util::NameTable<HyperparameterSpec::Type>& names<HyperparameterSpec::Type>() {
+  using Type = HyperparameterSpec::Type;
+  static const util::NameTable<Type> table{{Type::kConst, "const"},
+                                           {Type::kInt, "int"},
+                                           {Type::kDouble, "double"},
+                                           {Type::kLog, "log"},
+                                           {Type::kCategorical, "categorical"}};
+  return table;
+}
+
+}  // namespace crucible::config

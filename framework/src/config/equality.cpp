@@ -1,0 +1,64 @@
+#include <tuple>
+
+#include <crucible/config.h>
+
+// Each comparison binds every member with a structured binding, so a member added to a config
+// struct without being compared here does not compile.
+
+namespace crucible {
+
+bool operator==(const HyperparameterSpec& a, const HyperparameterSpec& b) {
+  const auto& [type, value, minval, maxval, base, count, vals] = a;
+  return std::tie(type, value, minval, maxval, base, count, vals) ==
+         std::tie(b.type, b.value, b.minval, b.maxval, b.base, b.count, b.vals);
+}
+
+bool operator==(const SearcherConfig& a, const SearcherConfig& b) {
+  const auto& [name, metric, smaller_is_better, max_trials] = a;
+  return std::tie(name, metric, smaller_is_better, max_trials) ==
+         std::tie(b.name, b.metric, b.smaller_is_better, b.max_trials);
+}
+
+bool operator==(const CheckpointStorageConfig& a, const CheckpointStorageConfig& b) {
+  const auto& [host_path, save_trial_best, save_trial_latest] = a;
+  return std::tie(host_path, save_trial_best, save_trial_latest) ==
+         std::tie(b.host_path, b.save_trial_best, b.save_trial_latest);
+}
+
+bool operator==(const ResourcesConfig& a, const ResourcesConfig& b) {
+  const auto& [slots_per_trial, distributed_timeout_seconds, distributed_backend] = a;
+  return std::tie(slots_per_trial, distributed_timeout_seconds, distributed_backend) ==
+         std::tie(b.slots_per_trial, b.distributed_timeout_seconds, b.distributed_backend);
+}
+
+bool operator==(const OptimizationsConfig& a, const OptimizationsConfig& b) {
+  const auto& [aggregation_frequency, average_aggregated_gradients, gradient_bucket_mb,
+               gradient_as_bucket_view] = a;
+  return std::tie(aggregation_frequency, average_aggregated_gradients, gradient_bucket_mb,
+                  gradient_as_bucket_view) ==
+         std::tie(b.aggregation_frequency, b.average_aggregated_gradients, b.gradient_bucket_mb,
+                  b.gradient_as_bucket_view);
+}
+
+bool operator==(const ReproducibilityConfig& a, const ReproducibilityConfig& b) {
+  const auto& [experiment_seed] = a;
+  return experiment_seed == b.experiment_seed;
+}
+
+bool operator==(const ExperimentConfig& a, const ExperimentConfig& b) {
+  const auto& [name, description, entrypoint, hyperparameters, searcher, max_length,
+               records_per_epoch, min_validation_period, min_checkpoint_period,
+               perform_initial_validation, checkpoint_policy, checkpoint_storage, resources,
+               optimizations, reproducibility, scheduling_unit, data, source_path] = a;
+  (void)source_path;  // where the config was read from, not part of it
+  return std::tie(name, description, entrypoint, hyperparameters, searcher, max_length,
+                  records_per_epoch, min_validation_period, min_checkpoint_period,
+                  perform_initial_validation, checkpoint_policy, checkpoint_storage, resources,
+                  optimizations, reproducibility, scheduling_unit, data) ==
+         std::tie(b.name, b.description, b.entrypoint, b.hyperparameters, b.searcher, b.max_length,
+                  b.records_per_epoch, b.min_validation_period, b.min_checkpoint_period,
+                  b.perform_initial_validation, b.checkpoint_policy, b.checkpoint_storage,
+                  b.resources, b.optimizations, b.reproducibility, b.scheduling_unit, b.data);
+}
+
+}  // namespace crucible

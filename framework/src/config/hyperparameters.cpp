@@ -1,0 +1,134 @@
+#include "config/hyperparameters.h"
+
+#include <cstdint>
+
+#include <fmt/format.h>
+
+#include "config/enum_names.h"
+#include "config/yaml_writer.h"
+
+namespace crucible::config {
+namespace {
+
+using Type = HyperparameterSpec::Type;
+
+HyperparameterSpec read_one(const Source& source, const YAML::Node& node, const std::string& path) {
+  HyperparameterSpec spec;
+  if (!node.IsMap() || !node["type"].IsDefined()) {
+    spec.value = yaml_to_json(node);
+    return spec;
+  }
+  spec.type =
+      MapReader(source, node, path, {"type", "val", "minval", "maxval", "base", "count", "vals"})
+          .enumerated("type", Type::kConst);
+  auto allowed = [&](std::vector<std::string> keys) {
+    keys.push_back("type");
+    return MapReader(source, node, path, keys);
+  };
+  if (spec.type == Type::kConst) {
+    MapReader r = allowed({"val"});
+    if (!r.has("val")) r.fail_missing("val");
+    spec.value = yaml_to_json(node["val"]);
+  } else if (spec.type == Type::kCategorical) {
+    MapReader r = allowed({"vals"});
+    if (!r.has("vals")) r.fail_missing("vals");
+    if (!node["vals"].IsSequence() || node["vals"].size() == 0) {
+      r.fail("vals", "expected a non-empty list of values");
+    }
+    for (const auto& v : node["vals"]) spec.vals.push_back(yaml_to_json(v));
+  } else {
+    const bool is_int = spec.type == Type::kInt;
+    const bool is_log = spec.type == Type::kLog;
+    MapReader r = is_log ? allowed({"minval", "maxval", "base", "count"})
+                         : allowed({"minval", "maxval", "count"});
+    auto bound = [&](const char* key) -> double {
+      if (!r.has(key)) r.fail_missing(key);
+      return is_int ? static_cast<double>(r.integer(key, 0, INT64_MIN)) : r.number(key, 0);
+    };
+    spec.minval = bound("minval");
+    spec.maxval = bound("maxval");
+    if (spec.minval > spec.maxval) {
+      r.fail("maxval", fmt::format("maxval ({}) is below minval ({})", spec.maxval, spec.minval));
+    }
+    spec.base = r.number("base", 10);
+    if (is_log && spec.base <= 1) r.fail("base", "a log base must be greater than 1");
+    spec.count = r.integer("count", 0, 1);
+  }
+  return spec;
+}
+
+void emit_one(YAML::Emitter& out, const HyperparameterSpec& spec) {
+  if (spec.type == Type::kConst) {
+    if (spec.value.is_object() && spec.value.contains("type")) {
+      out << YAML::BeginMap << YAML::Key << "type" << YAML::Value << "const" << YAML::Key << "val"
+          << YAML::Value;
+      emit_json(out, spec.value);
+      out << YAML::EndMap;
+    } else {
+      emit_json(out, spec.value);
+    }
+    return;
+  }
+  out << YAML::Flow << YAML::BeginMap << YAML::Key << "type" << YAML::Value
+      << names<Type>().name(spec.type);
+  if (spec.type == Type::kCategorical) {
+    out << YAML::Key << "vals" << YAML::Value;
+    emit_json(out, nlohmann::json(spec.vals));
+  } else {
+    const bool is_int = spec.type == Type::kInt;
+    auto bound = [&](double v) {
+      emit_json(out, is_int ? nlohmann::json(static_cast<int64_t>(v)) : nlohmann::json(v));
+    };
+    out << YAML::Key << "minval" << YAML::Value;
+    bound(spec.minval);
+    out << YAML::Key << "maxval" << YAML::Value;
+    bound(spec.maxval);
+    if (spec.type == Type::kLog) {
+      out << YAML::Key << "base" << YAML::Value;
+      emit_json(out, nlohmann::json(spec.base));
+    }
+    if (spec.count > 0) out << YAML::Key << "count" << YAML::Value << spec.count;
+  }
+  out << YAML::EndMap;
+}
+
+}  // namespace
+
+Hyperparameters read_hyperparameters(const MapReader& top) {
+  const Source& source = top.source();
+  if (!top.has("hyperparameters")) top.fail_missing("hyperparameters");
+  const YAML::Node hp = top.node("hyperparameters");
+  if (!hp.IsMap()) top.fail("hyperparameters", "expected a mapping of name: value");
+  MapReader(source, hp, "hyperparameters", [&] {
+    std::vector<std::string> names;  // any name is valid; the reader still rejects duplicates
+    for (const auto& kv : hp) names.push_back(kv.first.Scalar());
+    return names;
+  }());
+  Hyperparameters out;
+  for (const auto& kv : hp) {
+    const std::string name = kv.first.Scalar();
+    out[name] = read_one(source, kv.second, "hyperparameters." + name);
+  }
+  auto gbs = out.find("global_batch_size");
+  if (gbs == out.end()) {
+    source.fail("hyperparameters.global_batch_size", hp,
+                "required hyperparameter 'global_batch_size' is missing");
+  }
+  if (gbs->second.type != Type::kConst || !gbs->second.value.is_number_integer() ||
+      gbs->second.value.get<int64_t>() <= 0) {
+    source.fail("hyperparameters.global_batch_size", hp["global_batch_size"],
+                "must be a positive integer constant, got " + gbs->second.value.dump());
+  }
+  return out;
+}
+
+void emit_hyperparameters(YAML::Emitter& out, const Hyperparameters& hyperparameters) {
+  out << YAML::BeginMap;
+  for (const auto& [name, spec] : hyperparameters) {
+    out << YAML::Key << name << YAML::Value;
+    emit_one(out, spec);
+  }
+  out << YAML::EndMap;
+}
+
+}  // namespace crucible::config

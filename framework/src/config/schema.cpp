@@ -1,0 +1,302 @@
+#include "config/schema.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "config/enum_names.h"
+#include "config/hyperparameters.h"
+#include "config/yaml_writer.h"
+
+namespace crucible::config {
+namespace {
+
+// The member of ExperimentConfig that a key reads and writes.
+template <typename T>
+using Access = std::function<T&(ExperimentConfig&)>;
+
+template <typename T>
+Access<T> member(T ExperimentConfig::*field) {
+  return [field](ExperimentConfig& c) -> T& { return c.*field; };
+}
+
+template <typename S, typename T>
+Access<T> member(S ExperimentConfig::*section, T S::*field) {
+  return [section, field](ExperimentConfig& c) -> T& { return (c.*section).*field; };
+}
+
+// Emitting only reads the member.
+template <typename T>
+const T& get(const Access<T>& access, const ExperimentConfig& c) {
+  return access(const_cast<ExperimentConfig&>(c));
+}
+
+Key make_key(const std::string& path, std::string description) {
+  Key key;
+  const auto dot = path.find('.');
+  key.section = dot == std::string::npos ? "" : path.substr(0, dot);
+  key.name = dot == std::string::npos ? path : path.substr(dot + 1);
+  key.description = std::move(description);
+  key.present = [](const ExperimentConfig&) { return true; };
+  return key;
+}
+
+Key safe(Key key) {
+  key.safe_on_resume = true;
+  return key;
+}
+
+Key required(Key key) {
+  key.required = true;
+  return key;
+}
+
+template <typename Int>
+Key integer(const std::string& path, Access<Int> access, int64_t min_value,
+            std::string description) {
+  Key key = make_key(path, std::move(description));
+  key.read = [access, min_value, name = key.name](const MapReader& r, ExperimentConfig& c) {
+    Int& value = access(c);
+    value = static_cast<Int>(r.integer(name, static_cast<int64_t>(value), min_value));
+  };
+  key.emit = [access](YAML::Emitter& out, const ExperimentConfig& c) { out << get(access, c); };
+  return key;
+}
+
+// A number; with `positive_unit` set it must be > 0 and the message names the unit.
+Key number(const std::string& path, Access<double> access, std::string positive_unit,
+           std::string description) {
+  Key key = make_key(path, std::move(description));
+  key.read = [access, unit = std::move(positive_unit), name = key.name](const MapReader& r,
+                                                                        ExperimentConfig& c) {
+    double& value = access(c);
+    value = r.number(name, value);
+    if (!unit.empty() && !(value > 0)) {
+      r.fail(name, fmt::format("must be a number of {} > 0, got {}", unit, value));
+    }
+  };
+  key.emit = [access](YAML::Emitter& out, const ExperimentConfig& c) { out << get(access, c); };
+  return key;
+}
+
+Key boolean(const std::string& path, Access<bool> access, std::string description) {
+  Key key = make_key(path, std::move(description));
+  key.read = [access, name = key.name](const MapReader& r, ExperimentConfig& c) {
+    access(c) = r.boolean(name, access(c));
+  };
+  key.emit = [access](YAML::Emitter& out, const ExperimentConfig& c) {
+    out << (get(access, c) ? "true" : "false");
+  };
+  return key;
+}
+
+enum class Text {
+  kOptional,  // may be empty; the resolved config leaves an empty one out
+  kNonEmpty,  // an empty string is an error
+};
+
+// A string; `check` returns a message for an invalid value, "" for a valid one.
+Key text(const std::string& path, Access<std::string> access, Text rule, std::string description,
+         std::function<std::string(const std::string&)> check = nullptr) {
+  Key key = make_key(path, std::move(description));
+  key.read = [access, rule, check, name = key.name](const MapReader& r, ExperimentConfig& c) {
+    std::string& value = access(c);
+    value = r.string(name, value);
+    if (rule == Text::kNonEmpty && value.empty()) r.fail(name, "must not be empty");
+    if (check) {
+      const std::string problem = check(value);
+      if (!problem.empty()) r.fail(name, problem);
+    }
+  };
+  if (rule == Text::kOptional) {
+    key.present = [access](const ExperimentConfig& c) { return !get(access, c).empty(); };
+  }
+  key.emit = [access](YAML::Emitter& out, const ExperimentConfig& c) {
+    emit_string(out, get(access, c));
+  };
+  return key;
+}
+
+// A string that is one of `choices`.
+Key choice(const std::string& path, Access<std::string> access, std::vector<std::string> choices,
+           std::string description) {
+  Key key = make_key(path, std::move(description));
+  key.read = [access, choices = std::move(choices), name = key.name](const MapReader& r,
+                                                                     ExperimentConfig& c) {
+    access(c) = r.choice(name, access(c), choices);
+  };
+  key.emit = [access](YAML::Emitter& out, const ExperimentConfig& c) {
+    emit_string(out, get(access, c));
+  };
+  return key;
+}
+
+template <typename E>
+Key enumerated(const std::string& path, Access<E> access, std::string description) {
+  Key key = make_key(path, std::move(description));
+  key.read = [access, name = key.name](const MapReader& r, ExperimentConfig& c) {
+    access(c) = r.enumerated(name, access(c));
+  };
+  key.emit = [access](YAML::Emitter& out, const ExperimentConfig& c) {
+    out << names<E>().name(get(access, c));
+  };
+  return key;
+}
+
+Key length(const std::string& path, Access<Length> access, int64_t min_value,
+           std::string description) {
+  Key key = make_key(path, std::move(description));
+  key.is_length = true;
+  key.read = [access, min_value, name = key.name](const MapReader& r, ExperimentConfig& c) {
+    access(c) = r.length(name, access(c), min_value);
+  };
+  key.emit = [access](YAML::Emitter& out, const ExperimentConfig& c) {
+    const Length& length = get(access, c);
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << names<LengthUnit>().name(length.unit)
+        << YAML::Value << length.value << YAML::EndMap;
+  };
+  return key;
+}
+
+std::string check_entrypoint(const std::string& entrypoint) {
+  const auto colon = entrypoint.rfind(':');
+  if (colon != std::string::npos && colon != 0 && colon + 1 != entrypoint.size()) return "";
+  return "expected '<library>:<TrialClass>', e.g. 'fashion_mnist:FashionCNN', got '" + entrypoint +
+         "'";
+}
+
+Key hyperparameters_key() {
+  Key key = make_key("hyperparameters",
+                     "name: value; each a constant or a search space {type: "
+                     "const|int|double|log|categorical, ...}; global_batch_size is required");
+  key.read = [](const MapReader& r, ExperimentConfig& c) {
+    c.hyperparameters = read_hyperparameters(r);
+  };
+  key.emit = [](YAML::Emitter& out, const ExperimentConfig& c) {
+    emit_hyperparameters(out, c.hyperparameters);
+  };
+  return key;
+}
+
+Key data_key() {
+  Key key = make_key("data", "a free-form mapping for the trial (TrialContext::data_config)");
+  key.read = [](const MapReader& r, ExperimentConfig& c) {
+    if (!r.has("data")) return;
+    if (!r.node("data").IsMap()) r.fail("data", "expected a mapping");
+    c.data = yaml_to_json(r.node("data"));
+  };
+  key.emit = [](YAML::Emitter& out, const ExperimentConfig& c) {
+    if (c.data.empty()) {
+      out << YAML::Flow << YAML::BeginMap << YAML::EndMap;
+    } else {
+      emit_json(out, c.data);
+    }
+  };
+  return key;
+}
+
+std::vector<Key> build_schema() {
+  using C = ExperimentConfig;
+  return {
+      required(text("name", member(&C::name), Text::kNonEmpty, "the experiment's name")),
+      safe(text("description", member(&C::description), Text::kOptional, "free text")),
+      required(text("entrypoint", member(&C::entrypoint), Text::kNonEmpty,
+                    "<library>:<TrialClass>; the library is looked up as README describes",
+                    check_entrypoint)),
+      required(hyperparameters_key()),
+      choice("searcher.name", member(&C::searcher, &SearcherConfig::name),
+             {"single", "grid", "random", "adaptive_asha"}, "the searcher"),
+      text("searcher.metric", member(&C::searcher, &SearcherConfig::metric), Text::kNonEmpty,
+           "the validation metric that ranks checkpoints"),
+      boolean("searcher.smaller_is_better",
+              member(&C::searcher, &SearcherConfig::smaller_is_better),
+              "whether a smaller searcher.metric is better"),
+      integer("searcher.max_trials", member(&C::searcher, &SearcherConfig::max_trials), 1,
+              "how many trials a search runs"),
+      safe(required(length("max_length", member(&C::max_length), 1,
+                           "how long to train: {batches|epochs|records: n}"))),
+      integer("records_per_epoch", member(&C::records_per_epoch), 0,
+              "records in an epoch; 0 = the training loader's size"),
+      safe(length("min_validation_period", member(&C::min_validation_period), 0,
+                  "validate at least this often; 0 = never (training always ends validated)")),
+      safe(length("min_checkpoint_period", member(&C::min_checkpoint_period), 0,
+                  "checkpoint at least this often; 0 = never (training always ends "
+                  "checkpointed)")),
+      boolean("perform_initial_validation", member(&C::perform_initial_validation),
+              "validate before the first batch"),
+      enumerated("checkpoint_policy", member(&C::checkpoint_policy),
+                 "best: after each validation that improves searcher.metric; all: after every "
+                 "validation; none: never"),
+      text("checkpoint_storage.host_path",
+           member(&C::checkpoint_storage, &CheckpointStorageConfig::host_path), Text::kNonEmpty,
+           "the folder that holds the run directories"),
+      safe(integer("checkpoint_storage.save_trial_best",
+                   member(&C::checkpoint_storage, &CheckpointStorageConfig::save_trial_best), 0,
+                   "how many of the best checkpoints retention keeps")),
+      safe(integer("checkpoint_storage.save_trial_latest",
+                   member(&C::checkpoint_storage, &CheckpointStorageConfig::save_trial_latest), 0,
+                   "how many of the newest checkpoints retention keeps")),
+      integer("resources.slots_per_trial", member(&C::resources, &ResourcesConfig::slots_per_trial),
+              1, "processes that train one trial"),
+      safe(number("resources.distributed_timeout_seconds",
+                  member(&C::resources, &ResourcesConfig::distributed_timeout_seconds), "seconds",
+                  "how long a rank waits for the others before it fails")),
+      enumerated("resources.distributed_backend",
+                 member(&C::resources, &ResourcesConfig::distributed_backend),
+                 "the process group for CUDA tensors: auto | gloo | nccl"),
+      integer("optimizations.aggregation_frequency",
+              member(&C::optimizations, &OptimizationsConfig::aggregation_frequency), 1,
+              "batches whose gradients make one optimizer step"),
+      boolean("optimizations.average_aggregated_gradients",
+              member(&C::optimizations, &OptimizationsConfig::average_aggregated_gradients),
+              "divide accumulated gradients by aggregation_frequency"),
+      number("optimizations.gradient_bucket_mb",
+             member(&C::optimizations, &OptimizationsConfig::gradient_bucket_mb), "MiB",
+             "the largest gradient all-reduce bucket, in MiB"),
+      safe(boolean("optimizations.gradient_as_bucket_view",
+                   member(&C::optimizations, &OptimizationsConfig::gradient_as_bucket_view),
+                   "gradients live in the all-reduce buckets (no copies)")),
+      integer("reproducibility.experiment_seed",
+              member(&C::reproducibility, &ReproducibilityConfig::experiment_seed), 0,
+              "the seed every trial seed derives from"),
+      safe(integer("scheduling_unit", member(&C::scheduling_unit), 1,
+                   "batches per training-metric report")),
+      data_key(),
+  };
+}
+
+}  // namespace
+
+const std::vector<Key>& schema() {
+  static const std::vector<Key> keys = build_schema();
+  return keys;
+}
+
+std::vector<std::string> top_level_names() {
+  std::vector<std::string> out;
+  for (const Key& key : schema()) {
+    const std::string& name = key.section.empty() ? key.name : key.section;
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  }
+  return out;
+}
+
+std::vector<std::string> section_keys(const std::string& section) {
+  std::vector<std::string> out;
+  for (const Key& key : schema()) {
+    if (key.section == section) out.push_back(key.name);
+  }
+  return out;
+}
+
+const Key* find_key(const std::string& path) {
+  for (const Key& key : schema()) {
+    const std::string p = key.path();
+    if (path == p || path.rfind(p + ".", 0) == 0) return &key;
+  }
+  return nullptr;
+}
+
+}  // namespace crucible::config
