@@ -4,6 +4,8 @@
 //   collectives  every collective, with values that reveal what each rank contributed
 //   die          rank 1 exits with code 3 right after joining; the others then allreduce
 //   hang         rank 1 sleeps forever after joining; the others then allreduce
+//   misleading   rank 1 prints a peer failure's words, waits past the timeout and fails on its
+//                own (exit 1), after the others gave up on it in their allreduce (exit 5)
 //   grad_sync    GradientSync on an MLP against all-gathered local gradients, with and without
 //                overlap and gradients as bucket views, with two backward passes in one window,
 //                with parameters that one rank or no rank has a gradient for
@@ -194,6 +196,12 @@ int main(int argc, char** argv) {
     if (ctx.rank() == 1) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       if (mode == "die") std::_Exit(3);
+      if (mode == "misleading") {
+        std::cerr << "error: rank 1: allreduce across ranks failed (its own words, not a peer's)"
+                  << std::endl;
+        std::this_thread::sleep_for(timeout + std::chrono::milliseconds(500));
+        std::_Exit(crucible::kExitTrainingFailed);
+      }
       for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
     }
     auto t = torch::ones({4});

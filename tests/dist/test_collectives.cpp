@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include "catch.h"
 
+#include <crucible/errors.h>
+
 #include "process.h"
 #include "torchrun_env.h"
 
@@ -115,7 +117,7 @@ TEST_CASE("a rank that dies makes the others fail, each naming itself and the op
   CHECK(ranks[1].exit_code == 3);
   for (int r : {0, 2}) {
     INFO(ranks[static_cast<size_t>(r)].log);
-    CHECK(ranks[static_cast<size_t>(r)].exit_code == 1);
+    CHECK(ranks[static_cast<size_t>(r)].exit_code == crucible::kExitPeerLost);
     CHECK_THAT(ranks[static_cast<size_t>(r)].log,
                Catch::Contains(fmt::format("error: rank {}: allreduce across ranks failed", r)) &&
                    Catch::Contains("a peer rank died, hangs or is unreachable"));
@@ -128,7 +130,7 @@ TEST_CASE("a rank that hangs makes the others fail within the timeout", "[dist]"
       3, "hang", torchrun_world(3, free_port(), "CRUCIBLE_TEST_TIMEOUT_S=3"), 30, /*hanging=*/1);
   for (int r : {0, 2}) {
     INFO(ranks[static_cast<size_t>(r)].log);
-    CHECK(ranks[static_cast<size_t>(r)].exit_code == 1);
+    CHECK(ranks[static_cast<size_t>(r)].exit_code == crucible::kExitPeerLost);
     CHECK_THAT(ranks[static_cast<size_t>(r)].log,
                Catch::Contains(fmt::format("error: rank {}: allreduce across ranks failed", r)) &&
                    Catch::Contains("timeout 3 s"));

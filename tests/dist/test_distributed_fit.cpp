@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include "catch.h"
 
+#include <crucible/errors.h>
+
 #include "distributed/backend.h"
 #include "distributed/c10d_compat.h"
 #include "resumable_run.h"
@@ -271,9 +273,9 @@ resources: {slots_per_trial: 2, distributed_timeout_seconds: 3}
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   INFO(r.output);
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == crucible::kExitPeerLost);
   CHECK_THAT(r.output, Catch::Contains("error: rank 1 stopped responding") &&
-                           Catch::Contains("rank 0 exited with code 1") &&
+                           Catch::Contains("rank 0 exited with code 5") &&
                            Catch::Contains("rank 0: gradient allreduce across ranks failed"));
   // 3 s timeout, 1 s for the others to fail, 10 s between SIGTERM and SIGKILL of the hung rank.
   CHECK(seconds < 30);

@@ -7,6 +7,8 @@
 
 #include "catch.h"
 
+#include <crucible/errors.h>
+
 #include "launch/launcher.h"
 #include "process.h"
 
@@ -80,6 +82,22 @@ TEST_CASE("a worker that dies stops the others: the launcher names it", "[launch
   CHECK(live_workers().empty());
 }
 
+TEST_CASE("the launcher blames the rank that failed on its own, by exit status", "[launch]") {
+  // Rank 1 prints the words of a lost peer and fails with TrainingError's code half a second
+  // after ranks 0 and 2 gave up on it (kExitPeerLost). The blame goes by status, not by the
+  // output or by who failed first.
+  std::ostringstream out, err;
+  setenv("CRUCIBLE_TEST_TIMEOUT_S", "2", 1);
+  const auto result = launch(workers(3, "misleading"), out, err);
+  unsetenv("CRUCIBLE_TEST_TIMEOUT_S");
+  INFO(out.str() << err.str());
+  CHECK(result.exit_code == crucible::kExitTrainingFailed);
+  CHECK_THAT(result.failure, Catch::StartsWith("rank 1 exited with code 1; the other ranks were "
+                                               "stopped. Its last lines:"));
+  CHECK_THAT(result.failure, !Catch::Contains("stopped responding"));
+  CHECK(live_workers().empty());
+}
+
 TEST_CASE("a hung worker is killed once the others fail", "[launch]") {
   auto options = workers(3, "hang");
   std::ostringstream out, err;
@@ -88,8 +106,8 @@ TEST_CASE("a hung worker is killed once the others fail", "[launch]") {
   const auto result = launch(options, out, err);
   unsetenv("CRUCIBLE_TEST_TIMEOUT_S");
   INFO(out.str() << err.str());
-  CHECK(result.exit_code == 1);
-  CHECK_THAT(result.failure, Catch::Contains("exited with code 1") &&
+  CHECK(result.exit_code == crucible::kExitPeerLost);
+  CHECK_THAT(result.failure, Catch::Contains("exited with code 5") &&
                                  Catch::Contains("allreduce across ranks failed"));
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));
   CHECK_THAT(err.str(), Catch::Contains("[rank 0] error: rank 0: allreduce across ranks failed"));

@@ -14,7 +14,9 @@ max_length: {batches: 1}
 )",
                                                                         "c.yaml");
   crucible::detail::TrialState state;
-  crucible::TrialContext ctx{&state};
+  std::unique_ptr<crucible::TrialContext> context =
+      crucible::detail::TrialContextAccess::make(&state);
+  crucible::TrialContext& ctx = *context;
   Fixture() {
     state.config = &config;
     state.hparams = config.constant_hyperparameters();

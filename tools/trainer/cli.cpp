@@ -30,8 +30,8 @@ Options:
   --version        print the Crucible and LibTorch versions
 
 Exit codes: 0 done, 1 training failed, 2 bad usage or config, 3 trial library or trial class,
-4 stopped by SIGTERM/SIGUSR1/SIGINT after a checkpoint (continue with --resume), 130 a second
-SIGINT (stopped at once).
+4 stopped by SIGTERM/SIGUSR1/SIGINT after a checkpoint (continue with --resume), 5 another rank
+died, hangs or is unreachable (the launcher names it), 130 a second SIGINT (stopped at once).
 )";
 
 constexpr const char* kFitUsage = R"(usage: trainer fit CONFIG [options]

@@ -26,7 +26,8 @@ struct Topology {
 
 namespace detail {
 class Collectives;
-}
+struct DistributedAccess;
+}  // namespace detail
 
 // The ranks of a run and the collectives between them, over c10d process groups: Gloo for CPU
 // tensors; for CUDA tensors NCCL or Gloo, as resources.distributed_backend picks. A trial reaches
@@ -39,7 +40,6 @@ class DistributedContext {
  public:
   // A one-process context.
   DistributedContext();
-  DistributedContext(Topology topology, std::shared_ptr<detail::Collectives> collectives);
 
   const Topology& topology() const { return topology_; }
   int64_t rank() const { return topology_.rank; }
@@ -69,10 +69,10 @@ class DistributedContext {
   // On rank `root`, every rank's value in rank order; empty on the others.
   std::vector<nlohmann::json> gather_object(const nlohmann::json& value, int64_t root = 0) const;
 
-  // Crucible's internals (gradient synchronisation); null in a one-process context.
-  const std::shared_ptr<detail::Collectives>& collectives() const { return collectives_; }
-
  private:
+  friend struct detail::DistributedAccess;  // Crucible's internals (distributed/collectives.h)
+  DistributedContext(Topology topology, std::shared_ptr<detail::Collectives> collectives);
+
   Topology topology_;
   std::shared_ptr<detail::Collectives> collectives_;
 };

@@ -14,6 +14,8 @@ enum ExitCode : int {
   kExitPlugin = 3,          // the trial library could not be loaded or the trial not created
   kExitStopped = 4,         // stopped by SIGTERM, SIGUSR1 or SIGINT after writing a checkpoint;
                             // continue with `trainer fit --resume RUN_DIR`
+  kExitPeerLost = 5,        // a collective failed because another rank died, hangs or is
+                            // unreachable; the launcher names that rank
   kExitInterrupted = 130,   // a second SIGINT: stopped at once, without a checkpoint
 };
 
@@ -54,6 +56,14 @@ class PluginError : public Error {
 class TrainingError : public Error {
  public:
   explicit TrainingError(const std::string& message) : Error(message, kExitTrainingFailed) {}
+};
+
+// A collective with the other ranks failed: a peer rank died, hangs or cannot be reached. The
+// message names this rank, the operation and the timeout. Training cannot go on; the last
+// checkpoint stays loadable.
+class PeerLostError : public Error {
+ public:
+  explicit PeerLostError(const std::string& message) : Error(message, kExitPeerLost) {}
 };
 
 // What `e` says, without the C++ stack trace LibTorch appends to its messages (from

@@ -65,14 +65,16 @@ extern "C" void crucible_register_trial_v1(const char* class_name, const char* a
                                            const void* factory);
 
 namespace crucible {
-namespace detail {
+
+// What CRUCIBLE_REGISTER_TRIAL defines: registers `factory` with the loader at static
+// initialisation of the trial library, and keeps it alive as long as the library is loaded.
 struct TrialRegistrar {
   TrialRegistrar(TrialFactory factory, const char* abi_stamp) : factory_(std::move(factory)) {
     crucible_register_trial_v1(factory_.name.c_str(), abi_stamp, &factory_);
   }
   TrialFactory factory_;
 };
-}  // namespace detail
+
 }  // namespace crucible
 
 #define CRUCIBLE_CONCAT_(a, b) a##b
@@ -80,7 +82,6 @@ struct TrialRegistrar {
 
 // Registers `Class` (a crucible::Trial) under its name as written, for entrypoints
 // "<library>:<Class>". A library may register several trials.
-#define CRUCIBLE_REGISTER_TRIAL(Class)                                                     \
-  static const ::crucible::detail::TrialRegistrar CRUCIBLE_CONCAT(                         \
-      crucible_trial_registrar_, __COUNTER__)(::crucible::TrialFactory::of<Class>(#Class), \
-                                              CRUCIBLE_ABI_STAMP)
+#define CRUCIBLE_REGISTER_TRIAL(Class)                                                             \
+  static const ::crucible::TrialRegistrar CRUCIBLE_CONCAT(crucible_trial_registrar_, __COUNTER__)( \
+      ::crucible::TrialFactory::of<Class>(#Class), CRUCIBLE_ABI_STAMP)

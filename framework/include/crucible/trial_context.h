@@ -19,15 +19,14 @@ namespace crucible {
 
 namespace detail {
 struct TrialState;
-}
+struct TrialContextAccess;
+}  // namespace detail
 
 // What a trial sees of the run: hyperparameters, the device, counters, and the wrappers through
 // which Crucible learns which models, optimizers and schedulers to checkpoint, step and sync.
 // Owned by the trainer; valid for the trial's whole life.
 class TrialContext {
  public:
-  explicit TrialContext(detail::TrialState* state) : state_(state) {}
-
   // Moves `model` to device() and registers it for checkpointing. Returns the same holder.
   template <class ModuleHolder>
   ModuleHolder wrap_model(ModuleHolder model) {
@@ -128,6 +127,9 @@ class TrialContext {
   void register_lr_scheduler(std::shared_ptr<LRScheduler> scheduler, StepMode mode);
   void register_reducer(const std::string& name, std::shared_ptr<MetricReducer> reducer);
   const nlohmann::json& hparam_value(const std::string& name) const;
+
+  friend struct detail::TrialContextAccess;  // the trainer builds it (train/trial_state.h)
+  explicit TrialContext(detail::TrialState* state) : state_(state) {}
 
   detail::TrialState* state_;
 };

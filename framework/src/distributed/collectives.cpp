@@ -42,7 +42,7 @@ void Collectives::wait(const c10::intrusive_ptr<c10d::Work>& work, const char* o
   try {
     work->wait(timeout_);
   } catch (const std::exception& e) {
-    throw TrainingError(fmt::format(
+    throw PeerLostError(fmt::format(
         "rank {}: {} across ranks failed ({}); a peer rank died, hangs or is unreachable "
         "(timeout {} s)",
         rank_, op, first_line(e), timeout_.count() / 1000.0));
@@ -186,7 +186,7 @@ DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeou
   }
   c10::intrusive_ptr<dist::Group> cuda_group;
   if (nccl) cuda_group = nccl_group(r, store, timeout, where);
-  return DistributedContext(
+  return detail::DistributedAccess::make(
       t, std::make_shared<detail::Collectives>(store, group, cuda_group, t.rank, timeout));
 }
 

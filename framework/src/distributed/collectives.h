@@ -56,6 +56,19 @@ class Collectives {
   std::chrono::milliseconds timeout_;
 };
 
+// Crucible's side of a DistributedContext.
+struct DistributedAccess {
+  // A context of `topology.size` ranks; `collectives` may be null only for one rank.
+  static DistributedContext make(Topology topology, std::shared_ptr<Collectives> collectives) {
+    return DistributedContext(topology, std::move(collectives));
+  }
+  // The collectives under `dist` (gradient synchronisation, the stop vote); null in a
+  // one-process context.
+  static const std::shared_ptr<Collectives>& collectives(const DistributedContext& dist) {
+    return dist.collectives_;
+  }
+};
+
 }  // namespace crucible::detail
 
 namespace crucible::dist {

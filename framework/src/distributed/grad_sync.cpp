@@ -192,7 +192,7 @@ struct GradientSync::Impl {
       b.flat.narrow(0, flags_offset, static_cast<int64_t>(flags.size()))
           .copy_(torch::from_blob(flags.data(), {static_cast<int64_t>(flags.size())}));
     }
-    b.work = dist.collectives()->allreduce_async(b.flat);
+    b.work = detail::DistributedAccess::collectives(dist)->allreduce_async(b.flat);
   }
 
   // Readies what is missing, starts what has not started, waits for it all. Returns the number
@@ -203,7 +203,7 @@ struct GradientSync::Impl {
     }
     while (next < buckets.size()) start(next++);
     for (auto& b : buckets) {
-      dist.collectives()->wait(b.work, "gradient allreduce");
+      detail::DistributedAccess::collectives(dist)->wait(b.work, "gradient allreduce");
       b.work.reset();
     }
     const torch::Tensor tail = buckets.back()
@@ -274,7 +274,8 @@ struct GradientSync::Impl {
 GradientSync::GradientSync(DistributedContext dist, std::vector<torch::Tensor> params,
                            const GradientSyncOptions& options)
     : impl_(std::make_unique<Impl>()) {
-  TORCH_INTERNAL_ASSERT(dist.collectives(), "GradientSync needs a distributed context");
+  TORCH_INTERNAL_ASSERT(detail::DistributedAccess::collectives(dist),
+                        "GradientSync needs a distributed context");
   TORCH_INTERNAL_ASSERT(options.bucket_bytes() > 0, "bucket_bytes must be positive");
   impl_->dist = std::move(dist);
   impl_->options = options;

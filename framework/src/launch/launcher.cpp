@@ -261,7 +261,7 @@ class Supervisor {
       w.reaped = true;
       w.status = status;
       const int code = exit_code_of(status);
-      if (code != 0 && code != 4) {
+      if (code != kExitOk && code != kExitStopped) {
         failures_.push_back(&w);
         if (!first_failure_at_) first_failure_at_ = Clock::now();
       }
@@ -270,14 +270,14 @@ class Supervisor {
     if (running && Clock::now() - *first_failure_at_ < kBlameWindow) return;
     failed_ = failures_.front();
     for (const Worker* w : failures_) {
-      if (!mentions_peers(*w)) {
+      if (!gave_up_on_peers(*w)) {
         failed_ = w;
         break;
       }
     }
     // Every failure so far was a rank giving up on its peers: the ones still running are the
     // ones that stopped responding.
-    if (mentions_peers(*failed_)) {
+    if (gave_up_on_peers(*failed_)) {
       for (const auto& w : workers_) {
         if (!w.reaped) unresponsive_.push_back(w.rank);
       }
@@ -288,13 +288,8 @@ class Supervisor {
 
   static constexpr std::chrono::milliseconds kBlameWindow{1000};
 
-  // Whether the worker's last lines say that a collective with the other ranks failed.
-  static bool mentions_peers(const Worker& w) {
-    for (const auto& line : w.tail) {
-      if (line.find("across ranks failed") != std::string::npos) return true;
-    }
-    return false;
-  }
+  // Whether the worker gave up on its peers (PeerLostError) rather than failing on its own.
+  static bool gave_up_on_peers(const Worker& w) { return exit_code_of(w.status) == kExitPeerLost; }
 
   LaunchResult result() const {
     LaunchResult r;
@@ -315,7 +310,7 @@ class Supervisor {
       return r;
     }
     for (const auto& w : workers_) {
-      if (exit_code_of(w.status) == 4) r.exit_code = 4;
+      if (exit_code_of(w.status) == kExitStopped) r.exit_code = kExitStopped;
     }
     return r;
   }

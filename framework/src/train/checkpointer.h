@@ -11,7 +11,7 @@
 #include <crucible/registry.h>
 
 #include "checkpoint/retention.h"
-#include "metrics/sinks.h"
+#include "metrics/report.h"
 #include "train/fit_state.h"
 #include "train/run_dir.h"
 #include "train/session.h"

@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint.h"
 #include "distributed/backend.h"
 #include "distributed/collectives.h"
+#include "metrics/jsonl_sink.h"
 #include "train/checkpointer.h"
 #include "train/reporter.h"
 #include "train/run_start.h"
@@ -162,12 +163,13 @@ class FitLoop {
     const RunStart start = start_run(config_, options_, logger_);
     run_ = start.run;
     const torch::Device device = dist::rank_device(dist_.local_rank());
-    logger_.info(
-        fmt::format("{} run {}: trial {} on {}{}", start.resume_from.empty() ? "new" : "resuming",
-                    run_.path, config_.entrypoint, device.str(),
-                    dist_.distributed() ? fmt::format(", {} ranks over {}", dist_.size(),
-                                                      dist_.collectives()->backend_for(device))
-                                        : ""));
+    logger_.info(fmt::format(
+        "{} run {}: trial {} on {}{}", start.resume_from.empty() ? "new" : "resuming", run_.path,
+        config_.entrypoint, device.str(),
+        dist_.distributed()
+            ? fmt::format(", {} ranks over {}", dist_.size(),
+                          detail::DistributedAccess::collectives(dist_)->backend_for(device))
+            : ""));
     session_ = std::make_unique<TrialSession>(config_, factory_, dist_);
     if (!options_.warm_start().empty()) {
       checkpoint::load_weights(options_.warm_start(), session_->contents().models);

@@ -6,10 +6,14 @@
 
 #include <crucible/errors.h>
 
+#include "metrics/jsonl_sink.h"
+#include "metrics/log_sink.h"
+
 namespace crucible::train {
 
 void Reporter::open(const std::string& metrics_file, util::Logger* logger) {
-  writer_ = std::make_unique<metrics::MetricsWriter>(metrics_file, logger);
+  sinks_.add(std::make_unique<metrics::JsonlSink>(metrics_file));
+  sinks_.add(std::make_unique<metrics::LogSink>(logger));
 }
 
 void Reporter::report_training(const FitState& state, const metrics::Progress& progress) {
@@ -19,10 +23,13 @@ void Reporter::report_training(const FitState& state, const metrics::Progress& p
   const auto now = std::chrono::steady_clock::now();
   const double elapsed = std::chrono::duration<double>(now - since_).count();
   since_ = now;
-  if (writer_) {
-    writer_->write("training", progress, values,
-                   fmt::format("({:.1f} batches/s)", static_cast<double>(n) / elapsed));
-  }
+  metrics::Report report;
+  report.kind = metrics::ReportKind::kTraining;
+  report.progress = progress;
+  report.values = values;
+  report.seconds = elapsed;
+  report.batches_per_second = static_cast<double>(n) / elapsed;
+  sinks_.write(report);
   check_finite(values, n, state);
 }
 
@@ -43,7 +50,12 @@ void Reporter::check_finite(const MetricValues& values, int64_t n, const FitStat
 
 void Reporter::report_validation(FitState& state, const MetricValues& values, double seconds,
                                  const metrics::Progress& progress) {
-  if (writer_) writer_->write("validation", progress, values, fmt::format("({:.1f}s)", seconds));
+  metrics::Report report;
+  report.kind = metrics::ReportKind::kValidation;
+  report.progress = progress;
+  report.values = values;
+  report.seconds = seconds;
+  sinks_.write(report);
   state.last_validation = values;
   state.validated_at = state.batches;
 }

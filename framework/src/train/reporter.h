@@ -11,15 +11,16 @@
 #include <crucible/metrics.h>
 
 #include "metrics/reducer.h"
-#include "metrics/sinks.h"
+#include "metrics/report.h"
+#include "metrics/sink.h"
 #include "train/fit_state.h"
 #include "util/logger.h"
 
 namespace crucible::train {
 
 // Accumulates one rank's training metrics between reports and reports them, averaged across the
-// ranks, with the validation results. The chief writes the reports to metrics.jsonl and the log;
-// the other ranks take part in the averaging only.
+// ranks, with the validation results. The chief feeds each report to its sinks (metrics.jsonl
+// and the log); the other ranks take part in the averaging only.
 class Reporter {
  public:
   Reporter(const ExperimentConfig& config, const DistributedContext& dist)
@@ -27,6 +28,8 @@ class Reporter {
 
   // Starts writing reports to `metrics_file` (appended) and `logger`. Only the chief calls it.
   void open(const std::string& metrics_file, util::Logger* logger);
+  // Feeds every later report to `sink` as well.
+  void add_sink(std::unique_ptr<metrics::MetricSink> sink) { sinks_.add(std::move(sink)); }
 
   // Adds the metrics train_batch returned for batch `batch_idx` (no host sync).
   void add_training(const Metrics& metrics, int64_t batch_idx) {
@@ -61,7 +64,7 @@ class Reporter {
   const ExperimentConfig& config_;
   const DistributedContext& dist_;
   metrics::TrainingAccumulator training_;
-  std::unique_ptr<metrics::MetricsWriter> writer_;
+  metrics::MetricSinks sinks_;
   std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
 };
 

@@ -23,7 +23,7 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
   state_.trial_seed = data::mix64(config_.reproducibility.experiment_seed);
   state_.device = dist::rank_device(dist.local_rank());
   torch::manual_seed(state_.trial_seed);
-  context_ = std::make_unique<TrialContext>(&state_);
+  context_ = detail::TrialContextAccess::make(&state_);
   try {
     trial_ = factory_.create(*context_);
   } catch (const Error& e) {

@@ -11,6 +11,7 @@
 #include <crucible/distributed.h>
 #include <crucible/metrics.h>
 #include <crucible/optim.h>
+#include <crucible/trial_context.h>
 
 #include "distributed/grad_sync.h"
 #include "train/optimizer_steps.h"
@@ -58,5 +59,12 @@ dist::GradientSync& gradient_sync(TrialState& state, const Optimizer& optimizer)
 // Steps every scheduler of `mode` whose optimizer stepped: for EveryBatch on the batch being
 // trained, for EveryEpoch in the epoch that ends with it.
 void step_schedulers(TrialState& state, StepMode mode);
+
+// The trainer's way to make the TrialContext of `state`, which must outlive it.
+struct TrialContextAccess {
+  static std::unique_ptr<TrialContext> make(TrialState* state) {
+    return std::unique_ptr<TrialContext>(new TrialContext(state));
+  }
+};
 
 }  // namespace crucible::detail

@@ -1,40 +1,34 @@
-#include "metrics/sinks.h"
+#include "metrics/jsonl_sink.h"
 
+#include <cerrno>
 #include <cstring>
-#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <crucible/errors.h>
 
 namespace crucible::metrics {
 
-MetricsWriter::MetricsWriter(const std::string& path, util::Logger* logger)
-    : path_(path), out_(path, std::ios::app), logger_(logger) {
+JsonlSink::JsonlSink(const std::string& path) : path_(path), out_(path, std::ios::app) {
   if (!out_) {
     throw TrainingError(fmt::format("cannot open metrics file {}: {}", path, std::strerror(errno)));
   }
 }
 
-void MetricsWriter::write(const std::string& kind, const Progress& progress,
-                          const MetricValues& values, const std::string& extra) {
-  nlohmann::json row = {{"type", kind},
-                        {"batches", progress.batches},
-                        {"records", progress.records},
-                        {"epochs", progress.epochs},
-                        {"metrics", values}};
+void JsonlSink::write(const Report& report) {
+  const nlohmann::json row = {{"type", name_of(report.kind)},
+                              {"batches", report.progress.batches},
+                              {"records", report.progress.records},
+                              {"epochs", report.progress.epochs},
+                              {"metrics", report.values}};
   out_ << row.dump() << '\n';
   out_.flush();
   if (!out_) {
     throw TrainingError(
         fmt::format("cannot write metrics file {}: {}", path_, std::strerror(errno)));
   }
-  std::string line =
-      fmt::format("[{:<10}] batch {:>7}  epoch {:>6.2f} ", kind, progress.batches, progress.epochs);
-  for (const auto& [name, v] : values) line += fmt::format(" {}={:.5g}", name, v);
-  if (!extra.empty()) line += "  " + extra;
-  logger_->info(line);
 }
 
 void truncate_metrics_file(const std::string& path, int64_t batches) {

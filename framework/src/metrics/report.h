@@ -1,0 +1,38 @@
+#pragma once
+
+// What a fit reports, as data: the one thing every metric sink receives.
+
+#include <cstdint>
+#include <optional>
+
+#include <crucible/metrics.h>
+
+namespace crucible::metrics {
+
+// Where a report sits in training.
+struct Progress {
+  int64_t batches = 0;
+  int64_t records = 0;
+  double epochs = 0;
+};
+
+enum class ReportKind {
+  kTraining,    // the means of the training metrics since the previous training report
+  kValidation,  // the reduced metrics of one validation pass
+};
+
+// "training", "validation".
+const char* name_of(ReportKind kind);
+
+struct Report {
+  ReportKind kind = ReportKind::kTraining;
+  Progress progress;
+  MetricValues values;
+  // Timing, which differs between equal runs: the seconds the report covers (the training
+  // since the previous report, or the validation pass), and for training the batches per second
+  // over them.
+  double seconds = 0;
+  std::optional<double> batches_per_second;
+};
+
+}  // namespace crucible::metrics

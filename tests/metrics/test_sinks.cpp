@@ -1,0 +1,123 @@
+// The reporting seam: each report reaches every sink; metrics.jsonl holds only deterministic
+// values; the log line carries the timing.
+#include <fstream>
+#include <sstream>
+
+#include "catch.h"
+
+#include "metrics/jsonl_sink.h"
+#include "metrics/log_sink.h"
+#include "metrics/sink.h"
+#include "process.h"
+
+using crucible::metrics::JsonlSink;
+using crucible::metrics::LogSink;
+using crucible::metrics::MetricSink;
+using crucible::metrics::MetricSinks;
+using crucible::metrics::Report;
+using crucible::metrics::ReportKind;
+using namespace crucible::testing;
+
+namespace {
+
+Report training_report(int64_t batches, double loss, double seconds) {
+  Report r;
+  r.kind = ReportKind::kTraining;
+  r.progress = {batches, batches * 8, batches / 10.0};
+  r.values = {{"loss", loss}, {"accuracy", 0.5}};
+  r.seconds = seconds;
+  r.batches_per_second = 100 / seconds;
+  return r;
+}
+
+Report validation_report(int64_t batches, double epochs, double seconds) {
+  Report r;
+  r.kind = ReportKind::kValidation;
+  r.progress = {batches, batches * 8, epochs};
+  r.values = {{"validation_loss", 0.5}};
+  r.seconds = seconds;
+  return r;
+}
+
+std::vector<nlohmann::json> rows_of(const std::string& path) {
+  std::vector<nlohmann::json> rows;
+  std::istringstream in(read_file(path));
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+// Keeps what it was given.
+struct RecordingSink : MetricSink {
+  explicit RecordingSink(std::vector<std::string>* seen, std::string name)
+      : seen_(seen), name_(std::move(name)) {}
+  void write(const Report& report) override {
+    seen_->push_back(name_ + ":" + std::to_string(report.progress.batches));
+  }
+  std::vector<std::string>* seen_;
+  std::string name_;
+};
+
+}  // namespace
+
+TEST_CASE("every sink gets every report, in the order the sinks were added", "[metrics]") {
+  std::vector<std::string> seen;
+  MetricSinks sinks;
+  CHECK(sinks.empty());
+  sinks.add(std::make_unique<RecordingSink>(&seen, "a"));
+  sinks.add(std::make_unique<RecordingSink>(&seen, "b"));
+  sinks.write(training_report(10, 1.0, 2));
+  sinks.write(training_report(20, 0.5, 2));
+  CHECK(seen == std::vector<std::string>{"a:10", "b:10", "a:20", "b:20"});
+}
+
+TEST_CASE("metrics.jsonl rows hold no timing, so equal runs give equal files", "[metrics]") {
+  TempDir tmp;
+  const std::string fast = tmp / "fast.jsonl", slow = tmp / "slow.jsonl";
+  {
+    JsonlSink a(fast), b(slow);
+    a.write(training_report(10, 1.0, 0.5));
+    b.write(training_report(10, 1.0, 7.0));
+    a.write(validation_report(12, 1.2, 3));
+    b.write(validation_report(12, 1.2, 4));
+  }
+  CHECK(read_file(fast) == read_file(slow));
+  const auto rows = rows_of(fast);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0] == nlohmann::json::parse(R"({"type": "training", "batches": 10, "records": 80,
+      "epochs": 1.0, "metrics": {"accuracy": 0.5, "loss": 1.0}})"));
+  CHECK(rows[1]["type"] == "validation");
+  CHECK(rows[1]["metrics"]["validation_loss"] == 0.5);
+
+  // Resume: rows past the checkpoint and a torn last line go.
+  {
+    std::ofstream torn(fast, std::ios::app);
+    torn << R"({"type": "training", "batc)";
+  }
+  crucible::metrics::truncate_metrics_file(fast, 10);
+  const auto kept = rows_of(fast);
+  REQUIRE(kept.size() == 1);
+  CHECK(kept[0]["batches"] == 10);
+}
+
+TEST_CASE("a metrics file that cannot be opened is an error naming it", "[metrics]") {
+  TempDir tmp;
+  CHECK_THROWS_WITH(JsonlSink(tmp / "missing/metrics.jsonl"),
+                    Catch::Contains("cannot open metrics file " + (tmp / "missing")));
+}
+
+TEST_CASE("the log line carries the metrics and the timing", "[metrics]") {
+  TempDir tmp;
+  const std::string log = tmp / "trainer.log";
+  {
+    crucible::util::Logger logger;
+    logger.open(log, /*console=*/false);
+    LogSink sink(&logger);
+    sink.write(training_report(200, 0.123456, 4));
+    sink.write(validation_report(200, 2.0, 1.5));
+  }
+  const std::string text = read_file(log);
+  CHECK_THAT(text, Catch::Contains("[training  ] batch     200  epoch  20.00  accuracy=0.5 "
+                                   "loss=0.12346  (25.0 batches/s)"));
+  CHECK_THAT(text, Catch::Contains("[validation] batch     200  epoch   2.00  validation_loss=0.5"
+                                   "  (1.5s)"));
+}
