@@ -1,4 +1,6 @@
 // metadata.json as one type: what to_json writes, from_json reads back.
+#include <cmath>
+
 #include "catch.h"
 
 #include <crucible/trainer.h>
@@ -34,6 +36,15 @@ TEST_CASE("checkpoint metadata reads back what it writes", "[checkpoint]") {
   CHECK(back.trainer_state.validated_at == 40);
   CHECK(back.num_models == 2);
 
+  // A non-finite metric is written as null (JSON has no NaN) and reads back as NaN.
+  ckpt::Metadata diverged = m;
+  diverged.trainer_state.last_validation = {{"validation_loss", std::nan("")}, {"n", 2}};
+  const nlohmann::json written = nlohmann::json::parse(diverged.to_json().dump());
+  CHECK(written["trainer_state"]["last_validation"]["validation_loss"].is_null());
+  const auto read_back = ckpt::Metadata::from_json(written, "here").trainer_state.last_validation;
+  CHECK(std::isnan(read_back.at("validation_loss")));
+  CHECK(read_back.at("n") == 2);
+
   ckpt::Metadata fresh;
   fresh.files = nlohmann::json::object();
   CHECK_FALSE(ckpt::Metadata::from_json(fresh.to_json(), "here").trainer_state.best_metric);
@@ -47,6 +58,14 @@ TEST_CASE("checkpoint metadata of the wrong shape is a damaged checkpoint naming
   CHECK_THROWS_AS(ckpt::Metadata::from_json(json, "ckpt/metadata.json"), ckpt::DamagedCheckpoint);
   CHECK_THROWS_WITH(ckpt::Metadata::from_json(json, "ckpt/metadata.json"),
                     Catch::Contains("ckpt/metadata.json: 'batches' is \"many\""));
+  json["validation"] = {{"validation_loss", "low"}};
+  json["batches"] = 3;
+  CHECK_THROWS_WITH(ckpt::Metadata::from_json(json, "ckpt/metadata.json"),
+                    Catch::Contains("ckpt/metadata.json: metric 'validation_loss' in 'validation' "
+                                    "is \"low\", not a number"));
+  json["validation"] = {1, 2};
+  CHECK_THROWS_WITH(ckpt::Metadata::from_json(json, "ckpt/metadata.json"),
+                    Catch::Contains("ckpt/metadata.json: 'validation' is [1,2], not metrics"));
   json.erase("files");
   CHECK_THROWS_WITH(ckpt::Metadata::from_json(json, "ckpt/metadata.json"),
                     Catch::Contains("ckpt/metadata.json lacks its file list"));

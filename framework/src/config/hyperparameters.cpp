@@ -96,7 +96,6 @@ void emit_one(YAML::Emitter& out, const HyperparameterSpec& spec) {
 
 Hyperparameters read_hyperparameters(const MapReader& top) {
   const Source& source = top.source();
-  if (!top.has("hyperparameters")) top.fail_missing("hyperparameters");
   const YAML::Node hp = top.node("hyperparameters");
   if (!hp.IsMap()) top.fail("hyperparameters", "expected a mapping of name: value");
   MapReader(source, hp, "hyperparameters", [&] {

@@ -13,9 +13,9 @@ namespace crucible::config {
 
 using Hyperparameters = std::map<std::string, HyperparameterSpec>;
 
-// Reads the `hyperparameters` mapping of `top`: constants, or `{type: ...}` search spaces.
-// Requires the key and a positive integer constant `global_batch_size`; throws ConfigError
-// naming the hyperparameter otherwise.
+// Reads the `hyperparameters` mapping of `top`, which must have the key (the schema marks it
+// required): constants, or `{type: ...}` search spaces. Requires a positive integer constant
+// `global_batch_size`; throws ConfigError naming the hyperparameter otherwise.
 Hyperparameters read_hyperparameters(const MapReader& top);
 
 // Writes `hyperparameters` so that read_hyperparameters gives them back.

@@ -1,9 +1,13 @@
 #include "metrics/report.h"
 
+#include "util/name_table.h"
+
 namespace crucible::metrics {
 
 const char* name_of(ReportKind kind) {
-  return kind == ReportKind::kTraining ? "training" : "validation";
+  static const util::NameTable<ReportKind> names{{ReportKind::kTraining, "training"},
+                                                 {ReportKind::kValidation, "validation"}};
+  return names.name(kind);
 }
 
 }  // namespace crucible::metrics

@@ -23,13 +23,8 @@ void Reporter::report_training(const FitState& state, const metrics::Progress& p
   const auto now = std::chrono::steady_clock::now();
   const double elapsed = std::chrono::duration<double>(now - since_).count();
   since_ = now;
-  metrics::Report report;
-  report.kind = metrics::ReportKind::kTraining;
-  report.progress = progress;
-  report.values = values;
-  report.seconds = elapsed;
-  report.batches_per_second = static_cast<double>(n) / elapsed;
-  sinks_.write(report);
+  sinks_.write({metrics::ReportKind::kTraining, progress, values, elapsed,
+                static_cast<double>(n) / elapsed});
   check_finite(values, n, state);
 }
 
@@ -50,12 +45,7 @@ void Reporter::check_finite(const MetricValues& values, int64_t n, const FitStat
 
 void Reporter::report_validation(FitState& state, const MetricValues& values, double seconds,
                                  const metrics::Progress& progress) {
-  metrics::Report report;
-  report.kind = metrics::ReportKind::kValidation;
-  report.progress = progress;
-  report.values = values;
-  report.seconds = seconds;
-  sinks_.write(report);
+  sinks_.write({metrics::ReportKind::kValidation, progress, values, seconds, std::nullopt});
   state.last_validation = values;
   state.validated_at = state.batches;
 }
