@@ -5,6 +5,7 @@
 #include <sstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "catch.h"
@@ -65,9 +66,11 @@ inline std::string resaved_optimizer(const std::string& file, torch::optim::Opti
 }
 
 // Asserts that two finished runs end bitwise identical: every file of the final checkpoint
-// (weights, generator states, trial state), the optimizers' states, and every metrics row.
-inline void check_same_end(const std::string& reference, const std::string& run) {
-  const std::string last = "/checkpoints/batch-0000000128/";
+// (written after `final_batches` batches: weights, generator states, trial state), the
+// optimizers' states, and every metrics row.
+inline void check_same_end(const std::string& reference, const std::string& run,
+                           int64_t final_batches = 128) {
+  const std::string last = "/checkpoints/batch-" + fmt::format("{:010d}", final_batches) + "/";
   for (const char* file : {"model_0.pt", "trial_state.pt"}) {
     INFO(file);
     REQUIRE(util::exists(run + last + file));

@@ -89,6 +89,44 @@ TEST_CASE("SIGKILL at any moment, then --resume, ends bitwise identical", "[chec
   }
 }
 
+TEST_CASE(
+    "with bf16 autocast, warm-up, clipping and early stopping, SIGKILL then --resume "
+    "ends bitwise identical",
+    "[checkpoint][resume]") {
+  // Early stopping that counts a falling loss as no improvement: validations at 32 (the best),
+  // 64 and 96 (patience 2) stop the run at batch 96. The kill lands after checkpoint 80, whose
+  // state holds one validation without improvement, the scaler-free bf16 run's warm-up schedule
+  // and the clipped Adam state.
+  const std::string features = R"(optimizations:
+  mixed_precision: bf16
+  gradient_clipping: {max_norm: 0.5}
+early_stopping: {metric: loss, smaller_is_better: false, patience: 2}
+)";
+  const std::string sets = " --set hyperparameters.warmup=10 --quiet --output ";
+  TempDir tmp;
+  const std::string reference = tmp / "reference";
+  auto r = run_command(kTrainer + " fit " + resumable_config(tmp, 0, features) + sets + reference);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto rows = read_metrics(reference + "/metrics.jsonl");
+  REQUIRE(rows.back()["type"] == "stopped");
+  REQUIRE(rows.back()["batches"] == 96);
+  const std::string run = tmp / "run";
+  {
+    Child child(kTrainer + " fit " + resumable_config(tmp, 20, features) + sets + run, tmp / "log");
+    REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 84; }));
+    child.signal(SIGKILL);
+    CHECK(child.wait() == 128 + SIGKILL);
+  }
+  REQUIRE(crucible::checkpoint::list(run).back() == run + "/checkpoints/batch-0000000080");
+  auto resumed = run_command(kTrainer + " fit --resume " + run);
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  check_same_end(reference, run, 96);
+  CHECK_THAT(read_file(run + "/trainer.log"),
+             Catch::Contains("stopping at batch 96: early stopping: loss did not improve"));
+}
+
 TEST_CASE("SIGTERM and SIGUSR1 checkpoint at the batch boundary and exit 4",
           "[checkpoint][resume]") {
   reference();

@@ -197,16 +197,33 @@ TEST_CASE("a trial failure exits 1 and leaves the last checkpoint", "[cli]") {
   CHECK_THAT(resumed.output, Catch::Contains("at batch 6"));
 }
 
-TEST_CASE("test mode smoke-tests the Fashion-MNIST CNN on the real data", "[cli]") {
+namespace {
+
+// The metrics rows of `config` in configs/ run in test mode, which must succeed.
+std::vector<nlohmann::json> test_mode_rows(const std::string& config) {
   TempDir tmp;
-  auto r = trainer("fit " + kConfigs + "/fashion_mnist_test_mode.yaml --test-mode --output " +
-                   (tmp / "run"));
+  auto r = trainer("fit " + kConfigs + "/" + config + " --test-mode --output " + (tmp / "run"));
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("test mode: checkpoint round trip OK"));
   auto rows = read_metrics(tmp / "run/metrics.jsonl");
   REQUIRE(rows.size() == 2);
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("test mode smoke-tests the Fashion-MNIST CNN on the real data", "[cli]") {
+  const auto rows = test_mode_rows("fashion_mnist_test_mode.yaml");
   CHECK(rows[1]["metrics"]["validation_accuracy"].get<double>() >= 0.0);
+}
+
+TEST_CASE("test mode runs the tuned CNN: bf16, warm-up and cosine, clipping, accumulation",
+          "[cli]") {
+  const auto rows = test_mode_rows("fashion_mnist_cnn_tuned.yaml");
+  // One batch of two in an accumulation window: no optimizer step yet, so no gradient norm.
+  CHECK(rows[0]["metrics"].contains("loss"));
+  CHECK_FALSE(rows[0]["metrics"].contains("grad_norm"));
 }
 
 TEST_CASE("a missing dataset names the path and the Debian package", "[cli]") {

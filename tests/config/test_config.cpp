@@ -1,4 +1,5 @@
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "catch.h"
@@ -216,7 +217,7 @@ crucible::ExperimentConfig every_member_set() {
   auto& [name, description, entrypoint, hyperparameters, searcher, max_length, records_per_epoch,
          min_validation_period, min_checkpoint_period, perform_initial_validation,
          checkpoint_policy, checkpoint_storage, resources, optimizations, reproducibility,
-         scheduling_unit, data, source_path] = c;
+         early_stopping, scheduling_unit, data, source_path] = c;
   name = "123";
   description = "a test";
   entrypoint = "./lib.so:T";
@@ -255,13 +256,26 @@ crucible::ExperimentConfig every_member_set() {
   distributed_timeout_seconds = 0.1;
   distributed_backend = crucible::DistributedBackend::kNccl;
   auto& [aggregation_frequency, average_aggregated_gradients, gradient_bucket_mb,
-         gradient_as_bucket_view] = optimizations;
+         gradient_as_bucket_view, mixed_precision, gradient_clipping, non_finite,
+         max_consecutive_skips] = optimizations;
   aggregation_frequency = 2;
   average_aggregated_gradients = false;
   gradient_bucket_mb = 1.0 / 3;
   gradient_as_bucket_view = false;
+  mixed_precision = crucible::MixedPrecision::kBf16;
+  auto& [max_norm, norm_type, max_value] = gradient_clipping;
+  max_norm = 0.75;
+  norm_type = std::numeric_limits<double>::infinity();
+  max_value = 0;  // one of the two: max_value round-trips in its own test
+  non_finite = crucible::NonFinitePolicy::kSkip;
+  max_consecutive_skips = 3;
   auto& [experiment_seed] = reproducibility;
   experiment_seed = 9223372036854775807ULL;  // the largest a file can hold
+  auto& [stop_metric, stop_smaller, patience, min_delta] = early_stopping;
+  stop_metric = "validation_accuracy";
+  stop_smaller = true;  // unlike the searcher's
+  patience = 4;
+  min_delta = 0.001;
   scheduling_unit = 5;
   data = {{"path", "/d"}, {"n", 3}};
   source_path = "built in code";
@@ -291,6 +305,7 @@ TEST_CASE("a config read back from to_yaml equals the one written, member by mem
   CHECK((again.resources == c.resources));
   CHECK((again.optimizations == c.optimizations));
   CHECK((again.reproducibility == c.reproducibility));
+  CHECK((again.early_stopping == c.early_stopping));
   CHECK((again.data == c.data));
 
   // Every member is compared: changing any one makes the configs differ.
@@ -303,6 +318,26 @@ TEST_CASE("a config read back from to_yaml equals the one written, member by mem
   changed = again;
   changed.source_path = "elsewhere.yaml";
   CHECK((changed == c));
+}
+
+TEST_CASE("gradient clipping by value and early stopping's defaults", "[config]") {
+  const auto c = parse_experiment_config(std::string(kMinimal) + R"(optimizations:
+  gradient_clipping: {max_value: 0.5}
+searcher: {metric: validation_accuracy, smaller_is_better: false}
+early_stopping: {metric: accuracy}
+)",
+                                         "mem.yaml");
+  CHECK(c.optimizations.gradient_clipping.max_value == 0.5);
+  CHECK(c.optimizations.gradient_clipping.max_norm == 0);
+  CHECK(c.early_stopping.metric == "accuracy");
+  CHECK_FALSE(c.early_stopping.smaller_is_better);  // the searcher's
+  CHECK(c.early_stopping.patience == 0);
+  CHECK((parse_experiment_config(crucible::to_yaml(c), "again.yaml") == c));
+  const auto defaults = parse_experiment_config(kMinimal, "mem.yaml");
+  CHECK(defaults.optimizations.mixed_precision == crucible::MixedPrecision::kNone);
+  CHECK(defaults.optimizations.non_finite == crucible::NonFinitePolicy::kStop);
+  CHECK_FALSE(defaults.optimizations.gradient_clipping.enabled());
+  CHECK(defaults.early_stopping.metric.empty());
 }
 
 TEST_CASE("the defaults written out read back as the defaults", "[config]") {

@@ -36,6 +36,12 @@ nlohmann::json fit_linear(const TempDir& tmp, int slots, const std::string& sets
   return final_validation(run);
 }
 
+// Fits experiment file `config` into `run` on `slots` processes.
+CommandResult fit_slots(const std::string& config, const std::string& run, int slots) {
+  return run_command(kTrainer + " fit " + config + " --quiet --output " + run + " --slots " +
+                     std::to_string(slots));
+}
+
 // Writes `yaml` as an experiment file in `tmp` and fits it into tmp/run.
 CommandResult fit_yaml(const TempDir& tmp, const std::string& yaml) {
   const std::string config = tmp / "experiment.yaml";
@@ -195,6 +201,38 @@ optimizations: {gradient_bucket_mb: 0.0002}
       CHECK(final_validation(copied) == m);
     }
   }
+}
+
+TEST_CASE("gradient clipping: every rank clips the same mean gradient, per optimizer",
+          "[dist][fit]") {
+  TempDir tmp;
+  const std::string config = tmp / "clip.yaml";
+  write_file(config, R"(name: clip
+entrypoint: crucible_test_trials:ClippingTrial
+hyperparameters: {global_batch_size: 32, records: 320}
+max_length: {epochs: 2}
+scheduling_unit: 1
+optimizations:
+  gradient_clipping: {max_norm: 0.001}
+)");
+  const std::string run = tmp / "run";
+  auto r = fit_slots(config, run, 2);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  int reports = 0;
+  for (const auto& row : read_metrics(run + "/metrics.jsonl")) {
+    if (row["type"] != "training") continue;
+    ++reports;
+    const auto& m = row["metrics"];
+    INFO(m.dump());
+    // The pre-clip norms of each optimizer's gradients, then updates of exactly max_norm.
+    CHECK(m["grad_norm"].get<double>() > 0.01);
+    CHECK(m["grad_norm_1"].get<double>() > 0.01);
+    CHECK(m["update_norm"].get<double>() == Approx(0.001).epsilon(1e-3));
+    CHECK(m["update_norm_second"].get<double>() == Approx(0.001).epsilon(1e-3));
+    CHECK(m["update_spread"].get<double>() == 0.0);
+  }
+  CHECK(reports == 20);
 }
 
 TEST_CASE("a custom reducer's cross-slot step runs on every rank and is exact", "[dist][fit]") {

@@ -80,5 +80,6 @@ TEST_CASE("an unknown class lists the classes the library registers", "[plugin]"
              Catch::Contains("trial class 'RecordngTrial' is not registered in") &&
                  Catch::Contains(
                      "it registers: RecordingTrial, ResumableTrial, ReducerTrial, BatchNormTrial, "
+                     "ClippingTrial, "
                      "BothEvalTrial, NeitherEvalTrial, ThrowingCtorTrial"));
 }

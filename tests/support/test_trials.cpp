@@ -3,6 +3,7 @@
 
 using crucible::testing::BatchNormTrial;
 using crucible::testing::BothEvalTrial;
+using crucible::testing::ClippingTrial;
 using crucible::testing::NeitherEvalTrial;
 using crucible::testing::RecordingTrial;
 using crucible::testing::ReducerTrial;
@@ -13,6 +14,7 @@ CRUCIBLE_REGISTER_TRIAL(RecordingTrial);
 CRUCIBLE_REGISTER_TRIAL(ResumableTrial);
 CRUCIBLE_REGISTER_TRIAL(ReducerTrial);
 CRUCIBLE_REGISTER_TRIAL(BatchNormTrial);
+CRUCIBLE_REGISTER_TRIAL(ClippingTrial);
 CRUCIBLE_REGISTER_TRIAL(BothEvalTrial);
 CRUCIBLE_REGISTER_TRIAL(NeitherEvalTrial);
 CRUCIBLE_REGISTER_TRIAL(ThrowingCtorTrial);

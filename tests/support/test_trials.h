@@ -29,9 +29,10 @@ inline std::shared_ptr<TensorDataset> index_dataset(int64_t n) {
 }
 
 // Records what the fit loop asks of it. Hyperparameters: records, validation_records,
-// validation_batch_size, and optional fail_at / hang_at / nan_at (batch indices, -1 = never:
-// throw, sleep forever, report a NaN loss) and fail_rank (the only rank that fails or hangs;
-// default every rank).
+// validation_batch_size, and optional fail_at / hang_at / nan_at / stop_at (batch indices, -1 =
+// never: throw, sleep forever, report a NaN loss, call ctx.set_stop_requested), nan_grad_at and
+// nan_grad_from (a NaN loss before backward on that batch, or on every batch from it) and
+// fail_rank (the only rank that fails or hangs; default every rank).
 class RecordingTrial : public Trial {
  public:
   struct Call {
@@ -41,8 +42,9 @@ class RecordingTrial : public Trial {
     double lr;  // the learning rate this batch trained with
   };
 
-  // Optional hyperparameter step_mode: every_batch | every_epoch | manual wraps a
-  // LambdaLR(lr = 0.001 / (1 + steps)); manual steps it on every 4th batch.
+  // Optional hyperparameter step_mode: every_batch | every_optimizer_step | every_epoch | manual
+  // wraps a LambdaLR(lr = 0.001 * (1 / (1 + steps))); manual steps it after every batch whose
+  // batch_idx + 1 is a multiple of hyperparameter manual_every (default 4).
   explicit RecordingTrial(TrialContext& ctx)
       : ctx_(ctx),
         model_(ctx.wrap_model(torch::nn::Linear(1, 1))),
@@ -51,9 +53,10 @@ class RecordingTrial : public Trial {
     const auto mode = ctx.hparam<std::string>("step_mode");
     scheduler_ = ctx.wrap_lr_scheduler(
         lr::LambdaLR(opt_, [](int64_t s) { return 1.0 / static_cast<double>(1 + s); }),
-        mode == "every_batch"   ? StepMode::kEveryBatch
-        : mode == "every_epoch" ? StepMode::kEveryEpoch
-                                : StepMode::kManual);
+        mode == "every_batch"            ? StepMode::kEveryBatch
+        : mode == "every_optimizer_step" ? StepMode::kEveryOptimizerStep
+        : mode == "every_epoch"          ? StepMode::kEveryEpoch
+                                         : StepMode::kManual);
   }
 
   DataLoader build_training_data_loader() override {
@@ -72,7 +75,8 @@ class RecordingTrial : public Trial {
     calls().push_back({batch_idx, epoch_idx, ctx_.is_epoch_start(), ctx_.is_epoch_end(), idx,
                        opt_->param_groups()[0].options().get_lr()});
     ++trained_;
-    if (scheduler_ && ctx_.hparam<std::string>("step_mode") == "manual" && batch_idx % 4 == 3) {
+    if (scheduler_ && ctx_.hparam<std::string>("step_mode") == "manual" &&
+        (batch_idx + 1) % hparam_or("manual_every", 4) == 0) {
       scheduler_->step();
     }
     const bool failing_rank =
@@ -85,7 +89,12 @@ class RecordingTrial : public Trial {
     }
     const double scale = static_cast<double>(ctx_.hparam<int64_t>("records"));
     auto loss = torch::mse_loss(model_->forward(x / scale), batch[1].tensor() / scale);
+    const int64_t nan_from = hparam_or("nan_grad_from", -1);
+    if (batch_idx == hparam_or("nan_grad_at", -1) || (nan_from >= 0 && batch_idx >= nan_from)) {
+      loss = loss * std::nan("");
+    }
     ctx_.backward(loss);
+    if (batch_idx == hparam_or("stop_at", -1)) ctx_.set_stop_requested("stop_at reached");
     ctx_.step_optimizer(opt_);
     if (batch_idx == hparam_or("nan_at", -1)) loss = loss * std::nan("");
     return {{"loss", loss}};
@@ -248,7 +257,14 @@ class ResumableTrial : public Trial {
             torch::nn::Dropout(0.2), torch::nn::Linear(ctx.hparam<int64_t>("hidden"), 1)))),
         opt_(ctx.wrap_optimizer(torch::optim::Adam(model_->parameters(), 0.01))),
         head_opt_(ctx.wrap_optimizer(torch::optim::SGD(model_->parameters(), 0.0))) {
-    ctx.wrap_lr_scheduler(lr::StepLR(opt_, 1, 0.8), StepMode::kEveryEpoch);
+    // With hyperparameter warmup (steps), a warm-up into cosine annealing per optimizer step.
+    if (ctx.hparams().contains("warmup")) {
+      ctx.wrap_lr_scheduler(
+          lr::LinearWarmup(lr::CosineAnnealingLR(opt_, 200), ctx.hparam<int64_t>("warmup"), 0.1),
+          StepMode::kEveryOptimizerStep);
+    } else {
+      ctx.wrap_lr_scheduler(lr::StepLR(opt_, 1, 0.8), StepMode::kEveryEpoch);
+    }
     ctx.wrap_lr_scheduler(lr::LambdaLR(head_opt_, [](int64_t s) { return 1.0 + s; }),
                           StepMode::kEveryBatch);
   }
@@ -349,6 +365,60 @@ class BatchNormTrial : public Trial {
   TrialContext& ctx_;
   torch::nn::Sequential model_;
   Optimizer opt_;
+};
+
+// A two-layer MLP with one SGD optimizer (rate 1, no momentum) per layer, for gradient clipping
+// across ranks: each step moves a layer's weights by exactly its clipped gradient. Reports the
+// norm of each layer's update and how far the ranks' updates differ (0: the same everywhere).
+// Hyperparameters: records.
+class ClippingTrial : public Trial {
+ public:
+  explicit ClippingTrial(TrialContext& ctx)
+      : ctx_(ctx),
+        model_(ctx.wrap_model(torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::Tanh(),
+                                                    torch::nn::Linear(16, 1)))),
+        first_(ctx.wrap_optimizer(torch::optim::SGD(model_[0]->parameters(), 1.0))),
+        second_(ctx.wrap_optimizer(torch::optim::SGD(model_[2]->parameters(), 1.0))) {}
+
+  DataLoader build_training_data_loader() override {
+    return DataLoader(std::make_shared<JitteredDataset>(ctx_.hparam<int64_t>("records"), 5),
+                      DataLoaderOptions(ctx_.per_slot_batch_size()).shuffle(true));
+  }
+  DataLoader build_validation_data_loader() override {
+    return DataLoader(std::make_shared<JitteredDataset>(64, 6), DataLoaderOptions(16));
+  }
+  Metrics train_batch(Batch& batch, int64_t, int64_t) override {
+    const auto before = flat(model_[0]->parameters());
+    const auto before_second = flat(model_[2]->parameters());
+    auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]) * 100;
+    ctx_.backward(loss);
+    ctx_.step_optimizer(first_);
+    ctx_.step_optimizer(second_);
+    const auto update = flat(model_[0]->parameters()) - before;
+    const auto update_second = flat(model_[2]->parameters()) - before_second;
+    auto high = torch::cat({update, update_second}).to(torch::kDouble);
+    auto low = high.clone();
+    ctx_.distributed().allreduce(high, ReduceOp::kMax);
+    ctx_.distributed().allreduce(low, ReduceOp::kMin);
+    return {{"loss", loss},
+            {"update_norm", update.norm()},
+            {"update_norm_second", update_second.norm()},
+            {"update_spread", (high - low).abs().max()}};
+  }
+  Metrics evaluate_batch(Batch& batch, int64_t) override {
+    return {{"loss", torch::mse_loss(model_->forward(batch[0].tensor()), batch[1])}};
+  }
+
+ private:
+  static torch::Tensor flat(const std::vector<torch::Tensor>& params) {
+    std::vector<torch::Tensor> parts;
+    for (const auto& p : params) parts.push_back(p.detach().flatten().clone());
+    return torch::cat(parts);
+  }
+  TrialContext& ctx_;
+  torch::nn::Sequential model_;
+  Optimizer first_;
+  Optimizer second_;
 };
 
 // RecordingTrial with an EventLog named "log"; hyperparameter throw_in is passed to it.

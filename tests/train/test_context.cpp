@@ -2,25 +2,17 @@
 
 #include <crucible/crucible.h>
 
-#include "train/trial_state.h"
+#include "context_fixture.h"
 
 namespace {
 
-struct Fixture {
-  crucible::ExperimentConfig config = crucible::parse_experiment_config(R"(name: c
+struct Fixture : crucible::testing::ContextFixture {
+  Fixture()
+      : ContextFixture(R"(name: c
 entrypoint: l:T
 hyperparameters: {global_batch_size: 12, lr: 0.1, layers: 3, act: relu, sizes: [1, 2]}
 max_length: {batches: 1}
-)",
-                                                                        "c.yaml");
-  crucible::detail::TrialState state;
-  std::unique_ptr<crucible::TrialContext> context =
-      crucible::detail::TrialContextAccess::make(&state);
-  crucible::TrialContext& ctx = *context;
-  Fixture() {
-    state.config = &config;
-    state.hparams = config.constant_hyperparameters();
-  }
+)") {}
 };
 
 }  // namespace
@@ -62,19 +54,34 @@ TEST_CASE("gradient accumulation steps the optimizer every k batches", "[train]"
   CHECK(model->weight.item<float>() == Approx(before.item<float>() - 0.1).epsilon(1e-6));
 }
 
-TEST_CASE("LR schedulers compute rates from their step count", "[train]") {
-  auto model = torch::nn::Linear(1, 1);
-  crucible::Optimizer opt = std::make_shared<torch::optim::SGD>(model->parameters(), 1.0);
-  crucible::lr::StepLR step(opt, 2, 0.5);
-  step.step();
-  CHECK(step.get_last_lr()[0] == 1.0);
-  step.step();
-  CHECK(step.get_last_lr()[0] == 0.5);
-  step.set_step_count(6);
-  CHECK(step.get_last_lr()[0] == 0.125);
-  crucible::lr::LambdaLR lambda(opt, [](int64_t s) { return 1.0 / (1 + s); });
-  lambda.set_step_count(3);
-  CHECK(lambda.get_last_lr()[0] == Approx(0.125 / 4));
+TEST_CASE("accumulating k batches of B equals one batch of k x B for a mean loss", "[train]") {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  const auto x = torch::randn({6, 3}, gen, torch::kFloat);
+  const auto y = torch::randn({6, 1}, gen, torch::kFloat);
+  // Two optimizer steps of SGD with momentum over the same 6 rows per step.
+  auto train = [&](int64_t k, bool average) {
+    Fixture f;
+    f.config.optimizations.aggregation_frequency = k;
+    f.config.optimizations.average_aggregated_gradients = average;
+    torch::manual_seed(1);
+    auto model = f.ctx.wrap_model(torch::nn::Linear(3, 1));
+    auto opt = f.ctx.wrap_optimizer(
+        torch::optim::SGD(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9)));
+    for (int64_t step = 0; step < 2; ++step) {
+      for (int64_t b = 0; b < k; ++b) {
+        f.state.batch_idx = step * k + b;
+        const auto rows = torch::arange(b * 6 / k, (b + 1) * 6 / k);
+        f.ctx.backward(
+            torch::mse_loss(model->forward(x.index_select(0, rows)), y.index_select(0, rows)));
+        f.ctx.step_optimizer(opt);
+      }
+    }
+    return torch::cat({model->weight.detach().flatten(), model->bias.detach()});
+  };
+  const auto whole = train(1, true);
+  CHECK(torch::allclose(train(3, true), whole, 1e-6, 1e-7));
+  CHECK(torch::allclose(train(2, true), whole, 1e-6, 1e-7));
+  CHECK_FALSE(torch::allclose(train(3, false), whole, 1e-3, 1e-4));  // summed, not averaged
 }
 
 TEST_CASE("wrap_lr_scheduler refuses an optimizer that was not wrapped", "[train]") {

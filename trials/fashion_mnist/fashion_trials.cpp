@@ -21,7 +21,26 @@ CNN make_network<CNN>(const crucible::TrialContext& ctx) {
              ctx.hparam<int64_t>("hidden"), ctx.hparam<double>("dropout"));
 }
 
-// Adam with a per-epoch StepLR decay, cross-entropy loss, accuracy on the 10k test images.
+// The learning-rate schedule that hyperparameter lr_schedule names: step_decay (default; lr
+// times lr_decay after every epoch) or warmup_cosine (warmup_steps of linear warm-up from a tenth
+// of lr, then cosine annealing to 0 over cosine_steps, per optimizer step).
+void wrap_schedule(crucible::TrialContext& ctx, const crucible::Optimizer& opt) {
+  const auto schedule = ctx.hparams().value("lr_schedule", std::string("step_decay"));
+  if (schedule == "step_decay") {
+    ctx.wrap_lr_scheduler(crucible::lr::StepLR(opt, 1, ctx.hparam<double>("lr_decay")),
+                          crucible::StepMode::kEveryEpoch);
+  } else if (schedule == "warmup_cosine") {
+    ctx.wrap_lr_scheduler(crucible::lr::LinearWarmup(crucible::lr::CosineAnnealingLR(
+                                                         opt, ctx.hparam<int64_t>("cosine_steps")),
+                                                     ctx.hparam<int64_t>("warmup_steps"), 0.1),
+                          crucible::StepMode::kEveryOptimizerStep);
+  } else {
+    throw crucible::ConfigError("hyperparameter 'lr_schedule' is '" + schedule +
+                                "'; expected step_decay or warmup_cosine");
+  }
+}
+
+// Adam with the schedule above, cross-entropy loss, accuracy on the 10k test images.
 template <class Net>
 class ClassifierTrial : public crucible::Trial {
  public:
@@ -31,8 +50,7 @@ class ClassifierTrial : public crucible::Trial {
         model_(ctx.wrap_model(make_network<Net>(ctx))),
         opt_(ctx.wrap_optimizer(torch::optim::Adam(
             model_->parameters(), torch::optim::AdamOptions(ctx.hparam<double>("lr"))))) {
-    ctx.wrap_lr_scheduler(crucible::lr::StepLR(opt_, 1, ctx.hparam<double>("lr_decay")),
-                          crucible::StepMode::kEveryEpoch);
+    wrap_schedule(ctx, opt_);
   }
 
   crucible::DataLoader build_training_data_loader() override { return loader("train", true); }

@@ -62,6 +62,28 @@ struct ResourcesConfig {
   DistributedBackend distributed_backend = DistributedBackend::kAuto;
 };
 
+// The dtype autocast computes in during train_batch and evaluate_batch.
+enum class MixedPrecision {
+  kNone,  // full precision
+  kFp16,  // float16 autocast on CUDA, with a dynamic gradient scaler (CUDA only)
+  kBf16,  // bfloat16 autocast, on CUDA and CPU; no scaler
+};
+
+// What a non-finite training loss or gradient does.
+enum class NonFinitePolicy {
+  kStop,  // fail naming the batch, the epoch and the metric; the last good checkpoint stays
+  kSkip,  // skip the optimizer step and count it (metric skipped_steps); max_consecutive_skips
+          // skips in a row is an error
+};
+
+// Gradient clipping after cross-rank averaging and unscaling. At most one of the two is set.
+struct GradientClipping {
+  double max_norm = 0;   // > 0: scale the gradients so their total norm is at most this
+  double norm_type = 2;  // the norm's p (a number >= 1, or .inf)
+  double max_value = 0;  // > 0: clamp each gradient element to [-max_value, max_value]
+  bool enabled() const { return max_norm > 0 || max_value > 0; }
+};
+
 struct OptimizationsConfig {
   int64_t aggregation_frequency = 1;
   bool average_aggregated_gradients = true;
@@ -69,6 +91,18 @@ struct OptimizationsConfig {
   double gradient_bucket_mb = 25;
   // Gradients share storage with the all-reduce buckets (no copies; see README).
   bool gradient_as_bucket_view = true;
+  MixedPrecision mixed_precision = MixedPrecision::kNone;
+  GradientClipping gradient_clipping;
+  NonFinitePolicy non_finite = NonFinitePolicy::kStop;
+  int64_t max_consecutive_skips = 10;
+};
+
+// The built-in EarlyStopping callback, from the experiment file; off when metric is empty.
+struct EarlyStoppingConfig {
+  std::string metric;             // a validation metric, with or without "validation_"
+  bool smaller_is_better = true;  // defaults to searcher.smaller_is_better
+  int64_t patience = 0;           // validations without improvement before stopping
+  double min_delta = 0;           // an improvement must beat the best by more than this
 };
 
 struct ReproducibilityConfig {
@@ -92,6 +126,7 @@ struct ExperimentConfig {
   ResourcesConfig resources;
   OptimizationsConfig optimizations;
   ReproducibilityConfig reproducibility;
+  EarlyStoppingConfig early_stopping;
   int64_t scheduling_unit = 100;  // batches between training-metric reports
   nlohmann::json data = nlohmann::json::object();
 
@@ -112,6 +147,8 @@ bool operator==(const CheckpointStorageConfig& a, const CheckpointStorageConfig&
 bool operator==(const ResourcesConfig& a, const ResourcesConfig& b);
 bool operator==(const OptimizationsConfig& a, const OptimizationsConfig& b);
 bool operator==(const ReproducibilityConfig& a, const ReproducibilityConfig& b);
+bool operator==(const GradientClipping& a, const GradientClipping& b);
+bool operator==(const EarlyStoppingConfig& a, const EarlyStoppingConfig& b);
 bool operator==(const ExperimentConfig& a, const ExperimentConfig& b);
 
 // Reads and validates an experiment file, applying `overrides` ("a.b=value", the value typed by

@@ -6,6 +6,7 @@
 #include <crucible/config.h>
 #include <crucible/data.h>
 #include <crucible/distributed.h>
+#include <crucible/early_stopping.h>
 #include <crucible/errors.h>
 #include <crucible/experiment.h>
 #include <crucible/metrics.h>

@@ -19,6 +19,12 @@ using Metrics = std::map<std::string, torch::Tensor>;
 // FitResult::last_validation, Callback::on_validation_end) and a training report's means.
 using MetricValues = std::map<std::string, double>;
 
+// The metric `name` of a validation's result `values`, named as evaluate_batch names it ("loss")
+// or with its prefix ("validation_loss"). Throws TrainingError naming `user` (who asks), the
+// metric and the metrics present when it is missing.
+double validation_metric(const MetricValues& values, const std::string& name,
+                         const std::string& user);
+
 // The reducer of each validation metric: one for all, or per metric name with a default.
 class EvaluationReducer {
  public:

@@ -41,6 +41,9 @@ struct FitResult {
   MetricValues last_validation;  // reduced metrics of the last validation (empty if none)
   std::string last_checkpoint;   // directory of the last checkpoint ("" if none)
   bool stopped = false;          // stopped early by a signal, after checkpointing
+  // Why training ended before max_length at a trial's request or early stopping's, after a
+  // final validation and checkpoint; "" when it did not.
+  std::string stop_reason;
 };
 
 // Runs one trial of an experiment in this process, on the ranks FitOptions gives: trains,

@@ -22,6 +22,25 @@ struct TrialState;
 struct TrialContextAccess;
 }  // namespace detail
 
+// Autocast switched on or off for the trial's device, with its mixed-precision dtype, until the
+// object is destroyed; then the previous state returns. Made by TrialContext::autocast().
+class AutocastRegion {
+ public:
+  AutocastRegion(const AutocastRegion&) = delete;
+  AutocastRegion& operator=(const AutocastRegion&) = delete;
+  ~AutocastRegion();
+
+ private:
+  friend class TrialContext;
+  // Does nothing when `active` is false.
+  AutocastRegion(bool active, torch::DeviceType device, bool enabled, c10::ScalarType dtype);
+
+  bool active_;
+  torch::DeviceType device_;
+  bool was_enabled_ = false;
+  c10::ScalarType was_dtype_ = c10::kFloat;
+};
+
 // What a trial sees of the run: hyperparameters, the device, counters, and the wrappers through
 // which Crucible learns which models, optimizers and schedulers to checkpoint, step and sync.
 // Owned by the trainer; valid for the trial's whole life.
@@ -68,7 +87,8 @@ class TrialContext {
     return reducer;
   }
 
-  // loss.backward(), divided by aggregation_frequency when gradients are averaged over an
+  // loss.backward() (outside autocast), multiplied by the gradient scaler's scale under fp16
+  // mixed precision, divided by aggregation_frequency when gradients are averaged over an
   // accumulation window. In a distributed run whose trial wraps one optimizer, on a batch that
   // ends an accumulation window, gradients are all-reduced in buckets while backward runs, and
   // when it returns they are the mean across ranks (gradient clipping may follow). The other
@@ -77,8 +97,30 @@ class TrialContext {
   // Steps `optimizer` and zeroes its gradients, on batches that end an accumulation window
   // (every batch when aggregation_frequency is 1); does nothing on the others. In a distributed
   // run it first averages across ranks the gradients of the optimizer's parameters that
-  // backward() did not (several optimizers, or gradients from a plain loss.backward()).
+  // backward() did not (several optimizers, or gradients from a plain loss.backward()). Then, in
+  // this order: under fp16 the gradient scaler unscales them; gradients holding inf or NaN skip
+  // the step (always under fp16; with optimizations.non_finite: skip, at the cost of one host
+  // sync); optimizations.gradient_clipping clips them and their pre-clip norm becomes the
+  // training metric grad_norm (grad_norm_<i> for the i-th wrapped optimizer, i > 0). A skipped
+  // step is not an optimizer step: no scheduler and no step counter advances, and it is counted
+  // in the training metric skipped_steps.
   void step_optimizer(const Optimizer& optimizer);
+  // As step_optimizer(optimizer), clipping as `clipping` says instead of the experiment file.
+  void step_optimizer(const Optimizer& optimizer, const GradientClipping& clipping);
+
+  // optimizations.mixed_precision. Crucible runs train_batch and evaluate_batch under autocast
+  // when it is not kNone.
+  MixedPrecision mixed_precision() const;
+  // Autocast on (enabled) or off for a region of the trial's code, on device(), with the
+  // mixed-precision dtype. Does nothing under MixedPrecision::kNone.
+  [[nodiscard]] AutocastRegion autocast(bool enabled) const;
+
+  // Asks the trainer to end training after the batch being trained (or the validation under
+  // way), as early stopping does: a final validation and checkpoint, exit 0, and `reason` (or
+  // "the trial requested a stop") in the log and metrics.jsonl. In a distributed run the ranks
+  // agree on it as on a stop signal: training stops one batch later, when any rank asked.
+  void set_stop_requested(const std::string& reason = "");
+  bool stop_requested() const;
 
   // The hyperparameter `name` as T (bool, integers, floats, std::string, std::vector of those,
   // nlohmann::json). Throws ConfigError naming the hyperparameter when it is missing or has

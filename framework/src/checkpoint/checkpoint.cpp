@@ -223,8 +223,8 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
       write_trial_state(a, contents, rank_generators);
     });
 
-    metadata.scheduler_steps = nlohmann::json::array();
-    for (const auto& s : contents.schedulers) metadata.scheduler_steps.push_back(s->step_count());
+    metadata.schedulers = nlohmann::json::array();
+    for (const auto& s : contents.schedulers) metadata.schedulers.push_back(s->state());
     metadata.num_models = contents.models.size();
     metadata.num_optimizers = contents.optimizers.size();
     metadata.callbacks = callback_names(contents.callbacks);
@@ -325,13 +325,17 @@ Metadata load(const std::string& dir, const Contents& contents, int64_t rank,
     throw TrainingError(
         fmt::format("checkpoint {}: cannot restore trial_state.pt: {}", dir, first_line(e)));
   }
-  const nlohmann::json& steps = meta.scheduler_steps;
-  if (steps.size() != contents.schedulers.size()) {
+  const nlohmann::json& states = meta.schedulers;
+  if (states.size() != contents.schedulers.size()) {
     throw TrainingError(fmt::format("checkpoint {}: holds {} scheduler(s), the trial wraps {}", dir,
-                                    steps.size(), contents.schedulers.size()));
+                                    states.size(), contents.schedulers.size()));
   }
-  for (size_t i = 0; i < steps.size(); ++i) {
-    contents.schedulers[i]->set_step_count(steps[i].get<int64_t>());
+  for (size_t i = 0; i < states.size(); ++i) {
+    try {
+      contents.schedulers[i]->load_state(states[i]);
+    } catch (const std::exception& e) {
+      throw TrainingError(fmt::format("checkpoint {}: scheduler {}: {}", dir, i, e.what()));
+    }
   }
   return meta;
 }

@@ -27,7 +27,7 @@ namespace crucible::checkpoint {
 //                      callback's save_state in a nested archive "callback_<name>", and each
 //                      registered Part in a nested archive under its name
 //   metadata.json      versions, trial class, hyperparameters, config, counters, validation
-//                      metrics, scheduler step counts, trainer state, and the size and CRC-32 of
+//                      metrics, each scheduler's state, trainer state, and the size and CRC-32 of
 //                      every other file
 // It is written into .tmp-batch-<N>/ beside it, fsynced, then renamed: a checkpoint directory
 // either is complete or does not exist. <run>/latest names the newest one.

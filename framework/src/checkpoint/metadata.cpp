@@ -29,7 +29,7 @@ nlohmann::json Metadata::to_json() const {
         {"validated_at", t.validated_at},
         {"optimizer_counters", t.optimizer_counters},
         {"best_metric", t.best_metric ? nlohmann::json(*t.best_metric) : nlohmann::json()}}},
-      {"scheduler_steps", scheduler_steps},
+      {"schedulers", schedulers},
       {"num_models", num_models},
       {"num_optimizers", num_optimizers},
       {"callbacks", callbacks},
@@ -106,7 +106,11 @@ Metadata Metadata::from_json(const nlohmann::json& json, const std::string& path
     read(state, "best_metric", best, path);
     t.best_metric = best;
   }
-  read(json, "scheduler_steps", m.scheduler_steps, path);
+  read(json, "schedulers", m.schedulers, path);
+  if (!m.schedulers.is_array()) {
+    throw DamagedCheckpoint(
+        fmt::format("{}: 'schedulers' is {}, not a list", path, m.schedulers.dump()));
+  }
   read(json, "num_models", m.num_models, path);
   read(json, "num_optimizers", m.num_optimizers, path);
   read(json, "callbacks", m.callbacks, path);

@@ -42,7 +42,8 @@ struct Metadata {
   MetricValues validation;
   TrainerState trainer_state;
 
-  nlohmann::json scheduler_steps = nlohmann::json::array();  // step count per scheduler
+  // Each wrapped scheduler's LRScheduler::state(), in wrap order.
+  nlohmann::json schedulers = nlohmann::json::array();
   size_t num_models = 0;
   size_t num_optimizers = 0;
   nlohmann::json callbacks = nlohmann::json::array();  // callback names, in save order

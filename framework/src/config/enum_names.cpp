@@ -27,6 +27,21 @@ const util::NameTable<DistributedBackend>& names<DistributedBackend>() {
 }
 
 template <>
+const util::NameTable<MixedPrecision>& names<MixedPrecision>() {
+  static const util::NameTable<MixedPrecision> table{{MixedPrecision::kNone, "none"},
+                                                     {MixedPrecision::kFp16, "fp16"},
+                                                     {MixedPrecision::kBf16, "bf16"}};
+  return table;
+}
+
+template <>
+const util::NameTable<NonFinitePolicy>& names<NonFinitePolicy>() {
+  static const util::NameTable<NonFinitePolicy> table{{NonFinitePolicy::kStop, "stop"},
+                                                      {NonFinitePolicy::kSkip, "skip"}};
+  return table;
+}
+
+template <>
 const util::NameTable<HyperparameterSpec::Type>& names<HyperparameterSpec::Type>() {
   using Type = HyperparameterSpec::Type;
   static const util::NameTable<Type> table{{Type::kConst, "const"},

@@ -18,6 +18,10 @@ const util::NameTable<CheckpointPolicy>& names<CheckpointPolicy>();
 template <>
 const util::NameTable<DistributedBackend>& names<DistributedBackend>();
 template <>
+const util::NameTable<MixedPrecision>& names<MixedPrecision>();
+template <>
+const util::NameTable<NonFinitePolicy>& names<NonFinitePolicy>();
+template <>
 const util::NameTable<HyperparameterSpec::Type>& names<HyperparameterSpec::Type>();
 
 }  // namespace crucible::config

@@ -31,13 +31,27 @@ bool operator==(const ResourcesConfig& a, const ResourcesConfig& b) {
          std::tie(b.slots_per_trial, b.distributed_timeout_seconds, b.distributed_backend);
 }
 
+bool operator==(const GradientClipping& a, const GradientClipping& b) {
+  const auto& [max_norm, norm_type, max_value] = a;
+  return std::tie(max_norm, norm_type, max_value) == std::tie(b.max_norm, b.norm_type, b.max_value);
+}
+
 bool operator==(const OptimizationsConfig& a, const OptimizationsConfig& b) {
   const auto& [aggregation_frequency, average_aggregated_gradients, gradient_bucket_mb,
-               gradient_as_bucket_view] = a;
+               gradient_as_bucket_view, mixed_precision, gradient_clipping, non_finite,
+               max_consecutive_skips] = a;
   return std::tie(aggregation_frequency, average_aggregated_gradients, gradient_bucket_mb,
-                  gradient_as_bucket_view) ==
+                  gradient_as_bucket_view, mixed_precision, gradient_clipping, non_finite,
+                  max_consecutive_skips) ==
          std::tie(b.aggregation_frequency, b.average_aggregated_gradients, b.gradient_bucket_mb,
-                  b.gradient_as_bucket_view);
+                  b.gradient_as_bucket_view, b.mixed_precision, b.gradient_clipping, b.non_finite,
+                  b.max_consecutive_skips);
+}
+
+bool operator==(const EarlyStoppingConfig& a, const EarlyStoppingConfig& b) {
+  const auto& [metric, smaller_is_better, patience, min_delta] = a;
+  return std::tie(metric, smaller_is_better, patience, min_delta) ==
+         std::tie(b.metric, b.smaller_is_better, b.patience, b.min_delta);
 }
 
 bool operator==(const ReproducibilityConfig& a, const ReproducibilityConfig& b) {
@@ -49,16 +63,18 @@ bool operator==(const ExperimentConfig& a, const ExperimentConfig& b) {
   const auto& [name, description, entrypoint, hyperparameters, searcher, max_length,
                records_per_epoch, min_validation_period, min_checkpoint_period,
                perform_initial_validation, checkpoint_policy, checkpoint_storage, resources,
-               optimizations, reproducibility, scheduling_unit, data, source_path] = a;
+               optimizations, reproducibility, early_stopping, scheduling_unit, data, source_path] =
+      a;
   (void)source_path;  // where the config was read from, not part of it
   return std::tie(name, description, entrypoint, hyperparameters, searcher, max_length,
                   records_per_epoch, min_validation_period, min_checkpoint_period,
                   perform_initial_validation, checkpoint_policy, checkpoint_storage, resources,
-                  optimizations, reproducibility, scheduling_unit, data) ==
+                  optimizations, reproducibility, early_stopping, scheduling_unit, data) ==
          std::tie(b.name, b.description, b.entrypoint, b.hyperparameters, b.searcher, b.max_length,
                   b.records_per_epoch, b.min_validation_period, b.min_checkpoint_period,
                   b.perform_initial_validation, b.checkpoint_policy, b.checkpoint_storage,
-                  b.resources, b.optimizations, b.reproducibility, b.scheduling_unit, b.data);
+                  b.resources, b.optimizations, b.reproducibility, b.early_stopping,
+                  b.scheduling_unit, b.data);
 }
 
 }  // namespace crucible

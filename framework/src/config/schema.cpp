@@ -197,6 +197,79 @@ Key data_key() {
   return key;
 }
 
+// A number that must be >= 0 (or > 0 with `positive`), read from a nested mapping.
+double non_negative(const MapReader& r, const std::string& name, double fallback, bool positive) {
+  const double value = r.number(name, fallback);
+  if (positive ? !(value > 0) : !(value >= 0)) {
+    r.fail(name, fmt::format("must be a number {} 0, got {}", positive ? ">" : ">=", value));
+  }
+  return value;
+}
+
+Key gradient_clipping_key() {
+  Key key = make_key("optimizations.gradient_clipping",
+                     "{max_norm: x, norm_type: 2} clips the total gradient norm, {max_value: x} "
+                     "each element, after cross-rank averaging and unscaling; {} = off");
+  key.read = [name = key.name](const MapReader& r, ExperimentConfig& c) {
+    if (!r.has(name)) return;
+    const MapReader clip(r.source(), r.node(name), r.child_path(name),
+                         {"max_norm", "norm_type", "max_value"});
+    GradientClipping& out = c.optimizations.gradient_clipping;
+    if (clip.has("max_norm") && clip.has("max_value")) {
+      r.fail(name, "set max_norm (with norm_type) or max_value, not both");
+    }
+    if (clip.has("norm_type") && !clip.has("max_norm")) {
+      clip.fail("norm_type", "applies to max_norm, which is not set");
+    }
+    if (clip.has("max_norm")) out.max_norm = non_negative(clip, "max_norm", 0, true);
+    if (clip.has("norm_type")) out.norm_type = non_negative(clip, "norm_type", 2, true);
+    if (clip.has("max_value")) out.max_value = non_negative(clip, "max_value", 0, true);
+  };
+  key.emit = [](YAML::Emitter& out, const ExperimentConfig& c) {
+    const GradientClipping& clip = c.optimizations.gradient_clipping;
+    out << YAML::Flow << YAML::BeginMap;
+    if (clip.max_norm > 0) {
+      out << YAML::Key << "max_norm" << YAML::Value << clip.max_norm << YAML::Key << "norm_type"
+          << YAML::Value << clip.norm_type;
+    }
+    if (clip.max_value > 0) out << YAML::Key << "max_value" << YAML::Value << clip.max_value;
+    out << YAML::EndMap;
+  };
+  return key;
+}
+
+Key early_stopping_key() {
+  Key key = make_key("early_stopping",
+                     "{metric: m, patience: n, min_delta: x, smaller_is_better: b} stops training "
+                     "after n validations in which m did not beat its best by more than x "
+                     "(smaller_is_better defaults to searcher's); {} = off");
+  key.read = [name = key.name](const MapReader& r, ExperimentConfig& c) {
+    if (!r.has(name)) return;
+    const MapReader stop(r.source(), r.node(name), r.child_path(name),
+                         {"metric", "smaller_is_better", "patience", "min_delta"});
+    EarlyStoppingConfig& out = c.early_stopping;
+    out.smaller_is_better = c.searcher.smaller_is_better;
+    if (r.node(name).size() == 0) return;
+    out.metric = stop.required_string("metric");
+    out.smaller_is_better = stop.boolean("smaller_is_better", out.smaller_is_better);
+    out.patience = stop.integer("patience", out.patience, 0);
+    out.min_delta = non_negative(stop, "min_delta", out.min_delta, false);
+  };
+  key.emit = [](YAML::Emitter& out, const ExperimentConfig& c) {
+    const EarlyStoppingConfig& stop = c.early_stopping;
+    out << YAML::Flow << YAML::BeginMap;
+    if (!stop.metric.empty()) {
+      out << YAML::Key << "metric" << YAML::Value;
+      emit_string(out, stop.metric);
+      out << YAML::Key << "smaller_is_better" << YAML::Value
+          << (stop.smaller_is_better ? "true" : "false") << YAML::Key << "patience" << YAML::Value
+          << stop.patience << YAML::Key << "min_delta" << YAML::Value << stop.min_delta;
+    }
+    out << YAML::EndMap;
+  };
+  return key;
+}
+
 std::vector<Key> build_schema() {
   using C = ExperimentConfig;
   return {
@@ -258,9 +331,22 @@ std::vector<Key> build_schema() {
       safe(boolean("optimizations.gradient_as_bucket_view",
                    member(&C::optimizations, &OptimizationsConfig::gradient_as_bucket_view),
                    "gradients live in the all-reduce buckets (no copies)")),
+      enumerated("optimizations.mixed_precision",
+                 member(&C::optimizations, &OptimizationsConfig::mixed_precision),
+                 "autocast dtype of train_batch and evaluate_batch: none | fp16 (CUDA, with a "
+                 "dynamic gradient scaler) | bf16 (CUDA or CPU)"),
+      gradient_clipping_key(),
+      enumerated("optimizations.non_finite",
+                 member(&C::optimizations, &OptimizationsConfig::non_finite),
+                 "a non-finite loss or gradient: stop (fail, naming the batch) | skip (skip the "
+                 "optimizer step, count it as skipped_steps)"),
+      integer("optimizations.max_consecutive_skips",
+              member(&C::optimizations, &OptimizationsConfig::max_consecutive_skips), 1,
+              "with non_finite: skip, this many skipped steps in a row is an error"),
       integer("reproducibility.experiment_seed",
               member(&C::reproducibility, &ReproducibilityConfig::experiment_seed), 0,
               "the seed every trial seed derives from"),
+      early_stopping_key(),
       safe(integer("scheduling_unit", member(&C::scheduling_unit), 1,
                    "batches per training-metric report")),
       data_key(),

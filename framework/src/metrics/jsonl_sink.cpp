@@ -18,11 +18,12 @@ JsonlSink::JsonlSink(const std::string& path) : path_(path), out_(path, std::ios
 }
 
 void JsonlSink::write(const Report& report) {
-  const nlohmann::json row = {{"type", name_of(report.kind)},
-                              {"batches", report.progress.batches},
-                              {"records", report.progress.records},
-                              {"epochs", report.progress.epochs},
-                              {"metrics", report.values}};
+  nlohmann::json row = {{"type", name_of(report.kind)},
+                        {"batches", report.progress.batches},
+                        {"records", report.progress.records},
+                        {"epochs", report.progress.epochs},
+                        {"metrics", report.values}};
+  if (!report.reason.empty()) row["reason"] = report.reason;
   out_ << row.dump() << '\n';
   out_.flush();
   if (!out_) {

@@ -10,7 +10,9 @@ void LogSink::write(const Report& report) {
   std::string line = fmt::format("[{:<10}] batch {:>7}  epoch {:>6.2f} ", name_of(report.kind),
                                  report.progress.batches, report.progress.epochs);
   for (const auto& [name, v] : report.values) line += fmt::format(" {}={:.5g}", name, v);
-  if (report.batches_per_second) {
+  if (!report.reason.empty()) {
+    line += report.reason;
+  } else if (report.batches_per_second) {
     line += fmt::format("  ({:.1f} batches/s)", *report.batches_per_second);
   } else {
     line += fmt::format("  ({:.1f}s)", report.seconds);

@@ -161,43 +161,72 @@ void TrainingAccumulator::add(const Metrics& batch_metrics, int64_t batch_idx) {
     torch::Tensor v = scalar_of(name, tensor, "train_batch", batch_idx);
     auto it = sums_.find(name);
     if (it == sums_.end()) {
-      sums_.emplace(name, std::make_pair(v, int64_t{1}));
-    } else {
-      it->second.first = it->second.first + v;
-      ++it->second.second;
+      const auto zero = torch::zeros({}, v.options().dtype(torch::kLong));
+      it = sums_.emplace(name, Entry{torch::zeros_like(v), zero, {}}).first;
     }
+    Entry& e = it->second;
+    if (skip_non_finite_) {
+      const torch::Tensor ok = torch::isfinite(v);
+      e.sum = e.sum + torch::where(ok, v, torch::zeros_like(v));
+      e.finite = e.finite + ok;
+    } else {
+      e.sum = e.sum + v;
+      e.finite = e.finite + torch::isfinite(e.sum);
+    }
+    e.batches.push_back(batch_idx);
   }
   ++batches_;
 }
 
 MetricValues TrainingAccumulator::peek() const {
   MetricValues out;
-  for (const auto& [name, sum] : sums_) {
-    out[name] = sum.first.item<double>() / static_cast<double>(sum.second);
+  for (const auto& [name, e] : sums_) {
+    const double n = skip_non_finite_ ? static_cast<double>(e.finite.item<int64_t>())
+                                      : static_cast<double>(e.batches.size());
+    out[name] = e.sum.item<double>() / n;
   }
+  for (const auto& [name, n] : counts_) out[name] = static_cast<double>(n);
   return out;
+}
+
+int64_t TrainingAccumulator::first_non_finite(const std::string& name) const {
+  const auto it = sums_.find(name);
+  if (skip_non_finite_ || it == sums_.end()) return -1;
+  const auto finite = static_cast<size_t>(it->second.finite.item<int64_t>());
+  return finite < it->second.batches.size() ? it->second.batches[finite] : -1;
 }
 
 MetricValues TrainingAccumulator::flush() {
   MetricValues out = peek();
-  sums_.clear();
-  batches_ = 0;
+  reset();
   return out;
+}
+
+void TrainingAccumulator::reset() {
+  sums_.clear();
+  counts_.clear();
+  batches_ = 0;
 }
 
 nlohmann::json TrainingAccumulator::state() const {
   nlohmann::json sums = nlohmann::json::object();
-  for (const auto& [name, sum] : sums_) sums[name] = {sum.first.item<double>(), sum.second};
-  return {{"batches", batches_}, {"sums", sums}};
+  for (const auto& [name, e] : sums_) {
+    sums[name] = {{"sum", e.sum.item<double>()},
+                  {"finite", e.finite.item<int64_t>()},
+                  {"batches", e.batches}};
+  }
+  return {{"batches", batches_}, {"sums", sums}, {"counts", counts_}};
 }
 
 void TrainingAccumulator::restore(const nlohmann::json& state) {
   sums_.clear();
   batches_ = state.value("batches", int64_t{0});
+  counts_ = state.value("counts", std::map<std::string, int64_t>());
   const nlohmann::json sums = state.value("sums", nlohmann::json::object());
-  for (const auto& [name, pair] : sums.items()) {
-    sums_.emplace(name, std::make_pair(torch::tensor(pair[0].get<double>(), torch::kDouble),
-                                       pair[1].get<int64_t>()));
+  for (const auto& [name, e] : sums.items()) {
+    sums_.emplace(name, Entry{torch::tensor(e.at("sum").get<double>(), torch::kDouble),
+                              torch::tensor(e.at("finite").get<int64_t>(), torch::kLong),
+                              e.at("batches").get<std::vector<int64_t>>()});
   }
 }
 

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -33,21 +34,43 @@ class ValidationAccumulator {
 };
 
 // Averages train_batch metrics over a reporting period, without host syncs until flush().
+// With skip_non_finite, non-finite values are left out of the means (a metric whose every value
+// was non-finite has mean NaN); without, one makes its mean non-finite and first_non_finite()
+// names the batch.
 class TrainingAccumulator {
  public:
+  explicit TrainingAccumulator(bool skip_non_finite = false) : skip_non_finite_(skip_non_finite) {}
+
   void add(const Metrics& batch_metrics, int64_t batch_idx);
+  // Adds n to the count `name`, reported as the sum over the period (not a mean).
+  void add_count(const std::string& name, int64_t n) { counts_[name] += n; }
   bool empty() const { return batches_ == 0; }
   int64_t batches() const { return batches_; }
-  // Mean of each metric over the batches that reported it; resets the accumulator.
+  // Mean of each metric over the batches that reported it, and each count; resets the
+  // accumulator.
   MetricValues flush();
   // The same means, without resetting.
   MetricValues peek() const;
+  // Drops what was added.
+  void reset();
+  // The first batch of the period whose value of `name` was not finite; -1 when none was (or
+  // with skip_non_finite).
+  int64_t first_non_finite(const std::string& name) const;
   // The pending sums as JSON (exact: doubles round-trip), for checkpoints; and back.
   nlohmann::json state() const;
   void restore(const nlohmann::json& state);
 
  private:
-  std::map<std::string, std::pair<torch::Tensor, int64_t>> sums_;
+  struct Entry {
+    torch::Tensor sum;
+    // kLong: values that were finite (skip_non_finite), or batches after which the running sum
+    // was still finite.
+    torch::Tensor finite;
+    std::vector<int64_t> batches;  // the batches that reported the metric
+  };
+  bool skip_non_finite_;
+  std::map<std::string, Entry> sums_;
+  std::map<std::string, int64_t> counts_;
   int64_t batches_ = 0;
 };
 

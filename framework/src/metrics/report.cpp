@@ -6,7 +6,8 @@ namespace crucible::metrics {
 
 const char* name_of(ReportKind kind) {
   static const util::NameTable<ReportKind> names{{ReportKind::kTraining, "training"},
-                                                 {ReportKind::kValidation, "validation"}};
+                                                 {ReportKind::kValidation, "validation"},
+                                                 {ReportKind::kStopped, "stopped"}};
   return names.name(kind);
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include <crucible/metrics.h>
 
@@ -19,9 +20,10 @@ struct Progress {
 enum class ReportKind {
   kTraining,    // the means of the training metrics since the previous training report
   kValidation,  // the reduced metrics of one validation pass
+  kStopped,     // training ended before max_length (early stopping, a trial's request); `reason`
 };
 
-// "training", "validation".
+// "training", "validation", "stopped".
 const char* name_of(ReportKind kind);
 
 struct Report {
@@ -33,6 +35,7 @@ struct Report {
   // over them.
   double seconds = 0;
   std::optional<double> batches_per_second;
+  std::string reason;  // kStopped: why
 };
 
 }  // namespace crucible::metrics

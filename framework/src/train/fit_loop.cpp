@@ -53,6 +53,7 @@ class FitLoop {
       result.stopped = train();
     }
     each_callback("on_training_end", [](Callback& c) { c.on_training_end(); });
+    result.stop_reason = stop_reason_;
     result.batches_trained = state_.batches;
     result.last_validation = state_.last_validation;
     result.last_checkpoint = state_.last_checkpoint;
@@ -62,7 +63,7 @@ class FitLoop {
   }
 
  private:
-  // Returns true when a signal stopped training early.
+  // Returns true when a signal stopped training early (a trial's request sets stop_reason_).
   bool train() {
     reporter_.restart_clock();
     if (config_.perform_initial_validation && state_.batches == 0 && state_.validated_at != 0) {
@@ -79,9 +80,15 @@ class FitLoop {
         }
       }
       if (schedule_.fires(config_.min_checkpoint_period, state_.batches)) save_checkpoint();
-      if (const int sig = stop_vote_.agreed()) {
+      const int why = stop_vote_.agreed(session_->state().stop_requested);
+      if (why == StopVote::kRequested) {
+        stop_vote_.finish();
+        finish_early();
+        return false;
+      }
+      if (why != 0) {
         logger_.info(fmt::format("received {}: checkpointing at batch {} and stopping",
-                                 strsignal(sig), state_.batches));
+                                 strsignal(why), state_.batches));
         save_checkpoint();
         return true;
       }
@@ -91,6 +98,20 @@ class FitLoop {
     if (state_.validated_at != state_.batches) validate();
     save_checkpoint();
     return false;
+  }
+
+  // Ends training before max_length at a trial's or early stopping's request: reports why, then
+  // validates and checkpoints as the end of training does.
+  void finish_early() {
+    detail::TrialState& trial = session_->state();
+    const std::string reason =
+        trial.stop_reason.empty() ? "another rank's trial requested a stop" : trial.stop_reason;
+    stop_reason_ = reason;
+    report_training();
+    logger_.info(fmt::format("stopping at batch {}: {}", state_.batches, reason));
+    reporter_.report_stop(progress(), reason);
+    if (state_.validated_at != state_.batches) validate();
+    save_checkpoint();
   }
 
   // Trains batch number state_.batches and advances the counters.
@@ -105,18 +126,49 @@ class FitLoop {
                     [&](Callback& c) { c.on_training_epoch_start(epoch_idx); });
     }
     Batch batch = call_trial(named("training data loader"), [&] { return train_loader_.next(); });
-    Metrics m =
-        call_trial([&] { return fmt::format("train_batch (batch {})", batch_idx); },
-                   [&] { return session_->trial().train_batch(batch, epoch_idx, batch_idx); });
+    Metrics m = call_trial([&] { return fmt::format("train_batch (batch {})", batch_idx); },
+                           [&] {
+                             const AutocastRegion autocast = session_->context().autocast(true);
+                             return session_->trial().train_batch(batch, epoch_idx, batch_idx);
+                           });
     if (trial.buffers) trial.buffers->run();
-    reporter_.add_training(m, batch_idx);
-    detail::step_schedulers(trial, StepMode::kEveryBatch);
+    add_step_results(m, batch_idx);
+    detail::step_schedulers_after_batch(trial);
     ++state_.batches;
     if (state_.batches % schedule_.epoch_len == 0) {
-      detail::step_schedulers(trial, StepMode::kEveryEpoch);
+      detail::step_schedulers_after_epoch(trial);
       trial.steps.end_epoch();
       each_callback("on_training_epoch_end",
                     [&](Callback& c) { c.on_training_epoch_end(epoch_idx); });
+    }
+  }
+
+  // Reports the metrics of batch `batch_idx` with the trainer's own (grad_norm, skipped_steps),
+  // updates the gradient scaler, and fails when non_finite: skip skipped too many steps in a row.
+  void add_step_results(Metrics& m, int64_t batch_idx) {
+    detail::TrialState& trial = session_->state();
+    for (auto& [name, value] : trial.step_metrics) {
+      if (!m.emplace(name, std::move(value)).second) {
+        throw TrainingError(fmt::format(
+            "train_batch (batch {}) returned metric '{}', which Crucible reports itself (the "
+            "gradient norm before clipping); rename it",
+            batch_idx, name));
+      }
+    }
+    trial.step_metrics.clear();
+    reporter_.add_training(m, batch_idx);
+    const bool skipping = config_.optimizations.non_finite == NonFinitePolicy::kSkip;
+    if (skipping || trial.scaler)
+      reporter_.add_training_count("skipped_steps", trial.skipped_steps);
+    trial.skipped_steps = 0;
+    if (trial.scaler && trial.scaler->pending()) trial.scaler->update();
+    const int64_t in_a_row = trial.steps.consecutive_skips();
+    if (skipping && !trial.scaler && in_a_row >= config_.optimizations.max_consecutive_skips) {
+      throw TrainingError(fmt::format(
+          "{} optimizer steps in a row had non-finite gradients, the last at batch {} (epoch {}); "
+          "optimizations.max_consecutive_skips is {}; stopping. {}",
+          in_a_row, batch_idx, schedule_.epoch_of(batch_idx),
+          config_.optimizations.max_consecutive_skips, state_.last_good_checkpoint()));
     }
   }
 
@@ -128,6 +180,9 @@ class FitLoop {
     const auto started = std::chrono::steady_clock::now();
     const MetricValues values = session_->validate(max_batches);
     reporter_.report_validation(state_, values, seconds_since(started), progress());
+    for (auto& s : session_->state().schedulers) {
+      call_trial(named("LR scheduler"), [&] { s.scheduler->observe_validation(values); });
+    }
     each_callback("on_validation_end", [&](Callback& c) { c.on_validation_end(values); });
     reporter_.restart_clock();
     return reporter_.record_best(state_);
@@ -186,6 +241,7 @@ class FitLoop {
     train_loader_.set_device(session_->state().device);
     schedule_ = Schedule::make(config_, train_loader_.batches_per_epoch());
     session_->state().epoch_len = schedule_.epoch_len;
+    reporter_.set_epoch_len(schedule_.epoch_len);
     max_batches_ = schedule_.to_batches(config_.max_length);
 
     checkpointer_ = std::make_unique<Checkpointer>(config_, factory_, run_, dist_, logger_);
@@ -216,7 +272,7 @@ class FitLoop {
                                                          : saved.training);
     if (!saved.optimizer_counters.is_null()) {
       detail::TrialState& trial = session_->state();
-      trial.steps.from_json(saved.optimizer_counters, trial.optimizers);
+      trial.steps.from_json(saved.optimizer_counters, trial.optimizers, meta.batches);
     }
     state_.checkpointed_at = state_.batches;
     state_.last_checkpoint = dir;
@@ -254,6 +310,7 @@ class FitLoop {
   Reporter reporter_;
   StopVote stop_vote_;
   std::unique_ptr<Checkpointer> checkpointer_;
+  std::string stop_reason_;
 };
 
 }  // namespace

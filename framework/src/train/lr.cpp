@@ -1,4 +1,7 @@
+#include <algorithm>
 #include <cmath>
+
+#include <fmt/format.h>
 
 #include <crucible/errors.h>
 #include <crucible/optim.h>
@@ -20,11 +23,15 @@ void LRScheduler::set_step_count(int64_t count) {
   apply();
 }
 
+void LRScheduler::observe_validation(const MetricValues& metrics) {
+  on_validation(metrics);
+  apply();
+}
+
 void LRScheduler::apply() {
-  const double f = factor(step_count_);
   auto& groups = optimizer_->param_groups();
   for (size_t i = 0; i < groups.size() && i < base_lrs_.size(); ++i) {
-    groups[i].options().set_lr(base_lrs_[i] * f);
+    groups[i].options().set_lr(rate(base_lrs_[i], step_count_));
   }
 }
 
@@ -32,6 +39,15 @@ std::vector<double> LRScheduler::get_last_lr() const {
   std::vector<double> out;
   for (auto& group : optimizer_->param_groups()) out.push_back(group.options().get_lr());
   return out;
+}
+
+nlohmann::json LRScheduler::state() const { return {{"step_count", step_count_}}; }
+
+void LRScheduler::load_state(const nlohmann::json& state) {
+  if (!state.is_object() || !state.contains("step_count")) {
+    throw Error(fmt::format("LR scheduler state {} lacks step_count", state.dump()));
+  }
+  set_step_count(state["step_count"].get<int64_t>());
 }
 
 namespace lr {
@@ -43,6 +59,21 @@ StepLR::StepLR(Optimizer optimizer, int64_t step_size, double gamma)
 
 double StepLR::factor(int64_t step) const {
   return std::pow(gamma_, static_cast<double>(step / step_size_));
+}
+
+MultiStepLR::MultiStepLR(Optimizer optimizer, std::vector<int64_t> milestones, double gamma)
+    : LRScheduler(std::move(optimizer)), milestones_(std::move(milestones)), gamma_(gamma) {
+  for (size_t i = 0; i < milestones_.size(); ++i) {
+    if (milestones_[i] <= 0 || (i > 0 && milestones_[i] <= milestones_[i - 1])) {
+      throw Error("MultiStepLR: milestones must be positive and increasing");
+    }
+  }
+}
+
+double MultiStepLR::factor(int64_t step) const {
+  const auto passed =
+      std::upper_bound(milestones_.begin(), milestones_.end(), step) - milestones_.begin();
+  return std::pow(gamma_, static_cast<double>(passed));
 }
 
 ExponentialLR::ExponentialLR(Optimizer optimizer, double gamma)

@@ -18,36 +18,50 @@ void Reporter::open(const std::string& metrics_file, util::Logger* logger) {
 
 void Reporter::report_training(const FitState& state, const metrics::Progress& progress) {
   if (training_.empty()) return;
-  const int64_t n = training_.batches();
-  const MetricValues values = metrics::average_across_ranks(dist_, training_.flush());
+  const MetricValues values = metrics::average_across_ranks(dist_, training_.peek());
   const auto now = std::chrono::steady_clock::now();
   const double elapsed = std::chrono::duration<double>(now - since_).count();
   since_ = now;
   sinks_.write({metrics::ReportKind::kTraining, progress, values, elapsed,
-                static_cast<double>(n) / elapsed});
-  check_finite(values, n, state);
+                static_cast<double>(training_.batches()) / elapsed, ""});
+  check_finite(values, state);
+  training_.reset();
 }
 
 void Reporter::check_training_finite(const FitState& state) const {
   if (training_.empty()) return;
-  check_finite(metrics::average_across_ranks(dist_, training_.peek()), training_.batches(), state);
+  check_finite(metrics::average_across_ranks(dist_, training_.peek()), state);
 }
 
-void Reporter::check_finite(const MetricValues& values, int64_t n, const FitState& state) const {
+void Reporter::check_finite(const MetricValues& values, const FitState& state) const {
+  if (config_.optimizations.non_finite == NonFinitePolicy::kSkip) return;
   for (const auto& [name, v] : values) {
-    if (!std::isfinite(v)) {
-      throw TrainingError(
-          fmt::format("training metric '{}' is {} over batches {}..{}; stopping. {}", name, v,
-                      state.batches - n, state.batches - 1, state.last_good_checkpoint()));
+    if (std::isfinite(v)) continue;
+    // The first batch, on any rank, whose value made the mean non-finite.
+    int64_t first = -1;
+    for (const auto& b : dist_.allgather_object(training_.first_non_finite(name))) {
+      const auto batch = b.get<int64_t>();
+      if (batch >= 0 && (first < 0 || batch < first)) first = batch;
     }
+    const std::string where =
+        first >= 0 ? fmt::format("at batch {} (epoch {})", first, first / epoch_len_)
+                   : fmt::format("over batches {}..{}", state.batches - training_.batches(),
+                                 state.batches - 1);
+    throw TrainingError(
+        fmt::format("training metric '{}' is {} {} (optimizations.non_finite: stop); stopping. {}",
+                    name, v, where, state.last_good_checkpoint()));
   }
 }
 
 void Reporter::report_validation(FitState& state, const MetricValues& values, double seconds,
                                  const metrics::Progress& progress) {
-  sinks_.write({metrics::ReportKind::kValidation, progress, values, seconds, std::nullopt});
+  sinks_.write({metrics::ReportKind::kValidation, progress, values, seconds, std::nullopt, ""});
   state.last_validation = values;
   state.validated_at = state.batches;
+}
+
+void Reporter::report_stop(const metrics::Progress& progress, const std::string& reason) {
+  sinks_.write({metrics::ReportKind::kStopped, progress, {}, 0, std::nullopt, reason});
 }
 
 bool Reporter::record_best(FitState& state) const {

@@ -24,7 +24,12 @@ namespace crucible::train {
 class Reporter {
  public:
   Reporter(const ExperimentConfig& config, const DistributedContext& dist)
-      : config_(config), dist_(dist) {}
+      : config_(config),
+        dist_(dist),
+        training_(config.optimizations.non_finite == NonFinitePolicy::kSkip) {}
+
+  // Batches per epoch, for naming the epoch of a batch in messages.
+  void set_epoch_len(int64_t epoch_len) { epoch_len_ = epoch_len; }
 
   // Starts writing reports to `metrics_file` (appended) and `logger`. Only the chief calls it.
   void open(const std::string& metrics_file, util::Logger* logger);
@@ -35,9 +40,12 @@ class Reporter {
   void add_training(const Metrics& metrics, int64_t batch_idx) {
     training_.add(metrics, batch_idx);
   }
+  // Adds n to the training count `name` (reported as its sum over the period).
+  void add_training_count(const std::string& name, int64_t n) { training_.add_count(name, n); }
   // Reports the training means since the last report with the batches per second since then,
   // on every rank; nothing when no batch was added. Throws TrainingError, after reporting, when
-  // a mean is not finite, naming the metric, the batches and state.last_good_checkpoint().
+  // a mean is not finite (unless optimizations.non_finite is skip), naming the metric, the first
+  // batch with a non-finite value, its epoch and state.last_good_checkpoint().
   void report_training(const FitState& state, const metrics::Progress& progress);
   // Throws as report_training would, without reporting; every rank calls it.
   void check_training_finite(const FitState& state) const;
@@ -46,6 +54,8 @@ class Reporter {
   // (last_validation, validated_at).
   void report_validation(FitState& state, const MetricValues& values, double seconds,
                          const metrics::Progress& progress);
+  // Reports that training stops before max_length, and why.
+  void report_stop(const metrics::Progress& progress, const std::string& reason);
   // Whether state.last_validation is the best so far by searcher.metric; if so, records it as
   // state.best_metric. Throws ConfigError naming the metrics present when searcher.metric is not
   // among them.
@@ -59,11 +69,12 @@ class Reporter {
   void restore_training(const nlohmann::json& state) { training_.restore(state); }
 
  private:
-  void check_finite(const MetricValues& values, int64_t n, const FitState& state) const;
+  void check_finite(const MetricValues& values, const FitState& state) const;
 
   const ExperimentConfig& config_;
   const DistributedContext& dist_;
   metrics::TrainingAccumulator training_;
+  int64_t epoch_len_ = 1;
   metrics::MetricSinks sinks_;
   std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
 };

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include <crucible/early_stopping.h>
+
 #include "data/shuffle.h"
 #include "distributed/backend.h"
 #include "distributed/grad_sync.h"
@@ -23,6 +25,15 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
   state_.trial_seed = data::mix64(config_.reproducibility.experiment_seed);
   state_.device = dist::rank_device(dist.local_rank());
   torch::manual_seed(state_.trial_seed);
+  if (config_.optimizations.mixed_precision == MixedPrecision::kFp16) {
+    if (!state_.device.is_cuda()) {
+      throw ConfigError(fmt::format(
+          "{}: optimizations.mixed_precision: fp16 needs a CUDA device, and this process "
+          "computes on {}; use bf16 on CPU",
+          config_.source_path, state_.device.str()));
+    }
+    state_.scaler = std::make_unique<train::GradScaler>(state_.device);
+  }
   context_ = detail::TrialContextAccess::make(&state_);
   try {
     trial_ = factory_.create(*context_);
@@ -38,6 +49,12 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
   for (const auto& s : state_.schedulers) contents_.schedulers.push_back(s.scheduler);
   contents_.trial = trial_.get();
   contents_.trial_class = factory_.name;
+  if (state_.scaler) {
+    train::GradScaler* scaler = state_.scaler.get();
+    contents_.add_part({"grad_scaler",
+                        [scaler](torch::serialize::OutputArchive& a) { scaler->save(a); },
+                        [scaler](torch::serialize::InputArchive& a) { scaler->load(a); }});
+  }
   if (dist.size() > 1) {
     std::vector<torch::Tensor> buffers;
     for (const auto& m : state_.models) {
@@ -49,6 +66,16 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
   }
   contents_.callbacks =
       call_trial(named("build_callbacks"), [&] { return trial_->build_callbacks(); });
+  const EarlyStoppingConfig& stop = config_.early_stopping;
+  if (!stop.metric.empty()) {
+    auto early = std::make_shared<EarlyStopping>(*context_, stop.metric, stop.smaller_is_better,
+                                                 stop.patience, stop.min_delta);
+    if (!contents_.callbacks.emplace("early_stopping", early).second) {
+      throw TrainingError(
+          "build_callbacks: the name 'early_stopping' belongs to the experiment file's "
+          "early_stopping callback; rename the trial's callback");
+    }
+  }
   for (const auto& [name, callback] : contents_.callbacks) {
     const bool valid = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
       return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
@@ -112,7 +139,10 @@ MetricValues TrialSession::validate(int64_t max_batches) {
         if (max_batches >= 0 && global_idx >= max_batches) break;
         Metrics m = call_trial(
             [&] { return fmt::format("evaluate_batch (validation batch {})", global_idx); },
-            [&] { return trial_->evaluate_batch(batch, global_idx); });
+            [&] {
+              const AutocastRegion autocast = context_->autocast(true);
+              return trial_->evaluate_batch(batch, global_idx);
+            });
         acc.add(m, trial_->get_batch_length(batch), global_idx);
         ++idx;
       }

@@ -44,6 +44,7 @@ class TrialSession {
                const DistributedContext& dist = DistributedContext());
 
   Trial& trial() { return *trial_; }
+  TrialContext& context() { return *context_; }
   detail::TrialState& state() { return state_; }
   const checkpoint::Contents& contents() const { return contents_; }
   // Adds a piece of state to every checkpoint of this session (checkpoint::Contents::add_part).

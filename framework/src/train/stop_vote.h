@@ -10,17 +10,22 @@
 
 namespace crucible::train {
 
-// Agrees across the ranks of a run on whether a stop signal (StopSignals) was received, without
-// making any rank wait: each vote is started after a batch and read after the next one, so a
-// distributed run stops one batch after the signal. Every rank must call agreed() after every
-// batch, and finish() before its last collectives.
+// Agrees across the ranks of a run on whether a stop signal (StopSignals) was received or a
+// trial asked to stop, without making any rank wait: each vote is started after a batch and read
+// after the next one, so a distributed run stops one batch after the signal or request. Every
+// rank must call agreed() after every batch, and finish() before its last collectives.
 class StopVote {
  public:
+  // What agreed() returns for a trial's request (TrialContext::set_stop_requested); signal
+  // numbers are below it.
+  static constexpr int kRequested = 1000;
+
   explicit StopVote(const DistributedContext& dist) : dist_(dist) {}
 
-  // The stop signal any rank had received before the previous call (0: none); the same on every
-  // rank. On one rank, the signal received so far.
-  int agreed();
+  // The stop signal any rank had received before the previous call, else kRequested when a
+  // rank's `requested` was true then, else 0; the same on every rank. On one rank, the signal
+  // received so far, else kRequested when `requested`.
+  int agreed(bool requested);
   // Completes a vote still in flight.
   void finish();
 

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "train/autocast.h"
 #include "train/trial_state.h"
 
 namespace crucible {
@@ -47,6 +48,7 @@ void TrialContext::register_lr_scheduler(std::shared_ptr<LRScheduler> scheduler,
         "wrap_lr_scheduler: the scheduler's optimizer was not wrapped with "
         "wrap_optimizer; wrap the optimizer first and build the scheduler on the result");
   }
+  scheduler->set_step_count(scheduler->step_count());  // the rates of its current step
   state_->schedulers.push_back({std::move(scheduler), mode});
 }
 
@@ -66,43 +68,58 @@ void TrialContext::backward(const torch::Tensor& loss) {
     sync = &detail::gradient_sync(*state_, state_->optimizers.front());
     sync->open_window();
   }
+  const AutocastRegion outside_autocast = autocast(false);
+  torch::Tensor scaled = state_->scaler ? state_->scaler->scale(loss) : loss;
   const int64_t k = state_->config->optimizations.aggregation_frequency;
   if (k > 1 && state_->config->optimizations.average_aggregated_gradients) {
-    (loss / static_cast<double>(k)).backward();
-  } else {
-    loss.backward();
+    scaled = scaled / static_cast<double>(k);
   }
+  scaled.backward();
   if (sync) sync->finish();
 }
 
-namespace {
-
-// Zeroes every gradient of `optimizer` in place, as LibTorch 1.x's zero_grad() does (2.x's
-// default sets them to none). Gradients that are bucket views stay so, and an optimizer sees the
-// same gradients whichever LibTorch runs it.
-void zero_gradients(torch::optim::Optimizer& optimizer) {
-  for (auto& group : optimizer.param_groups()) {
-    for (auto& p : group.params()) {
-      if (p.grad().defined()) {
-        p.grad().detach_();
-        p.grad().zero_();
-      }
-    }
-  }
-}
-
-}  // namespace
-
 void TrialContext::step_optimizer(const Optimizer& optimizer) {
-  if (!detail::is_update_batch(*state_)) return;
-  if (state_->dist.size() > 1) {
-    dist::GradientSync& sync = detail::gradient_sync(*state_, optimizer);
-    if (sync.changed_since_finish()) sync.finish();
-  }
-  optimizer->step();
-  zero_gradients(*optimizer);
-  state_->steps.record(optimizer.get());
+  detail::step_optimizer(*state_, optimizer, state_->config->optimizations.gradient_clipping);
 }
+
+void TrialContext::step_optimizer(const Optimizer& optimizer, const GradientClipping& clipping) {
+  detail::step_optimizer(*state_, optimizer, clipping);
+}
+
+MixedPrecision TrialContext::mixed_precision() const {
+  return state_->config->optimizations.mixed_precision;
+}
+
+AutocastRegion TrialContext::autocast(bool enabled) const {
+  const MixedPrecision precision = mixed_precision();
+  return AutocastRegion(precision != MixedPrecision::kNone, state_->device.type(), enabled,
+                        precision == MixedPrecision::kFp16 ? torch::kHalf : torch::kBFloat16);
+}
+
+AutocastRegion::AutocastRegion(bool active, torch::DeviceType device, bool enabled,
+                               c10::ScalarType dtype)
+    : active_(active), device_(device) {
+  if (!active_) return;
+  const train::AutocastState was = train::autocast_state(device_);
+  was_enabled_ = was.enabled;
+  was_dtype_ = was.dtype;
+  if (enabled) train::enter_autocast();
+  train::set_autocast_state(device_, {enabled, dtype});
+}
+
+AutocastRegion::~AutocastRegion() {
+  if (!active_) return;
+  const bool entered = train::autocast_state(device_).enabled;
+  train::set_autocast_state(device_, {was_enabled_, was_dtype_});
+  if (entered) train::leave_autocast();
+}
+
+void TrialContext::set_stop_requested(const std::string& reason) {
+  state_->stop_requested = true;
+  state_->stop_reason = reason.empty() ? "the trial requested a stop" : reason;
+}
+
+bool TrialContext::stop_requested() const { return state_->stop_requested; }
 
 const nlohmann::json& TrialContext::hparam_value(const std::string& name) const {
   auto it = state_->hparams.find(name);

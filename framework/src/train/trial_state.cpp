@@ -1,6 +1,51 @@
 #include "train/trial_state.h"
 
+#include "train/autocast.h"
+#include "train/grad_clip.h"
+
 namespace crucible::detail {
+namespace {
+
+// Zeroes every gradient of `optimizer` in place, as LibTorch 1.x's zero_grad() does (2.x's
+// default sets them to none). Gradients that are bucket views stay so, and an optimizer sees the
+// same gradients whichever LibTorch runs it.
+void zero_gradients(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) {
+      if (p.grad().defined()) {
+        p.grad().detach_();
+        p.grad().zero_();
+      }
+    }
+  }
+}
+
+std::vector<torch::Tensor> parameters_of(const torch::optim::Optimizer& optimizer) {
+  std::vector<torch::Tensor> params;
+  for (const auto& group : optimizer.param_groups()) {
+    params.insert(params.end(), group.params().begin(), group.params().end());
+  }
+  return params;
+}
+
+// Whether every defined gradient of `params` is finite (one host sync).
+bool gradients_finite(const std::vector<torch::Tensor>& params) {
+  std::vector<torch::Tensor> finite;
+  for (const auto& p : params) {
+    if (p.grad().defined()) finite.push_back(torch::isfinite(p.grad()).all());
+  }
+  return finite.empty() || torch::stack(finite).all().item<bool>();
+}
+
+// "grad_norm" for the first wrapped optimizer, "grad_norm_<i>" for the i-th.
+std::string grad_norm_name(const TrialState& state, const Optimizer& optimizer) {
+  for (size_t i = 1; i < state.optimizers.size(); ++i) {
+    if (state.optimizers[i] == optimizer) return "grad_norm_" + std::to_string(i);
+  }
+  return "grad_norm";
+}
+
+}  // namespace
 
 bool is_update_batch(const TrialState& state) {
   return (state.batch_idx + 1) % state.config->optimizations.aggregation_frequency == 0;
@@ -9,23 +54,60 @@ bool is_update_batch(const TrialState& state) {
 dist::GradientSync& gradient_sync(TrialState& state, const Optimizer& optimizer) {
   auto& sync = state.grad_syncs[optimizer.get()];
   if (!sync) {
-    std::vector<torch::Tensor> params;
-    for (const auto& group : optimizer->param_groups()) {
-      params.insert(params.end(), group.params().begin(), group.params().end());
-    }
     sync = std::make_unique<dist::GradientSync>(
-        state.dist, std::move(params),
+        state.dist, parameters_of(*optimizer),
         dist::GradientSyncOptions(state.grad_sync_options).overlap(state.optimizers.size() == 1));
   }
   return *sync;
 }
 
-void step_schedulers(TrialState& state, StepMode mode) {
+void step_optimizer(TrialState& state, const Optimizer& optimizer,
+                    const GradientClipping& clipping) {
+  if (!is_update_batch(state)) return;
+  if (state.dist.size() > 1) {
+    dist::GradientSync& sync = gradient_sync(state, optimizer);
+    if (sync.changed_since_finish()) sync.finish();
+  }
+  const std::vector<torch::Tensor> params = parameters_of(*optimizer);
+  bool skip = false;
+  if (state.scaler) {
+    skip = state.scaler->unscale(params);
+  } else if (state.config->optimizations.non_finite == NonFinitePolicy::kSkip) {
+    skip = !gradients_finite(params);
+  }
+  if (clipping.enabled()) {
+    state.step_metrics[grad_norm_name(state, optimizer)] = train::clip_gradients(params, clipping);
+  }
+  if (skip) {
+    state.steps.record_skip(optimizer.get(), state.batch_idx);
+    ++state.skipped_steps;
+  } else {
+    optimizer->step();
+    state.steps.record(optimizer.get(), state.batch_idx);
+    if (state.config->optimizations.mixed_precision != MixedPrecision::kNone) {
+      train::clear_autocast_cache();
+    }
+  }
+  zero_gradients(*optimizer);
+}
+
+void step_schedulers_after_batch(TrialState& state) {
   for (auto& s : state.schedulers) {
     const auto* optimizer = s.scheduler->optimizer().get();
-    if (s.mode == mode &&
-        (mode == StepMode::kEveryBatch ? state.steps.stepped_this_batch(optimizer)
-                                       : state.steps.stepped_this_epoch(optimizer))) {
+    if (!state.steps.stepped_this_batch(optimizer)) continue;
+    if (s.mode == StepMode::kEveryOptimizerStep) {
+      s.scheduler->step();
+    } else if (s.mode == StepMode::kEveryBatch) {
+      s.scheduler->set_step_count(s.scheduler->step_count() +
+                                  state.steps.batches_in_step(optimizer));
+    }
+  }
+}
+
+void step_schedulers_after_epoch(TrialState& state) {
+  for (auto& s : state.schedulers) {
+    if (s.mode == StepMode::kEveryEpoch &&
+        state.steps.stepped_this_epoch(s.scheduler->optimizer().get())) {
       s.scheduler->step();
     }
   }

@@ -14,6 +14,7 @@
 #include <crucible/trial_context.h>
 
 #include "distributed/grad_sync.h"
+#include "train/grad_scaler.h"
 #include "train/optimizer_steps.h"
 
 namespace crucible::detail {
@@ -46,6 +47,14 @@ struct TrialState {
   int64_t batch_idx = 0;  // the batch being trained
   int64_t epoch_len = 1;
   train::OptimizerSteps steps;
+  // Dynamic loss scaling under fp16 mixed precision; null otherwise.
+  std::unique_ptr<train::GradScaler> scaler;
+  // The trainer's own training metrics of the batch being trained (grad_norm) and its skipped
+  // optimizer steps; the fit loop reports and clears them after each batch.
+  Metrics step_metrics;
+  int64_t skipped_steps = 0;
+  bool stop_requested = false;  // TrialContext::set_stop_requested, and its reason
+  std::string stop_reason;
 };
 
 // Whether the batch being trained ends an accumulation window (the optimizers step on it).
@@ -56,9 +65,16 @@ bool is_update_batch(const TrialState& state);
 // are averaged when it steps.
 dist::GradientSync& gradient_sync(TrialState& state, const Optimizer& optimizer);
 
-// Steps every scheduler of `mode` whose optimizer stepped: for EveryBatch on the batch being
-// trained, for EveryEpoch in the epoch that ends with it.
-void step_schedulers(TrialState& state, StepMode mode);
+// TrialContext::step_optimizer: see its contract.
+void step_optimizer(TrialState& state, const Optimizer& optimizer,
+                    const GradientClipping& clipping);
+
+// Steps, after the batch being trained, the kEveryBatch and kEveryOptimizerStep schedulers whose
+// optimizer stepped on it (a kEveryBatch one by the batches that step closed).
+void step_schedulers_after_batch(TrialState& state);
+// Steps, after the last batch of an epoch, the kEveryEpoch schedulers whose optimizer stepped in
+// that epoch.
+void step_schedulers_after_epoch(TrialState& state);
 
 // The trainer's way to make the TrialContext of `state`, which must outlive it.
 struct TrialContextAccess {

@@ -1,0 +1,42 @@
+#include "train/grad_clip.h"
+
+#include <cmath>
+
+namespace crucible::train {
+namespace {
+
+std::vector<torch::Tensor> defined_gradients(const std::vector<torch::Tensor>& params) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  return grads;
+}
+
+}  // namespace
+
+torch::Tensor gradient_norm(const std::vector<torch::Tensor>& params, double norm_type) {
+  const std::vector<torch::Tensor> grads = defined_gradients(params);
+  if (grads.empty()) return torch::zeros({}, torch::kFloat);
+  std::vector<torch::Tensor> norms;
+  norms.reserve(grads.size());
+  for (const auto& g : grads) norms.push_back(g.detach().norm(norm_type).to(torch::kFloat));
+  return torch::stack(norms).norm(norm_type);
+}
+
+torch::Tensor clip_gradients(const std::vector<torch::Tensor>& params,
+                             const GradientClipping& clipping) {
+  const torch::Tensor norm = gradient_norm(params, clipping.norm_type);
+  if (clipping.max_norm > 0) {
+    const torch::Tensor coef = (clipping.max_norm / (norm + 1e-6)).clamp_max(1.0);
+    for (auto& g : defined_gradients(params)) g.detach().mul_(coef.to(g.device(), g.dtype()));
+  }
+  if (clipping.max_value > 0) {
+    for (auto& g : defined_gradients(params)) {
+      g.detach().clamp_(-clipping.max_value, clipping.max_value);
+    }
+  }
+  return norm;
+}
+
+}  // namespace crucible::train

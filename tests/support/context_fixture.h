@@ -1,0 +1,29 @@
+#pragma once
+
+// A TrialContext without a fit loop, for tests of what the context does on its own.
+
+#include <memory>
+#include <string>
+
+#include <crucible/crucible.h>
+
+#include "train/trial_state.h"
+
+namespace crucible::testing {
+
+// The context of a trial of the experiment `yaml`, on the CPU, at batch 0. Tests set
+// state.batch_idx and config fields as they go.
+struct ContextFixture {
+  ExperimentConfig config;
+  detail::TrialState state;
+  std::unique_ptr<TrialContext> context = detail::TrialContextAccess::make(&state);
+  TrialContext& ctx = *context;
+
+  explicit ContextFixture(const std::string& yaml)
+      : config(parse_experiment_config(yaml, "fixture.yaml")) {
+    state.config = &config;
+    state.hparams = config.constant_hyperparameters();
+  }
+};
+
+}  // namespace crucible::testing

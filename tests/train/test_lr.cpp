@@ -1,0 +1,165 @@
+#include "catch.h"
+
+#include <crucible/crucible.h>
+
+namespace lr = crucible::lr;
+
+namespace {
+
+// An SGD optimizer with two param groups, of rates 1 and 0.5.
+crucible::Optimizer two_group_optimizer() {
+  auto a = torch::zeros({1}, torch::requires_grad());
+  auto b = torch::zeros({1}, torch::requires_grad());
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<torch::Tensor>{a},
+                      std::make_unique<torch::optim::SGDOptions>(1.0));
+  groups.emplace_back(std::vector<torch::Tensor>{b},
+                      std::make_unique<torch::optim::SGDOptions>(0.5));
+  return std::make_shared<torch::optim::SGD>(std::move(groups), torch::optim::SGDOptions(1.0));
+}
+
+// The first group's rate after set_step_count(step).
+template <class S>
+double rate_at(S& scheduler, int64_t step) {
+  scheduler.set_step_count(step);
+  return scheduler.get_last_lr()[0];
+}
+
+// Steps `a` n times, restores its state into the freshly built `b`, and checks both give the same
+// rates now and over the next steps.
+void check_round_trip(crucible::LRScheduler& a, crucible::LRScheduler& b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) a.step();
+  const nlohmann::json state = nlohmann::json::parse(a.state().dump());
+  b.load_state(state);
+  CHECK(b.step_count() == n);
+  for (int64_t i = 0; i < 5; ++i) {
+    CHECK(a.get_last_lr() == b.get_last_lr());
+    a.step();
+    b.step();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("StepLR, MultiStepLR and LambdaLR follow their formulas", "[train][lr]") {
+  lr::StepLR step(two_group_optimizer(), 2, 0.5);
+  CHECK(rate_at(step, 1) == 1.0);
+  CHECK(rate_at(step, 2) == 0.5);
+  CHECK(rate_at(step, 6) == 0.125);
+  CHECK(step.get_last_lr()[1] == 0.0625);  // each group from its own base rate
+  lr::MultiStepLR multi(two_group_optimizer(), {2, 5}, 0.1);
+  CHECK(rate_at(multi, 1) == 1.0);
+  CHECK(rate_at(multi, 2) == Approx(0.1));
+  CHECK(rate_at(multi, 4) == Approx(0.1));
+  CHECK(rate_at(multi, 5) == Approx(0.01));
+  CHECK_THROWS_WITH(lr::MultiStepLR(two_group_optimizer(), {3, 3}), Catch::Contains("increasing"));
+  lr::LambdaLR lambda(two_group_optimizer(), [](int64_t s) { return 1.0 / (1 + s); });
+  CHECK(rate_at(lambda, 3) == 0.25);
+}
+
+TEST_CASE("cosine annealing, with and without warm restarts", "[train][lr]") {
+  lr::CosineAnnealingLR cosine(two_group_optimizer(), 4, 0.1);
+  CHECK(rate_at(cosine, 0) == 1.0);
+  CHECK(rate_at(cosine, 2) == Approx(0.55));
+  CHECK(rate_at(cosine, 4) == Approx(0.1));
+  CHECK(cosine.get_last_lr()[1] == Approx(0.1));  // eta_min is a rate, the same for each group
+  CHECK(rate_at(cosine, 1) == Approx(0.1 + 0.9 * (1 + std::cos(M_PI / 4)) / 2));
+  // Cycles of 2, 4, 8 steps: restarts at steps 2 and 6.
+  lr::CosineAnnealingWarmRestarts sgdr(two_group_optimizer(), 2, 2);
+  const std::vector<double> expected = {1, 0.5, 1, 1 - 0.5 * (1 - std::cos(M_PI / 4)), 0.5};
+  for (size_t s = 0; s < expected.size(); ++s) {
+    INFO("step " << s);
+    CHECK(rate_at(sgdr, static_cast<int64_t>(s)) == Approx(expected[s]));
+  }
+  CHECK(rate_at(sgdr, 6) == 1.0);
+  CHECK(rate_at(sgdr, 10) == Approx(0.5));
+  lr::CosineAnnealingWarmRestarts fixed(two_group_optimizer(), 3);
+  CHECK(rate_at(fixed, 3) == 1.0);
+  CHECK(rate_at(fixed, 7) == rate_at(fixed, 1));
+}
+
+TEST_CASE("one-cycle rises to the peak then falls to its floor", "[train][lr]") {
+  lr::OneCycleLR cycle(two_group_optimizer(), 10, 0.3, 25,
+                       1e4);  // peak at step 2, floor from step 9
+  CHECK(rate_at(cycle, 0) == Approx(0.04));
+  CHECK(rate_at(cycle, 1) == Approx(0.52));
+  CHECK(rate_at(cycle, 2) == 1.0);
+  CHECK(rate_at(cycle, 9) == Approx(4e-6));
+  CHECK(rate_at(cycle, 20) == Approx(4e-6));
+  const double mid = rate_at(cycle, 5);
+  CHECK(mid == Approx(4e-6 + (1 - 4e-6) * (1 + std::cos(M_PI * 3 / 7)) / 2));
+}
+
+TEST_CASE("polynomial decay reaches its end rate and stays", "[train][lr]") {
+  lr::PolynomialLR poly(two_group_optimizer(), 4, 2.0);
+  CHECK(rate_at(poly, 2) == 0.25);
+  CHECK(rate_at(poly, 4) == 0.0);
+  CHECK(rate_at(poly, 9) == 0.0);
+  lr::PolynomialLR to_floor(two_group_optimizer(), 4, 1.0, 0.1);
+  CHECK(rate_at(to_floor, 2) == Approx(0.55));
+  CHECK(rate_at(to_floor, 8) == Approx(0.1));
+}
+
+TEST_CASE("linear warm-up ramps to any schedule's first rate, then hands over", "[train][lr]") {
+  lr::LinearWarmup warm(lr::CosineAnnealingLR(two_group_optimizer(), 4), 2);
+  CHECK(rate_at(warm, 0) == 0.0);
+  CHECK(rate_at(warm, 1) == 0.5);
+  CHECK(warm.get_last_lr()[1] == 0.25);
+  CHECK(rate_at(warm, 2) == 1.0);
+  CHECK(rate_at(warm, 4) == Approx(0.5));
+  CHECK(rate_at(warm, 6) == Approx(0.0).margin(1e-15));
+  lr::LinearWarmup from_third(lr::StepLR(two_group_optimizer(), 1, 0.5), 4, 1.0 / 3);
+  CHECK(rate_at(from_third, 0) == Approx(1.0 / 3));
+  CHECK(rate_at(from_third, 4) == 1.0);
+  CHECK(rate_at(from_third, 5) == 0.5);
+}
+
+TEST_CASE("reduce-on-plateau drops the rate after patience validations without improvement",
+          "[train][lr]") {
+  lr::ReduceLROnPlateau plateau(
+      two_group_optimizer(),
+      lr::PlateauOptions().metric("loss").patience(1).factor(0.5).min_lr(0.2));
+  const std::vector<std::pair<double, double>> feed = {
+      {1.0, 1.0}, {1.0, 1.0}, {1.0, 0.5},  // two bad validations > patience 1: a drop
+      {0.5, 0.5}, {0.6, 0.5}, {0.7, 0.25}, {0.8, 0.25}, {0.9, 0.2}};  // floored at min_lr
+  for (size_t i = 0; i < feed.size(); ++i) {
+    INFO("validation " << i);
+    plateau.observe_validation({{"validation_loss", feed[i].first}});
+    CHECK(plateau.get_last_lr()[0] == Approx(feed[i].second));
+  }
+  CHECK(plateau.get_last_lr()[1] == 0.2);
+  plateau.step();  // steps do not change its rate
+  CHECK(plateau.get_last_lr()[0] == Approx(0.2));
+  CHECK_THROWS_WITH(plateau.observe_validation({{"validation_accuracy", 1.0}}),
+                    Catch::Contains("metric 'loss' is not among the validation metrics "
+                                    "(validation_accuracy)"));
+  lr::ReduceLROnPlateau cooled(
+      two_group_optimizer(),
+      lr::PlateauOptions().smaller_is_better(false).patience(0).cooldown(2).factor(0.5));
+  for (double v : {1.0, 0.9, 0.9, 0.9, 0.9}) cooled.observe_validation({{"validation_loss", v}});
+  CHECK(cooled.drops() == 2);  // a drop, two validations of cooldown, a drop
+}
+
+TEST_CASE("every built-in scheduler's state round-trips exactly", "[train][lr]") {
+  SECTION("step-count schedules") {
+    lr::OneCycleLR a(two_group_optimizer(), 20), b(two_group_optimizer(), 20);
+    check_round_trip(a, b, 7);
+    lr::CosineAnnealingWarmRestarts c(two_group_optimizer(), 3, 2), d(two_group_optimizer(), 3, 2);
+    check_round_trip(c, d, 11);
+    lr::MultiStepLR e(two_group_optimizer(), {4, 9}), f(two_group_optimizer(), {4, 9});
+    check_round_trip(e, f, 5);
+    lr::PolynomialLR g(two_group_optimizer(), 9, 1.5), h(two_group_optimizer(), 9, 1.5);
+    check_round_trip(g, h, 3);
+  }
+  SECTION("reduce-on-plateau inside a warm-up") {
+    auto options = lr::PlateauOptions().patience(0).factor(0.5);
+    lr::LinearWarmup a(lr::ReduceLROnPlateau(two_group_optimizer(), options), 3);
+    lr::LinearWarmup b(lr::ReduceLROnPlateau(two_group_optimizer(), options), 3);
+    for (double v : {1.0, 2.0, 3.0}) a.observe_validation({{"validation_loss", v}});
+    check_round_trip(a, b, 4);
+    CHECK(a.state()["after"]["drops"] == 2);
+    CHECK(b.state() == a.state());
+  }
+  CHECK_THROWS_WITH(lr::StepLR(two_group_optimizer(), 1).load_state({{"steps", 3}}),
+                    Catch::Contains("lacks step_count"));
+}
