@@ -4,7 +4,8 @@
 # Crucible with ninja against the LibTorch of the machine's PyTorch (torch.utils.cmake_prefix_path;
 # no library preloaded), runs the whole suite, then the GPU benchmark (tools/bench/bench_gpu: the
 # Fashion-MNIST CNN job through trainer fit, a hand-written LibTorch loop, plain PyTorch and
-# Lightning when installed; BENCH_ROUNDS rounds, default 3). Logs go to $OUT when set (the device
+# Lightning when installed; BENCH_ROUNDS rounds, default 3) and tools/bench/bench_amp.py (mixed
+# precision against fp32, AMP_EPOCHS epochs, default 2). Logs go to $OUT when set (the device
 # tool), else to build-gpu/. Exits with the suite's status, or 1 when the build or benchmark fails.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -42,5 +43,10 @@ suite=${PIPESTATUS[0]}
 
 "$build/bin/bench_gpu" --rounds "${BENCH_ROUNDS:-3}" --python "$python" 2>&1 |
   tee "$logs/gpu_bench.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+
+# Mixed precision (fp32, bf16, fp16 with the gradient scaler) on the CNN and a wide MLP.
+"$python" tools/bench/bench_amp.py "$build/bin/trainer" --epochs "${AMP_EPOCHS:-2}" 2>&1 |
+  tee "$logs/gpu_bench_amp.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
 exit "$suite"

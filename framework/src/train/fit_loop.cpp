@@ -192,13 +192,14 @@ class FitLoop {
 
   void save_checkpoint() {
     if (state_.checkpointed_at == state_.batches) return;
+    const auto started = std::chrono::steady_clock::now();
     // Never a checkpoint of a model whose loss already diverged.
     reporter_.check_training_finite(state_);
     checkpointer_->save(*session_, state_, progress(), train_loader_.position(),
                         reporter_.training_state());
     each_callback("on_checkpoint_end",
                   [&](Callback& c) { c.on_checkpoint_end(state_.last_checkpoint); });
-    reporter_.restart_clock();
+    reporter_.exclude_time(std::chrono::steady_clock::now() - started);
   }
 
   // One training batch, one validation batch, a checkpoint saved and restored.

@@ -61,8 +61,11 @@ class Reporter {
   // among them.
   bool record_best(FitState& state) const;
 
-  // Starts the throughput clock afresh (after time not spent training).
+  // Starts the throughput clock afresh (after time not spent training, when nothing is pending).
   void restart_clock() { since_ = std::chrono::steady_clock::now(); }
+  // Leaves time not spent training out of the pending report's throughput: the clock starts
+  // `elapsed` later.
+  void exclude_time(std::chrono::steady_clock::duration elapsed) { since_ += elapsed; }
 
   // The pending training sums of this rank, for checkpoints; and back.
   nlohmann::json training_state() const { return training_.state(); }
