@@ -84,6 +84,32 @@ TEST_CASE("accumulating k batches of B equals one batch of k x B for a mean loss
   CHECK_FALSE(torch::allclose(train(3, false), whole, 1e-3, 1e-4));  // summed, not averaged
 }
 
+TEST_CASE("step_optimizer clips per call, by norm or by value, and records the norm", "[train]") {
+  // loss = w . (3, 4) + b: gradients (3, 4) and 1, total 2-norm sqrt(26); SGD with rate 1 from
+  // zero weights leaves minus the clipped gradients.
+  auto step = [](const crucible::GradientClipping& clipping) {
+    Fixture f;
+    auto model = f.ctx.wrap_model(torch::nn::Linear(2, 1));
+    {
+      torch::NoGradGuard no_grad;
+      model->weight.zero_();
+      model->bias.zero_();
+    }
+    auto opt = f.ctx.wrap_optimizer(torch::optim::SGD(model->parameters(), 1.0));
+    f.ctx.backward(model->forward(torch::tensor({{3.0f, 4.0f}})).sum());
+    f.ctx.step_optimizer(opt, clipping);
+    CHECK(f.state.step_metrics.at("grad_norm").item<double>() == Approx(std::sqrt(26.0)));
+    return torch::cat({model->weight.detach().flatten(), model->bias.detach()});
+  };
+  crucible::GradientClipping by_norm;
+  by_norm.max_norm = 1.0;
+  const auto normed = step(by_norm);
+  CHECK(torch::allclose(normed, -torch::tensor({3.0f, 4.0f, 1.0f}) / std::sqrt(26.0f)));
+  crucible::GradientClipping by_value;
+  by_value.max_value = 0.5;
+  CHECK(torch::equal(step(by_value), torch::tensor({-0.5f, -0.5f, -0.5f})));
+}
+
 TEST_CASE("wrap_lr_scheduler refuses an optimizer that was not wrapped", "[train]") {
   Fixture f;
   auto model = torch::nn::Linear(1, 1);
