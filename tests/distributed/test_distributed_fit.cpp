@@ -297,6 +297,36 @@ resources: {slots_per_trial: 2}
                            Catch::Contains("train_batch (batch 5) threw: injected failure"));
 }
 
+TEST_CASE("a stop one rank's trial requests ends every rank one batch later, cleanly",
+          "[dist][fit]") {
+  for (const int asking : {0, 1}) {
+    INFO("rank " << asking << " asks");
+    TempDir tmp;
+    auto r = fit_yaml(tmp, fmt::format(R"(name: stop
+entrypoint: crucible_test_trials:RecordingTrial
+hyperparameters: {{global_batch_size: 8, records: 100, validation_records: 20,
+                  validation_batch_size: 4, stop_at: 6, fail_rank: {}}}
+max_length: {{batches: 40}}
+searcher: {{metric: validation_avg_x}}
+resources: {{slots_per_trial: 2}}
+)",
+                                       asking));
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    const auto rows = read_metrics(tmp / "run/metrics.jsonl");
+    REQUIRE(rows.size() >= 2);
+    // Asked during batch 6; the ranks' vote on it completes after batch 7.
+    const auto& stopped = rows[rows.size() - 2];
+    CHECK(stopped["type"] == "stopped");
+    CHECK(stopped["batches"] == 8);
+    CHECK(stopped["reason"] ==
+          (asking == 0 ? "stop_at reached" : "another rank's trial requested a stop"));
+    CHECK(rows.back()["type"] == "validation");
+    CHECK(rows.back()["batches"] == 8);
+    CHECK(util::exists(tmp / "run/checkpoints/batch-0000000008/metadata.json"));
+  }
+}
+
 TEST_CASE("a rank that hangs makes the others fail within the timeout: the launcher names it",
           "[dist][fit]") {
   TempDir tmp;

@@ -32,7 +32,7 @@ inline std::shared_ptr<TensorDataset> index_dataset(int64_t n) {
 // validation_batch_size, and optional fail_at / hang_at / nan_at / stop_at (batch indices, -1 =
 // never: throw, sleep forever, report a NaN loss, call ctx.set_stop_requested), nan_grad_at and
 // nan_grad_from (a NaN loss before backward on that batch, or on every batch from it) and
-// fail_rank (the only rank that fails or hangs; default every rank).
+// fail_rank (the only rank that fails, hangs or requests a stop; default every rank).
 class RecordingTrial : public Trial {
  public:
   struct Call {
@@ -94,7 +94,9 @@ class RecordingTrial : public Trial {
       loss = loss * std::nan("");
     }
     ctx_.backward(loss);
-    if (batch_idx == hparam_or("stop_at", -1)) ctx_.set_stop_requested("stop_at reached");
+    if (batch_idx == hparam_or("stop_at", -1) && failing_rank) {
+      ctx_.set_stop_requested("stop_at reached");
+    }
     ctx_.step_optimizer(opt_);
     if (batch_idx == hparam_or("nan_at", -1)) loss = loss * std::nan("");
     return {{"loss", loss}};
