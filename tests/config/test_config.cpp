@@ -236,11 +236,19 @@ crucible::ExperimentConfig every_member_set() {
   hyperparameters["units"].maxval = 64;
   hyperparameters["act"].type = HyperparameterSpec::Type::kCategorical;
   hyperparameters["act"].vals = {"relu", 1, false};
-  auto& [searcher_name, metric, smaller_is_better, max_trials] = searcher;
-  searcher_name = "random";
+  auto& [searcher_name, metric, smaller_is_better, max_trials, max_concurrent_trials, mode, divisor,
+         max_rungs, max_time, time_metric, searcher_length] = searcher;
+  searcher_name = "adaptive_asha";
   metric = "accuracy";
   smaller_is_better = false;
   max_trials = 9;
+  max_concurrent_trials = 0;
+  mode = crucible::AshaMode::kConservative;
+  divisor = 3;
+  max_rungs = 2;
+  max_time = 600;
+  time_metric = "batches";
+  searcher_length = {crucible::LengthUnit::kEpochs, 3};
   max_length = {crucible::LengthUnit::kRecords, 1000};
   records_per_epoch = 500;
   min_validation_period = {crucible::LengthUnit::kBatches, 7};

@@ -3,8 +3,8 @@
 
 #include "search/asha.h"
 
+using crucible::AshaMode;
 using crucible::search::AshaDecision;
-using crucible::search::AshaMode;
 using crucible::search::AshaOptions;
 using crucible::search::AshaRungs;
 

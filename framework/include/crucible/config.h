@@ -33,11 +33,25 @@ struct HyperparameterSpec {
   std::vector<nlohmann::json> vals;  // kCategorical
 };
 
+// How adaptive ASHA spreads its trials over brackets (../shared/SEARCH.md).
+enum class AshaMode { kAggressive, kStandard, kConservative };
+
+// `searcher`, with Determined's keys and defaults.
 struct SearcherConfig {
   std::string name = "single";
   std::string metric = "validation_loss";
   bool smaller_is_better = true;
   int64_t max_trials = 1;
+  int64_t max_concurrent_trials = 16;  // 0 = no limit
+  // adaptive_asha: brackets, the rung ratio and the most rungs.
+  AshaMode mode = AshaMode::kStandard;
+  int64_t divisor = 4;
+  int64_t max_rungs = 5;
+  // adaptive_asha's trial length: max_time units of the validation metric time_metric (the
+  // current form), or max_length (the older form); 0 = unset.
+  int64_t max_time = 0;
+  std::string time_metric;
+  Length max_length;
 };
 
 enum class CheckpointPolicy { kBest, kAll, kNone };

@@ -27,6 +27,14 @@ const util::NameTable<DistributedBackend>& names<DistributedBackend>() {
 }
 
 template <>
+const util::NameTable<AshaMode>& names<AshaMode>() {
+  static const util::NameTable<AshaMode> table{{AshaMode::kAggressive, "aggressive"},
+                                               {AshaMode::kStandard, "standard"},
+                                               {AshaMode::kConservative, "conservative"}};
+  return table;
+}
+
+template <>
 const util::NameTable<MixedPrecision>& names<MixedPrecision>() {
   static const util::NameTable<MixedPrecision> table{{MixedPrecision::kNone, "none"},
                                                      {MixedPrecision::kFp16, "fp16"},

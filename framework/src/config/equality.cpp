@@ -14,9 +14,12 @@ bool operator==(const HyperparameterSpec& a, const HyperparameterSpec& b) {
 }
 
 bool operator==(const SearcherConfig& a, const SearcherConfig& b) {
-  const auto& [name, metric, smaller_is_better, max_trials] = a;
-  return std::tie(name, metric, smaller_is_better, max_trials) ==
-         std::tie(b.name, b.metric, b.smaller_is_better, b.max_trials);
+  const auto& [name, metric, smaller_is_better, max_trials, max_concurrent_trials, mode, divisor,
+               max_rungs, max_time, time_metric, max_length] = a;
+  return std::tie(name, metric, smaller_is_better, max_trials, max_concurrent_trials, mode, divisor,
+                  max_rungs, max_time, time_metric, max_length) ==
+         std::tie(b.name, b.metric, b.smaller_is_better, b.max_trials, b.max_concurrent_trials,
+                  b.mode, b.divisor, b.max_rungs, b.max_time, b.time_metric, b.max_length);
 }
 
 bool operator==(const CheckpointStorageConfig& a, const CheckpointStorageConfig& b) {

@@ -105,6 +105,16 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
     }
     key.read(*section, c);
   }
+  const SearcherConfig& s = c.searcher;
+  if (s.max_time > 0 && s.time_metric.empty()) {
+    source.fail("searcher.max_time", root["searcher"]["max_time"],
+                "needs searcher.time_metric, the validation metric it counts (e.g. batches)");
+  }
+  if (s.name == "adaptive_asha" && s.max_time == 0 && s.max_length.value == 0) {
+    source.fail("searcher", root["searcher"],
+                "adaptive_asha needs a trial length: max_time with time_metric (e.g. max_time: "
+                "1000, time_metric: batches) or max_length (e.g. max_length: {batches: 1000})");
+  }
   if (c.global_batch_size() % c.resources.slots_per_trial != 0) {
     source.fail("hyperparameters.global_batch_size", root["hyperparameters"]["global_batch_size"],
                 fmt::format("{} is not divisible by resources.slots_per_trial ({})",

@@ -8,9 +8,9 @@
 #include <optional>
 #include <vector>
 
-namespace crucible::search {
+#include <crucible/config.h>
 
-enum class AshaMode { kAggressive, kStandard, kConservative };
+namespace crucible::search {
 
 struct AshaOptions {
   int64_t max_trials = 16;  // N
