@@ -24,6 +24,7 @@ TEST_CASE("checkpoint metadata reads back what it writes", "[checkpoint]") {
   m.trainer_state.optimizer_counters = {{"optimizer_steps", {20}}};
   m.num_models = 2;
   m.parts = {"grad_scaler"};
+  m.schedulers = {{{"step_count", 3}}, {{"step_count", 5}, {"drops", 1}}};
   m.files = {{"model_0.pt", {{"size", 10}, {"crc32", "00000000"}}}};
 
   const ckpt::Metadata back = ckpt::Metadata::from_json(m.to_json(), "here");
@@ -45,6 +46,13 @@ TEST_CASE("checkpoint metadata reads back what it writes", "[checkpoint]") {
   CHECK(std::isnan(read_back.at("validation_loss")));
   CHECK(read_back.at("n") == 2);
 
+  // A checkpoint from before scheduler states held their step counts.
+  nlohmann::json older = m.to_json();
+  older.erase("schedulers");
+  older["scheduler_steps"] = {3, 7};
+  CHECK(ckpt::Metadata::from_json(older, "here").schedulers ==
+        nlohmann::json::array({{{"step_count", 3}}, {{"step_count", 7}}}));
+
   ckpt::Metadata fresh;
   fresh.files = nlohmann::json::object();
   CHECK_FALSE(ckpt::Metadata::from_json(fresh.to_json(), "here").trainer_state.best_metric);
@@ -63,6 +71,11 @@ TEST_CASE("checkpoint metadata of the wrong shape is a damaged checkpoint naming
   CHECK_THROWS_WITH(ckpt::Metadata::from_json(json, "ckpt/metadata.json"),
                     Catch::Contains("ckpt/metadata.json: metric 'validation_loss' in 'validation' "
                                     "is \"low\", not a number"));
+  json["validation"] = nlohmann::json::object();
+  json["schedulers"] = 4;
+  CHECK_THROWS_WITH(ckpt::Metadata::from_json(json, "ckpt/metadata.json"),
+                    Catch::Contains("'schedulers' is 4, not a list"));
+  json["schedulers"] = nlohmann::json::array();
   json["validation"] = {1, 2};
   CHECK_THROWS_WITH(ckpt::Metadata::from_json(json, "ckpt/metadata.json"),
                     Catch::Contains("ckpt/metadata.json: 'validation' is [1,2], not metrics"));

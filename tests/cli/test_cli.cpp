@@ -158,14 +158,20 @@ TEST_CASE("config errors exit 2 with file, line and column", "[cli]") {
                                              "must be at least 1, got -1"));
 }
 
-TEST_CASE("a wrongly typed hyperparameter exits 2 naming it", "[cli]") {
-  TempDir tmp;
-  auto r = trainer("fit " + kConfigs + "/linear.yaml --set hyperparameters.learning_rate=fast " +
-                   "--output " + (tmp / "run"));
-  CHECK(r.exit_code == 2);
-  check_one_clean_error(r);
-  CHECK_THAT(r.output, Catch::Contains("trial LinearTrial: constructor failed: hyperparameter "
-                                       "'learning_rate' is string \"fast\", expected float"));
+TEST_CASE("a wrongly typed or unknown hyperparameter value exits 2 naming it", "[cli]") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"linear.yaml --set hyperparameters.learning_rate=fast",
+       "trial LinearTrial: constructor failed: hyperparameter 'learning_rate' is string \"fast\", "
+       "expected float"},
+      {"fashion_mnist_test_mode.yaml --test-mode --set hyperparameters.lr_schedule=cosine",
+       "hyperparameter 'lr_schedule' is 'cosine'; expected step_decay or warmup_cosine"}};
+  for (const auto& [args, message] : cases) {
+    TempDir tmp;
+    auto r = trainer("fit " + kConfigs + "/" + args + " --output " + (tmp / "run"));
+    CHECK(r.exit_code == 2);
+    check_one_clean_error(r);
+    CHECK_THAT(r.output, Catch::Contains(message));
+  }
 }
 
 TEST_CASE("plugin errors exit 3", "[cli]") {

@@ -1,6 +1,8 @@
 // Validation metric reduction: per batch on a rank, then across ranks, exact for every reducer.
 #include "catch.h"
 
+#include <cmath>
+
 #include "metrics/reducer.h"
 
 using crucible::EvaluationReducer;
@@ -69,4 +71,42 @@ TEST_CASE("ranks or batches that report different metrics are an error naming th
   other.add({{"loss", torch::tensor(1.0)}}, 4, 0);
   CHECK_THROWS_WITH(metrics::combine_partials({acc.partial(), other.partial()}, kReducers),
                     Catch::Contains("ranks report different validation metrics: rank 0 reports"));
+}
+
+TEST_CASE("training means: the first non-finite batch, skipped values, counts, state",
+          "[metrics]") {
+  using crucible::metrics::TrainingAccumulator;
+  const double nan = std::nan("");
+  auto batch = [](double loss) { return crucible::Metrics{{"loss", torch::tensor(loss)}}; };
+
+  TrainingAccumulator stop;
+  stop.add(batch(1.0), 10);
+  stop.add(batch(3.0), 11);
+  CHECK(stop.first_non_finite("loss") == -1);
+  stop.add(batch(nan), 12);
+  stop.add(batch(2.0), 13);
+  CHECK(std::isnan(stop.peek().at("loss")));
+  CHECK(stop.first_non_finite("loss") == 12);
+  CHECK(stop.first_non_finite("accuracy") == -1);
+
+  TrainingAccumulator skip(/*skip_non_finite=*/true);
+  skip.add(batch(1.0), 0);
+  skip.add(batch(nan), 1);
+  skip.add(batch(3.0), 2);
+  skip.add_count("skipped_steps", 1);
+  skip.add_count("skipped_steps", 0);
+  const auto means = skip.peek();
+  CHECK(means.at("loss") == 2.0);  // the NaN left out
+  CHECK(means.at("skipped_steps") == 1.0);
+  CHECK(skip.first_non_finite("loss") == -1);
+
+  // The pending state round-trips, and a checkpoint's older [sum, count] form still reads.
+  TrainingAccumulator back(true);
+  back.restore(nlohmann::json::parse(skip.state().dump()));
+  CHECK(back.peek() == means);
+  CHECK(back.batches() == 3);
+  TrainingAccumulator old;
+  old.restore({{"batches", 2}, {"sums", {{"loss", {5.0, 2}}}}});
+  CHECK(old.flush() == crucible::MetricValues{{"loss", 2.5}});
+  CHECK(old.empty());
 }

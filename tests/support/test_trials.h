@@ -423,13 +423,15 @@ class ClippingTrial : public Trial {
   Optimizer second_;
 };
 
-// RecordingTrial with an EventLog named "log"; hyperparameter throw_in is passed to it.
+// RecordingTrial with an EventLog named "log" (or hyperparameter callback_name); hyperparameter
+// throw_in is passed to it.
 class CallbackTrial : public RecordingTrial {
  public:
   using RecordingTrial::RecordingTrial;
   Callbacks build_callbacks() override {
     const auto& hp = context().hparams();
-    return {{"log", std::make_shared<EventLog>(hp.value("throw_in", ""))}};
+    return {
+        {hp.value("callback_name", "log"), std::make_shared<EventLog>(hp.value("throw_in", ""))}};
   }
 };
 

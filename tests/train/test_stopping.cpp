@@ -150,3 +150,13 @@ TEST_CASE("early stopping on a metric validation does not report names it",
   CHECK_THAT(message, Catch::Contains("early stopping: metric 'accuracy' is not among the "
                                       "validation metrics (validation_avg_x, validation_max_x"));
 }
+
+TEST_CASE("a trial callback named early_stopping clashes with the experiment file's",
+          "[train][early_stopping]") {
+  TempDir tmp;
+  auto config = recording_config("max_length: {batches: 5}\nearly_stopping: {metric: avg_x}\n",
+                                 {"hyperparameters.callback_name=early_stopping"});
+  CHECK_THAT(error_of([&] { fit_recording<CallbackTrial>(config, tmp / "run"); }),
+             Catch::Contains("the name 'early_stopping' belongs to the experiment file's "
+                             "early_stopping callback"));
+}

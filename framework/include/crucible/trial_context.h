@@ -36,6 +36,7 @@ class AutocastRegion {
   AutocastRegion(bool active, torch::DeviceType device, bool enabled, c10::ScalarType dtype);
 
   bool active_;
+  bool enabled_;  // this region's state, and whether it entered a level of autocast nesting
   torch::DeviceType device_;
   bool was_enabled_ = false;
   c10::ScalarType was_dtype_ = c10::kFloat;

@@ -107,6 +107,12 @@ Metadata Metadata::from_json(const nlohmann::json& json, const std::string& path
     t.best_metric = best;
   }
   read(json, "schedulers", m.schedulers, path);
+  if (!json.contains("schedulers") && json.contains("scheduler_steps")) {
+    // Checkpoints before scheduler states held step counts only.
+    nlohmann::json steps = nlohmann::json::array();
+    read(json, "scheduler_steps", steps, path);
+    for (const auto& n : steps) m.schedulers.push_back({{"step_count", n}});
+  }
   if (!m.schedulers.is_array()) {
     throw DamagedCheckpoint(
         fmt::format("{}: 'schedulers' is {}, not a list", path, m.schedulers.dump()));

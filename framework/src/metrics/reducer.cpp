@@ -1,6 +1,7 @@
 #include "metrics/reducer.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -159,21 +160,17 @@ MetricValues average_across_ranks(const DistributedContext& dist, const MetricVa
 void TrainingAccumulator::add(const Metrics& batch_metrics, int64_t batch_idx) {
   for (const auto& [name, tensor] : batch_metrics) {
     torch::Tensor v = scalar_of(name, tensor, "train_batch", batch_idx);
-    auto it = sums_.find(name);
-    if (it == sums_.end()) {
-      const auto zero = torch::zeros({}, v.options().dtype(torch::kLong));
-      it = sums_.emplace(name, Entry{torch::zeros_like(v), zero, {}}).first;
-    }
-    Entry& e = it->second;
+    Entry& e = sums_[name];
     if (skip_non_finite_) {
       const torch::Tensor ok = torch::isfinite(v);
-      e.sum = e.sum + torch::where(ok, v, torch::zeros_like(v));
-      e.finite = e.finite + ok;
+      const torch::Tensor kept = torch::where(ok, v, torch::zeros_like(v));
+      e.sum = e.sum.defined() ? e.sum + kept : kept;
+      e.finite = e.finite.defined() ? e.finite + ok : ok.to(torch::kLong);
     } else {
-      e.sum = e.sum + v;
-      e.finite = e.finite + torch::isfinite(e.sum);
+      e.sum = e.sum.defined() ? e.sum + v : v;
+      e.values.emplace_back(batch_idx, v);
     }
-    e.batches.push_back(batch_idx);
+    ++e.count;
   }
   ++batches_;
 }
@@ -181,9 +178,8 @@ void TrainingAccumulator::add(const Metrics& batch_metrics, int64_t batch_idx) {
 MetricValues TrainingAccumulator::peek() const {
   MetricValues out;
   for (const auto& [name, e] : sums_) {
-    const double n = skip_non_finite_ ? static_cast<double>(e.finite.item<int64_t>())
-                                      : static_cast<double>(e.batches.size());
-    out[name] = e.sum.item<double>() / n;
+    const int64_t n = skip_non_finite_ ? e.finite.item<int64_t>() : e.count;
+    out[name] = e.sum.item<double>() / static_cast<double>(n);
   }
   for (const auto& [name, n] : counts_) out[name] = static_cast<double>(n);
   return out;
@@ -191,9 +187,11 @@ MetricValues TrainingAccumulator::peek() const {
 
 int64_t TrainingAccumulator::first_non_finite(const std::string& name) const {
   const auto it = sums_.find(name);
-  if (skip_non_finite_ || it == sums_.end()) return -1;
-  const auto finite = static_cast<size_t>(it->second.finite.item<int64_t>());
-  return finite < it->second.batches.size() ? it->second.batches[finite] : -1;
+  if (it == sums_.end()) return -1;
+  for (const auto& [batch, value] : it->second.values) {
+    if (!std::isfinite(value.item<double>())) return batch;
+  }
+  return -1;
 }
 
 MetricValues TrainingAccumulator::flush() {
@@ -212,21 +210,24 @@ nlohmann::json TrainingAccumulator::state() const {
   nlohmann::json sums = nlohmann::json::object();
   for (const auto& [name, e] : sums_) {
     sums[name] = {{"sum", e.sum.item<double>()},
-                  {"finite", e.finite.item<int64_t>()},
-                  {"batches", e.batches}};
+                  {"count", e.count},
+                  {"finite", skip_non_finite_ ? e.finite.item<int64_t>() : e.count}};
   }
   return {{"batches", batches_}, {"sums", sums}, {"counts", counts_}};
 }
 
 void TrainingAccumulator::restore(const nlohmann::json& state) {
-  sums_.clear();
+  reset();
   batches_ = state.value("batches", int64_t{0});
   counts_ = state.value("counts", std::map<std::string, int64_t>());
   const nlohmann::json sums = state.value("sums", nlohmann::json::object());
-  for (const auto& [name, e] : sums.items()) {
-    sums_.emplace(name, Entry{torch::tensor(e.at("sum").get<double>(), torch::kDouble),
-                              torch::tensor(e.at("finite").get<int64_t>(), torch::kLong),
-                              e.at("batches").get<std::vector<int64_t>>()});
+  for (const auto& [name, saved] : sums.items()) {
+    // Checkpoints before the non-finite policy wrote [sum, count].
+    const bool pair = saved.is_array();
+    Entry& e = sums_[name];
+    e.sum = torch::tensor((pair ? saved.at(0) : saved.at("sum")).get<double>(), torch::kDouble);
+    e.count = (pair ? saved.at(1) : saved.at("count")).get<int64_t>();
+    e.finite = torch::tensor(pair ? e.count : saved.at("finite").get<int64_t>(), torch::kLong);
   }
 }
 

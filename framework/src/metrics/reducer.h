@@ -53,8 +53,9 @@ class TrainingAccumulator {
   MetricValues peek() const;
   // Drops what was added.
   void reset();
-  // The first batch of the period whose value of `name` was not finite; -1 when none was (or
-  // with skip_non_finite).
+  // The first batch of the period whose value of `name` was not finite; -1 when none was, with
+  // skip_non_finite, or when it lies before restore() (whose sums were finite: checkpoints are
+  // written only then). Reads the values one by one: for error messages only.
   int64_t first_non_finite(const std::string& name) const;
   // The pending sums as JSON (exact: doubles round-trip), for checkpoints; and back.
   nlohmann::json state() const;
@@ -62,11 +63,11 @@ class TrainingAccumulator {
 
  private:
   struct Entry {
-    torch::Tensor sum;
-    // kLong: values that were finite (skip_non_finite), or batches after which the running sum
-    // was still finite.
-    torch::Tensor finite;
-    std::vector<int64_t> batches;  // the batches that reported the metric
+    torch::Tensor sum;     // of the values; with skip_non_finite, of the finite ones
+    int64_t count = 0;     // values added
+    torch::Tensor finite;  // skip_non_finite: how many values were finite (kLong)
+    // Without skip_non_finite, the values added since the last restore, by batch.
+    std::vector<std::pair<int64_t, torch::Tensor>> values;
   };
   bool skip_non_finite_;
   std::map<std::string, Entry> sums_;

@@ -11,14 +11,15 @@ int StopVote::agreed(bool requested) {
     detail::DistributedAccess::collectives(dist_)->wait(work_, "stop-signal allreduce");
     work_.reset();
     // Elementwise MAX over the ranks: {signal, requested}.
-    const int agreed_signal = vote_[0].item<int>();
-    if (agreed_signal != 0) return agreed_signal;
-    if (vote_[1].item<int>() != 0) return kRequested;
+    const int* agreed = vote_.data_ptr<int>();
+    if (agreed[0] != 0) return agreed[0];
+    if (agreed[1] != 0) return kRequested;
   } else {
     vote_ = torch::zeros({2}, torch::kInt);
   }
-  vote_[0].fill_(sig);
-  vote_[1].fill_(requested ? 1 : 0);
+  int* mine = vote_.data_ptr<int>();
+  mine[0] = sig;
+  mine[1] = requested ? 1 : 0;
   work_ = detail::DistributedAccess::collectives(dist_)->allreduce_async(vote_, ReduceOp::kMax);
   return 0;
 }

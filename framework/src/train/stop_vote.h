@@ -31,7 +31,8 @@ class StopVote {
 
  private:
   const DistributedContext& dist_;
-  torch::Tensor vote_;  // this rank's signal, all-reduced (MAX) in the background
+  torch::Tensor
+      vote_;  // this rank's {signal, requested} (CPU), all-reduced (MAX) in the background
   c10::intrusive_ptr<c10d::Work> work_;
 };
 

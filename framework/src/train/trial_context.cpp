@@ -98,7 +98,7 @@ AutocastRegion TrialContext::autocast(bool enabled) const {
 
 AutocastRegion::AutocastRegion(bool active, torch::DeviceType device, bool enabled,
                                c10::ScalarType dtype)
-    : active_(active), device_(device) {
+    : active_(active), enabled_(enabled), device_(device) {
   if (!active_) return;
   const train::AutocastState was = train::autocast_state(device_);
   was_enabled_ = was.enabled;
@@ -109,9 +109,8 @@ AutocastRegion::AutocastRegion(bool active, torch::DeviceType device, bool enabl
 
 AutocastRegion::~AutocastRegion() {
   if (!active_) return;
-  const bool entered = train::autocast_state(device_).enabled;
   train::set_autocast_state(device_, {was_enabled_, was_dtype_});
-  if (entered) train::leave_autocast();
+  if (enabled_) train::leave_autocast();
 }
 
 void TrialContext::set_stop_requested(const std::string& reason) {

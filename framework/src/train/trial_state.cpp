@@ -68,11 +68,13 @@ void step_optimizer(TrialState& state, const Optimizer& optimizer,
     dist::GradientSync& sync = gradient_sync(state, optimizer);
     if (sync.changed_since_finish()) sync.finish();
   }
-  const std::vector<torch::Tensor> params = parameters_of(*optimizer);
+  const bool check = state.config->optimizations.non_finite == NonFinitePolicy::kSkip;
+  std::vector<torch::Tensor> params;
+  if (state.scaler || check || clipping.enabled()) params = parameters_of(*optimizer);
   bool skip = false;
   if (state.scaler) {
     skip = state.scaler->unscale(params);
-  } else if (state.config->optimizations.non_finite == NonFinitePolicy::kSkip) {
+  } else if (check) {
     skip = !gradients_finite(params);
   }
   if (clipping.enabled()) {
