@@ -14,8 +14,6 @@
 
 namespace crucible::testing {
 
-inline const std::string kTrainer = std::string(CRUCIBLE_BIN_DIR) + "/trainer";
-
 // 512 records in batches of 16 (32 per epoch), 4 epochs; checkpoints every 20 batches and after
 // every validation; training reports every 7 batches, so reports straddle checkpoints.
 inline std::string resumable_config(const TempDir& dir, int64_t sleep_ms,

@@ -10,7 +10,6 @@ using namespace crucible::testing;
 
 namespace {
 
-const std::string kTrainer = std::string(CRUCIBLE_BIN_DIR) + "/trainer";
 const std::string kConfigs = std::string(CRUCIBLE_SOURCE_DIR) + "/configs";
 
 CommandResult trainer(const std::string& args) { return run_command(kTrainer + " " + args); }

@@ -217,7 +217,7 @@ crucible::ExperimentConfig every_member_set() {
   auto& [name, description, entrypoint, hyperparameters, searcher, max_length, records_per_epoch,
          min_validation_period, min_checkpoint_period, perform_initial_validation,
          checkpoint_policy, checkpoint_storage, resources, optimizations, reproducibility,
-         early_stopping, scheduling_unit, data, source_path] = c;
+         early_stopping, scheduling_unit, max_restarts, data, source_path, warnings] = c;
   name = "123";
   description = "a test";
   entrypoint = "./lib.so:T";
@@ -237,7 +237,7 @@ crucible::ExperimentConfig every_member_set() {
   hyperparameters["act"].type = HyperparameterSpec::Type::kCategorical;
   hyperparameters["act"].vals = {"relu", 1, false};
   auto& [searcher_name, metric, smaller_is_better, max_trials, max_concurrent_trials, mode, divisor,
-         max_rungs, max_time, time_metric, searcher_length] = searcher;
+         max_rungs, bracket_rungs, max_time, time_metric, searcher_length] = searcher;
   searcher_name = "adaptive_asha";
   metric = "accuracy";
   smaller_is_better = false;
@@ -246,6 +246,7 @@ crucible::ExperimentConfig every_member_set() {
   mode = crucible::AshaMode::kConservative;
   divisor = 3;
   max_rungs = 2;
+  bracket_rungs = 1;
   max_time = 600;
   time_metric = "batches";
   searcher_length = {crucible::LengthUnit::kEpochs, 3};
@@ -285,8 +286,10 @@ crucible::ExperimentConfig every_member_set() {
   patience = 4;
   min_delta = 0.001;
   scheduling_unit = 5;
+  max_restarts = 0;
   data = {{"path", "/d"}, {"n", 3}};
   source_path = "built in code";
+  warnings = {"not part of the config"};
   return c;
 }
 
@@ -362,7 +365,7 @@ TEST_CASE("the keys safe on resume are those the schema marks", "[config]") {
                     "description", "max_length", "min_validation_period", "min_checkpoint_period",
                     "checkpoint_storage.save_trial_best", "checkpoint_storage.save_trial_latest",
                     "resources.distributed_timeout_seconds",
-                    "optimizations.gradient_as_bucket_view", "scheduling_unit"});
+                    "optimizations.gradient_as_bucket_view", "scheduling_unit", "max_restarts"});
   using crucible::config::is_safe_change;
   CHECK(is_safe_change("max_length.epochs"));
   CHECK(is_safe_change("checkpoint_storage.save_trial_best"));
@@ -388,4 +391,31 @@ TEST_CASE("did-you-mean suggests only near keys", "[config]") {
   CHECK(nearest("max_lenght", {"max_length", "name"}) == "max_length");
   CHECK(nearest("hyperparameter", {"hyperparameters", "name"}) == "hyperparameters");
   CHECK(nearest("zzzzzz", {"max_length", "name"}).empty());
+}
+
+TEST_CASE("Determined's cluster keys are ignored with one warning each, its older forms read",
+          "[config]") {
+  const auto c = crucible::parse_experiment_config(R"(name: mnist
+entrypoint: lib:Trial
+labels: [tutorial]
+workspace: ws
+project: p
+environment: {image: x}
+bind_mounts: [{host_path: /a, container_path: /b}]
+resources: {slots_per_trial: 1, resource_pool: gpu, max_slots: 4}
+hyperparameters: {global_batch_size: 8}
+searcher: {name: single, metric: validation_loss, max_length: {batches: 937}}
+checkpoint_storage: {type: shared_fs, host_path: /tmp, storage_path: ckpt}
+)",
+                                                   "const.yaml");
+  REQUIRE(c.warnings.size() == 8);
+  CHECK_THAT(c.warnings[0], Catch::StartsWith("const.yaml:3:9: labels is ignored"));
+  CHECK_THAT(c.warnings[5], Catch::StartsWith("const.yaml:8:48: resources.resource_pool"));
+  CHECK_THAT(c.warnings[7], Catch::Contains("host_path /tmp/ckpt"));
+  CHECK(c.checkpoint_storage.host_path == "/tmp/ckpt");
+  CHECK(c.max_length == crucible::Length{crucible::LengthUnit::kBatches, 937});
+  // Warnings are not part of the config: the resolved config reads back equal, without them.
+  const auto again = crucible::parse_experiment_config(crucible::to_yaml(c), "again.yaml");
+  CHECK((again == c));
+  CHECK(again.warnings.empty());
 }

@@ -122,5 +122,6 @@ TEST_CASE("a worker command that cannot run is reported with its output", "[laun
   const auto result = launch(o, out, err);
   CHECK(result.exit_code == 127);
   CHECK_THAT(result.failure, Catch::Contains("exited with code 127") &&
-                                 Catch::Contains("cannot exec the worker command"));
+                                 Catch::Contains("cannot exec rank") &&
+                                 Catch::Contains("/nonexistent/worker"));
 }

@@ -26,6 +26,11 @@ namespace crucible::testing {
 
 namespace util = crucible::util;
 
+#ifdef CRUCIBLE_BIN_DIR
+// The `trainer` this build made.
+inline const std::string kTrainer = std::string(CRUCIBLE_BIN_DIR) + "/trainer";
+#endif
+
 struct CommandResult {
   int exit_code = -1;
   std::string output;  // stdout and stderr together

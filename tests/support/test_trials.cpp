@@ -8,6 +8,7 @@ using crucible::testing::NeitherEvalTrial;
 using crucible::testing::RecordingTrial;
 using crucible::testing::ReducerTrial;
 using crucible::testing::ResumableTrial;
+using crucible::testing::SearchTrial;
 using crucible::testing::ThrowingCtorTrial;
 
 CRUCIBLE_REGISTER_TRIAL(RecordingTrial);
@@ -18,3 +19,4 @@ CRUCIBLE_REGISTER_TRIAL(ClippingTrial);
 CRUCIBLE_REGISTER_TRIAL(BothEvalTrial);
 CRUCIBLE_REGISTER_TRIAL(NeitherEvalTrial);
 CRUCIBLE_REGISTER_TRIAL(ThrowingCtorTrial);
+CRUCIBLE_REGISTER_TRIAL(SearchTrial);

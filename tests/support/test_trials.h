@@ -482,4 +482,60 @@ class ThrowingCtorTrial : public NeitherEvalTrial {
   Metrics evaluate_batch(Batch&, int64_t) override { return {}; }
 };
 
+// A small regression for searches: its validation loss depends on its learning rate and on how
+// long it trained. Hyperparameters: lr, records, and optional hidden (default 8), sleep_ms (per
+// batch), fail_at (a batch index: train_batch throws there; only while the file fail_once names
+// does not exist, creating it, when fail_once is given) and invalid_above (the constructor
+// throws InvalidHyperparameters when lr is above it).
+class SearchTrial : public Trial {
+ public:
+  explicit SearchTrial(TrialContext& ctx)
+      : ctx_(ctx),
+        model_(ctx.wrap_model(torch::nn::Sequential(torch::nn::Linear(8, hparam_or("hidden", 8)),
+                                                    torch::nn::Tanh(),
+                                                    torch::nn::Linear(hparam_or("hidden", 8), 1)))),
+        opt_(
+            ctx.wrap_optimizer(torch::optim::SGD(model_->parameters(), ctx.hparam<double>("lr")))) {
+    if (ctx.hparams().contains("invalid_above") &&
+        ctx.hparam<double>("lr") > ctx.hparam<double>("invalid_above")) {
+      throw InvalidHyperparameters("lr " + std::to_string(ctx.hparam<double>("lr")) +
+                                   " is above invalid_above");
+    }
+  }
+  DataLoader build_training_data_loader() override {
+    return DataLoader(std::make_shared<JitteredDataset>(ctx_.hparam<int64_t>("records"), 7),
+                      DataLoaderOptions(ctx_.per_slot_batch_size()).shuffle(true));
+  }
+  DataLoader build_validation_data_loader() override {
+    return DataLoader(std::make_shared<JitteredDataset>(64, 8), DataLoaderOptions(32));
+  }
+  Metrics train_batch(Batch& batch, int64_t, int64_t batch_idx) override {
+    const int64_t sleep_ms = hparam_or("sleep_ms", 0);
+    if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+    if (batch_idx == hparam_or("fail_at", -1)) {
+      const std::string once =
+          ctx_.hparams().contains("fail_once") ? ctx_.hparam<std::string>("fail_once") : "";
+      if (once.empty() || !std::ifstream(once)) {
+        if (!once.empty()) std::ofstream(once) << "failed once\n";
+        throw std::runtime_error("injected failure at batch " + std::to_string(batch_idx));
+      }
+    }
+    auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]);
+    ctx_.backward(loss);
+    ctx_.step_optimizer(opt_);
+    return {{"loss", loss}};
+  }
+  Metrics evaluate_batch(Batch& batch, int64_t) override {
+    return {{"loss", torch::mse_loss(model_->forward(batch[0].tensor()), batch[1])}};
+  }
+
+ private:
+  int64_t hparam_or(const std::string& name, int64_t fallback) const {
+    return ctx_.hparams().contains(name) ? ctx_.hparam<int64_t>(name) : fallback;
+  }
+  TrialContext& ctx_;
+  torch::nn::Sequential model_;
+  Optimizer opt_;
+};
+
 }  // namespace crucible::testing

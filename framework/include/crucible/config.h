@@ -47,6 +47,8 @@ struct SearcherConfig {
   AshaMode mode = AshaMode::kStandard;
   int64_t divisor = 4;
   int64_t max_rungs = 5;
+  int64_t bracket_rungs = 0;  // adaptive_asha: the rungs of every bracket, in place of the
+                              // computed count; 0 = computed
   // adaptive_asha's trial length: max_time units of the validation metric time_metric (the
   // current form), or max_length (the older form); 0 = unset.
   int64_t max_time = 0;
@@ -142,9 +144,14 @@ struct ExperimentConfig {
   ReproducibilityConfig reproducibility;
   EarlyStoppingConfig early_stopping;
   int64_t scheduling_unit = 100;  // batches between training-metric reports
+  int64_t max_restarts = 5;       // a search restarts a failed trial this often, from its
+                                  // last checkpoint, before recording it as failed
   nlohmann::json data = nlohmann::json::object();
 
   std::string source_path;  // the file it was read from ("" when parsed from text)
+  // One line for each key that was accepted but has no effect here (Determined's cluster keys),
+  // naming it and its place. Not compared, not written back.
+  std::vector<std::string> warnings;
 
   // hyperparameters.global_batch_size (validated positive at parse time).
   int64_t global_batch_size() const;

@@ -16,7 +16,9 @@ enum ExitCode : int {
                             // continue with `trainer fit --resume RUN_DIR`
   kExitPeerLost = 5,        // a collective failed because another rank died, hangs or is
                             // unreachable; the launcher names that rank
-  kExitInterrupted = 130,   // a second SIGINT: stopped at once, without a checkpoint
+  kExitInvalidHyperparameters = 6,  // the trial rejected its hyperparameters
+                                    // (InvalidHyperparameters); a search replaces the trial
+  kExitInterrupted = 130,           // a second SIGINT: stopped at once, without a checkpoint
 };
 
 // Base of every error Crucible reports to a user. what() is a complete, user-facing message
@@ -64,6 +66,15 @@ class TrainingError : public Error {
 class PeerLostError : public Error {
  public:
   explicit PeerLostError(const std::string& message) : Error(message, kExitPeerLost) {}
+};
+
+// Thrown by a trial (usually from its constructor) whose hyperparameters cannot work together,
+// e.g. a kernel larger than its input. A search records the trial as invalid and replaces it
+// with a new one instead of retrying it; a single run exits with kExitInvalidHyperparameters.
+class InvalidHyperparameters : public Error {
+ public:
+  explicit InvalidHyperparameters(const std::string& message)
+      : Error(message, kExitInvalidHyperparameters) {}
 };
 
 // What `e` says, without the C++ stack trace LibTorch appends to its messages (from

@@ -39,20 +39,46 @@ struct ExperimentOptions {
   // with these same options. Empty: this process's own command line (/proc/self/exe and its
   // arguments).
   TORCH_ARG(std::vector<std::string>, worker_command);
+  // The `trainer` program a search runs each trial with. Empty: this program when it is named
+  // trainer, else the trainer installed beside the Crucible library (<prefix>/bin/trainer).
+  TORCH_ARG(std::string, trainer_program);
+};
+
+// What a search (searcher grid, random or adaptive_asha) did.
+struct SearchResult {
+  std::string experiment_dir;
+  // The trial with the best searcher.metric and that metric, if any trial validated; the best
+  // checkpoint of that trial (what <experiment_dir>/best names).
+  std::optional<int64_t> best_trial;
+  double best_metric = 0;
+  std::string best_checkpoint;
+  // Trials by how they ended: completed (reached their length), stopped (by the searcher),
+  // failed (after every restart) and invalid (hyperparameters the trial rejected).
+  int64_t completed = 0, stopped = 0, failed = 0, invalid = 0;
+  // Stopped by SIGTERM, SIGUSR1 or SIGINT; continue with `trainer fit --resume experiment_dir`.
+  bool interrupted = false;
 };
 
 struct ExperimentResult {
   // The exit code errors.h documents for the outcome: kExitOk, kExitStopped (stopped by a signal
-  // after a checkpoint), or the exit code of the first launched worker that failed.
+  // after a checkpoint), or the exit code of the first launched worker that failed. A search
+  // exits kExitOk when it ran to its end with at least one trial validated, kExitTrainingFailed
+  // when none validated.
   int exit_code = kExitOk;
   // This process's fit; absent in a process that only launched the workers.
   std::optional<FitResult> fit;
   // When a launched worker failed: its rank, its exit status and the tail of its output.
   std::string failure;
+  // The search, when the searcher is not single.
+  std::optional<SearchResult> search;
 };
 
 // Runs an experiment: reads its config (config_file, or the run's config.yaml when resuming,
 // with overrides and slots applied), loads its trial library (load_trial), and then
+//   - when the searcher is grid, random or adaptive_asha: runs the search (README, "Search"):
+//     an experiment directory (fit().output_dir(), or a new <host_path>/<name>/<id>) holding
+//     config.yaml, experiment.log, experiment.jsonl, best and trials/<id>/, each trial a run of
+//     trainer_program; fit().resume_dir() continues an experiment directory;
 //   - in a process an outside launcher started (torchrun, mpirun, srun, or Crucible's own
 //     launcher): joins that run (join_launched_run) and fits this rank;
 //   - otherwise, when the run has several slots or nodes: starts this node's share of the

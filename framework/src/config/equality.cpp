@@ -15,11 +15,12 @@ bool operator==(const HyperparameterSpec& a, const HyperparameterSpec& b) {
 
 bool operator==(const SearcherConfig& a, const SearcherConfig& b) {
   const auto& [name, metric, smaller_is_better, max_trials, max_concurrent_trials, mode, divisor,
-               max_rungs, max_time, time_metric, max_length] = a;
+               max_rungs, bracket_rungs, max_time, time_metric, max_length] = a;
   return std::tie(name, metric, smaller_is_better, max_trials, max_concurrent_trials, mode, divisor,
-                  max_rungs, max_time, time_metric, max_length) ==
-         std::tie(b.name, b.metric, b.smaller_is_better, b.max_trials, b.max_concurrent_trials,
-                  b.mode, b.divisor, b.max_rungs, b.max_time, b.time_metric, b.max_length);
+                  max_rungs, bracket_rungs, max_time, time_metric,
+                  max_length) == std::tie(b.name, b.metric, b.smaller_is_better, b.max_trials,
+                                          b.max_concurrent_trials, b.mode, b.divisor, b.max_rungs,
+                                          b.bracket_rungs, b.max_time, b.time_metric, b.max_length);
 }
 
 bool operator==(const CheckpointStorageConfig& a, const CheckpointStorageConfig& b) {
@@ -66,18 +67,20 @@ bool operator==(const ExperimentConfig& a, const ExperimentConfig& b) {
   const auto& [name, description, entrypoint, hyperparameters, searcher, max_length,
                records_per_epoch, min_validation_period, min_checkpoint_period,
                perform_initial_validation, checkpoint_policy, checkpoint_storage, resources,
-               optimizations, reproducibility, early_stopping, scheduling_unit, data, source_path] =
-      a;
+               optimizations, reproducibility, early_stopping, scheduling_unit, max_restarts, data,
+               source_path, warnings] = a;
   (void)source_path;  // where the config was read from, not part of it
+  (void)warnings;     // what reading it noticed, not part of it
   return std::tie(name, description, entrypoint, hyperparameters, searcher, max_length,
                   records_per_epoch, min_validation_period, min_checkpoint_period,
                   perform_initial_validation, checkpoint_policy, checkpoint_storage, resources,
-                  optimizations, reproducibility, early_stopping, scheduling_unit, data) ==
+                  optimizations, reproducibility, early_stopping, scheduling_unit, max_restarts,
+                  data) ==
          std::tie(b.name, b.description, b.entrypoint, b.hyperparameters, b.searcher, b.max_length,
                   b.records_per_epoch, b.min_validation_period, b.min_checkpoint_period,
                   b.perform_initial_validation, b.checkpoint_policy, b.checkpoint_storage,
                   b.resources, b.optimizations, b.reproducibility, b.early_stopping,
-                  b.scheduling_unit, b.data);
+                  b.scheduling_unit, b.max_restarts, b.data);
 }
 
 }  // namespace crucible

@@ -10,6 +10,7 @@
 #include <crucible/config.h>
 #include <crucible/errors.h>
 
+#include "config/determined.h"
 #include "config/enum_names.h"
 #include "config/schema.h"
 #include "config/yaml_reader.h"
@@ -110,10 +111,10 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
     source.fail("searcher.max_time", root["searcher"]["max_time"],
                 "needs searcher.time_metric, the validation metric it counts (e.g. batches)");
   }
-  if (s.name == "adaptive_asha" && s.max_time == 0 && s.max_length.value == 0) {
-    source.fail("searcher", root["searcher"],
-                "adaptive_asha needs a trial length: max_time with time_metric (e.g. max_time: "
-                "1000, time_metric: batches) or max_length (e.g. max_length: {batches: 1000})");
+  if (!s.time_metric.empty() && !config::names<LengthUnit>().parse(s.time_metric)) {
+    source.fail("searcher.time_metric", root["searcher"]["time_metric"],
+                fmt::format("'{}': Crucible counts a trial's length in batches, records or epochs",
+                            s.time_metric));
   }
   if (c.global_batch_size() % c.resources.slots_per_trial != 0) {
     source.fail("hyperparameters.global_batch_size", root["hyperparameters"]["global_batch_size"],
@@ -143,8 +144,11 @@ ExperimentConfig parse_experiment_config(const std::string& yaml_text,
     if (!root.IsMap()) break;
     apply_override(root, text, source);
   }
+  std::vector<std::string> warnings;
+  config::adopt_determined_forms(root, source, warnings);
   ExperimentConfig c = parse_root(source, root);
   c.source_path = source_name;
+  c.warnings = std::move(warnings);
   return c;
 }
 

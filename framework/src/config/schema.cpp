@@ -297,12 +297,18 @@ std::vector<Key> build_schema() {
               "adaptive_asha: each rung keeps the top 1/divisor of its trials"),
       integer("searcher.max_rungs", member(&C::searcher, &SearcherConfig::max_rungs), 1,
               "adaptive_asha: the most rungs a bracket has"),
-      integer("searcher.max_time", member(&C::searcher, &SearcherConfig::max_time), 0,
-              "adaptive_asha: a trial's length in units of time_metric; 0 = unset"),
+      integer("searcher.bracket_rungs", member(&C::searcher, &SearcherConfig::bracket_rungs), 0,
+              "adaptive_asha: every bracket's rungs, in place of the computed count; 0 = "
+              "computed"),
+      integer(
+          "searcher.max_time", member(&C::searcher, &SearcherConfig::max_time), 0,
+          "adaptive_asha: a trial's length in units of time_metric; 0 = searcher.max_length, else "
+          "max_length"),
       text("searcher.time_metric", member(&C::searcher, &SearcherConfig::time_metric),
            Text::kOptional, "adaptive_asha: what max_time counts (batches, records, epochs)"),
       length("searcher.max_length", member(&C::searcher, &SearcherConfig::max_length), 0,
-             "adaptive_asha: a trial's length, Determined's older form of max_time; 0 = unset"),
+             "a trial's length, Determined's older form of max_time (also the top-level max_length "
+             "when that is absent); 0 = unset"),
       safe(required(length("max_length", member(&C::max_length), 1,
                            "how long to train: {batches|epochs|records: n}"))),
       integer("records_per_epoch", member(&C::records_per_epoch), 0,
@@ -364,6 +370,9 @@ std::vector<Key> build_schema() {
       early_stopping_key(),
       safe(integer("scheduling_unit", member(&C::scheduling_unit), 1,
                    "batches per training-metric report")),
+      safe(integer("max_restarts", member(&C::max_restarts), 0,
+                   "a search restarts a failed trial this often from its last checkpoint "
+                   "before recording it as failed")),
       data_key(),
   };
 }

@@ -3,12 +3,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -22,37 +20,14 @@
 #include <crucible/errors.h>
 
 #include "distributed/c10d_compat.h"
+#include "launch/process.h"
 #include "util/error_text.h"
-
-extern char** environ;
 
 namespace crucible::launch {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::atomic<int> g_forward{0};
-
-void remember_signal(int sig) { g_forward = sig; }
-
-// Forwards SIGTERM, SIGUSR1 and SIGINT to the workers while it lives.
-class SignalForwarding {
- public:
-  SignalForwarding() {
-    struct sigaction action = {};
-    action.sa_handler = remember_signal;
-    sigemptyset(&action.sa_mask);
-    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &action, &previous_[i]);
-  }
-  ~SignalForwarding() {
-    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &previous_[i], nullptr);
-  }
-
- private:
-  static constexpr std::array<int, 3> kSignals = {SIGTERM, SIGUSR1, SIGINT};
-  std::array<struct sigaction, 3> previous_{};
-};
 
 // One worker: its process and the read ends of its stdout and stderr.
 struct Worker {
@@ -65,26 +40,9 @@ struct Worker {
   int status = 0;
 };
 
-// The environment of this process with `overrides` replacing variables of the same name.
-std::vector<std::string> environment_with(const std::map<std::string, std::string>& overrides) {
-  std::vector<std::string> out;
-  for (char** e = environ; e && *e; ++e) {
-    const std::string entry(*e);
-    if (!overrides.count(entry.substr(0, entry.find('=')))) out.push_back(entry);
-  }
-  for (const auto& [k, v] : overrides) out.push_back(k + "=" + v);
-  return out;
-}
-
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-// Forks and execs one worker with its stdout and stderr on new pipes.
-void spawn(Worker& w, std::vector<std::string> command, std::vector<std::string> env) {
+// Starts one worker with its stdout and stderr on new pipes.
+void spawn_worker(Worker& w, const std::vector<std::string>& command,
+                  std::vector<std::string> env) {
   std::array<std::array<int, 2>, 2> pipes{};
   for (auto& p : pipes) {
     if (::pipe2(p.data(), O_CLOEXEC) != 0) {
@@ -92,45 +50,12 @@ void spawn(Worker& w, std::vector<std::string> command, std::vector<std::string>
                               std::strerror(errno)));
     }
   }
-  auto argv = pointers(command);
-  auto envp = pointers(env);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    throw Error(fmt::format("launcher: cannot start rank {}: {}", w.rank, std::strerror(errno)));
-  }
-  if (pid == 0) {
-    // Only async-signal-safe calls from here to exec.
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    ::dup2(pipes[0][1], STDOUT_FILENO);
-    ::dup2(pipes[1][1], STDERR_FILENO);
-    ::execve(argv[0], argv.data(), envp.data());
-    static const char msg[] = "launcher: cannot exec the worker command\n";
-    [[maybe_unused]] auto n = ::write(STDERR_FILENO, msg, sizeof(msg) - 1);
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);  // also here: no window in which a terminal's signal reaches it
-  w.pid = pid;
+  w.pid = spawn(command, std::move(env), pipes[0][1], pipes[1][1],
+                fmt::format("rank {}'s worker command", w.rank));
   for (size_t i = 0; i < 2; ++i) {
     ::close(pipes[i][1]);
     w.fds[i] = pipes[i][0];
   }
-}
-
-std::string describe(int status) {
-  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    return fmt::format("was killed by signal {} ({})", WTERMSIG(status),
-                       strsignal(WTERMSIG(status)));
-  }
-  return "ended";
-}
-
-int exit_code_of(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 }
 
 // Serves the rendezvous store on node 0.
@@ -172,10 +97,10 @@ class Supervisor {
         const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
         vars["OMP_NUM_THREADS"] = std::to_string(std::max<int64_t>(1, cores / options_.slots));
       }
-      spawn(w, options_.command, environment_with(vars));
+      spawn_worker(w, options_.command, environment_with(vars));
     }
     while (!all_finished()) {
-      if (const int sig = g_forward.exchange(0)) signal_running(sig);
+      if (const int sig = SignalCatcher::take()) signal_running(sig);
       pump(10);
       reap();
       if (kill_at_ && Clock::now() >= *kill_at_) {
@@ -339,8 +264,7 @@ LaunchResult launch(const LaunchOptions& options, std::ostream& out, std::ostrea
     store = serve_store(options);
     port = store->getPort();
   }
-  g_forward = 0;
-  SignalForwarding forwarding;
+  SignalCatcher forwarding;
   return Supervisor(options, out, err).run(port);
 }
 

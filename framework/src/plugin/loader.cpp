@@ -21,8 +21,6 @@ namespace crucible::plugin {
 
 const char* own_abi_stamp() { return CRUCIBLE_ABI_STAMP; }
 
-namespace {
-
 std::string executable_dir() {
   try {
     return util::parent_path(util::read_symlink("/proc/self/exe"));
@@ -36,6 +34,8 @@ std::string crucible_library_dir() {
   if (dladdr(reinterpret_cast<void*>(&own_abi_stamp), &info) == 0 || !info.dli_fname) return "";
   return util::parent_path(util::absolute(info.dli_fname));
 }
+
+namespace {
 
 bool looks_like_path(const std::string& lib) {
   return lib.find('/') != std::string::npos ||
@@ -145,16 +145,29 @@ std::vector<std::string> search_directories(const std::string& config_dir) {
   return dirs;
 }
 
-TrialFactory resolve_entrypoint(const std::string& entrypoint, const std::string& config_dir) {
+namespace {
+
+// The library part of an entrypoint and its class.
+std::pair<std::string, std::string> split_entrypoint(const std::string& entrypoint) {
   const auto colon = entrypoint.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == entrypoint.size()) {
     throw PluginError("entrypoint '" + entrypoint + "' is not of the form <library>:<TrialClass>");
   }
-  const std::string lib = entrypoint.substr(0, colon);
-  const std::string class_name = entrypoint.substr(colon + 1);
+  return {entrypoint.substr(0, colon), entrypoint.substr(colon + 1)};
+}
+
+}  // namespace
+
+TrialFactory resolve_entrypoint(const std::string& entrypoint, const std::string& config_dir) {
+  const auto [lib, class_name] = split_entrypoint(entrypoint);
   const std::string path = find_library(lib, config_dir);
   const Loaded& loaded = open_library(path);
   return pick(loaded.registrations, class_name, path);
+}
+
+std::string absolute_entrypoint(const std::string& entrypoint, const std::string& config_dir) {
+  const auto [lib, class_name] = split_entrypoint(entrypoint);
+  return util::absolute(find_library(lib, config_dir)) + ":" + class_name;
 }
 
 }  // namespace crucible::plugin

@@ -10,6 +10,10 @@ namespace crucible::plugin {
 // The ABI stamp this build of Crucible was compiled with.
 const char* own_abi_stamp();
 
+// The directory of the running program, and of the Crucible library; "" when unknown.
+std::string executable_dir();
+std::string crucible_library_dir();
+
 // Directories searched for a trial library named without a path, in order: CRUCIBLE_TRIAL_PATH
 // (colon-separated), `config_dir`, the running executable's directory, and the installed trial
 // directory (<prefix>/lib/crucible/trials).
@@ -21,5 +25,9 @@ std::vector<std::string> search_directories(const std::string& config_dir);
 // not found (listing where it looked), not loadable, not a Crucible trial library, ABI mismatch
 // (both stamps), class not registered (listing those registered).
 TrialFactory resolve_entrypoint(const std::string& entrypoint, const std::string& config_dir);
+
+// The entrypoint with its library as the absolute path resolve_entrypoint would load, so that
+// it names the same library from any directory. Throws PluginError as resolve_entrypoint.
+std::string absolute_entrypoint(const std::string& entrypoint, const std::string& config_dir);
 
 }  // namespace crucible::plugin

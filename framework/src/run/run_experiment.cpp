@@ -9,6 +9,8 @@
 #include "distributed/backend.h"
 #include "distributed/rendezvous.h"
 #include "launch/launcher.h"
+#include "plugin/loader.h"
+#include "search/runner.h"
 #include "util/file_system.h"
 
 namespace crucible {
@@ -56,6 +58,52 @@ ExperimentResult launch_workers(const ExperimentOptions& o, int64_t slots) {
   return result;
 }
 
+// The trainer program a search runs its trials with (ExperimentOptions::trainer_program).
+std::string trainer_program(const ExperimentOptions& o) {
+  if (!o.trainer_program().empty()) return util::absolute(o.trainer_program());
+  const std::string own = util::read_symlink("/proc/self/exe");
+  if (util::file_name(own) == "trainer") return own;
+  const std::string installed =
+      util::join(util::parent_path(plugin::crucible_library_dir()), "bin/trainer");
+  if (util::is_regular_file(installed)) return installed;
+  throw UsageError(
+      fmt::format("a search runs its trials with the trainer program, and there is none at {}; set "
+                  "ExperimentOptions::trainer_program",
+                  installed));
+}
+
+// Runs the search of `config`, refusing the options that only a single run has.
+ExperimentResult run_search(const ExperimentOptions& o, const ExperimentConfig& config) {
+  const FitOptions& fit = o.fit();
+  const bool resuming = !fit.resume_dir().empty();
+  if (resuming && (!o.overrides().empty() || o.slots())) {
+    throw UsageError(fmt::format(
+        "--resume {}: an experiment continues with its own config; --set and --slots are not "
+        "accepted",
+        fit.resume_dir()));
+  }
+  if (o.nnodes() > 1) throw UsageError("a search runs on one machine; --nnodes is for a run");
+  if (fit.test_mode()) {
+    throw UsageError("--test-mode checks one trial: run it with --set searcher.name=single");
+  }
+  if (!fit.warm_start().empty()) throw UsageError("--warm-start starts a run, not a search");
+  search::SearchOptions options;
+  options.output_dir = fit.output_dir();
+  options.resume_dir = fit.resume_dir();
+  options.trainer = trainer_program(o);
+  options.console = fit.console();
+  ExperimentResult result;
+  result.search = search::run_search(config, options);
+  result.exit_code = result.search->interrupted  ? kExitStopped
+                     : result.search->best_trial ? kExitOk
+                                                 : kExitTrainingFailed;
+  if (result.exit_code == kExitTrainingFailed) {
+    result.failure = fmt::format("no trial of the search validated; see {}/experiment.log",
+                                 result.search->experiment_dir);
+  }
+  return result;
+}
+
 }  // namespace
 
 ExperimentResult run_experiment(const ExperimentOptions& options) {
@@ -77,7 +125,21 @@ ExperimentResult run_experiment(const ExperimentOptions& options) {
     overrides.push_back(fmt::format("resources.slots_per_trial={}", *options.slots()));
   }
   ExperimentConfig config = load_experiment_config(path, overrides);
+  const bool launched = dist::from_environment(dist::process_environment()).has_value();
+  // Once per experiment: by the process a user started, not by every worker.
+  if (!launched) {
+    for (const std::string& warning : config.warnings) std::cerr << "warning: " << warning << "\n";
+  }
   TrialFactory factory = load_trial(config);
+  if (config.searcher.name != "single") {
+    if (launched) {
+      throw UsageError(
+          "a search starts its trials' processes itself; run `trainer fit` on it without "
+          "torchrun, mpirun or srun");
+    }
+    factory.check_evaluation_methods();
+    return run_search(options, config);
+  }
   const int64_t slots = config.resources.slots_per_trial;
   std::optional<DistributedContext> joined = join_launched_run(config);
   if (!joined && (slots > 1 || options.nnodes() > 1)) {

@@ -19,8 +19,6 @@ namespace crucible::train {
 
 std::string RunDir::checkpoints() const { return checkpoint::checkpoints_dir(path); }
 
-namespace {
-
 std::string new_run_id() {
   const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};
@@ -30,8 +28,6 @@ std::string new_run_id() {
   std::random_device rd;
   return fmt::format("{}-{:04x}", stamp, rd() & 0xffff);
 }
-
-}  // namespace
 
 RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_dir) {
   RunDir run;

@@ -16,6 +16,9 @@ struct RunDir {
   std::string checkpoints() const;  // checkpoint::checkpoints_dir(path)
 };
 
+// A new run id: the UTC time and 16 random bits, "20261123-193509-1a2b".
+std::string new_run_id();
+
 // Creates a fresh run directory (`output_dir`, or a new <host_path>/<name>/<run-id>) and writes
 // config.yaml into it. Throws UsageError when `output_dir` already holds a run, TrainingError
 // when a path cannot be created.

@@ -14,7 +14,8 @@ void check_runnable(const ExperimentConfig& config, const TrialFactory& factory,
                     const DistributedContext& dist) {
   if (config.searcher.name != "single") {
     throw ConfigError(
-        fmt::format("{}: searcher.name: '{}' is not available in this release; use 'single'",
+        fmt::format("{}: searcher.name: '{}' is a search, and a Trainer trains one trial; run "
+                    "searches with run_experiment (experiment.h) or `trainer fit`",
                     config.source_path, config.searcher.name));
   }
   if (config.resources.slots_per_trial != dist.size()) {

@@ -1,0 +1,62 @@
+#include "config/determined.h"
+
+#include <fmt/format.h>
+
+#include "util/file_system.h"
+
+namespace crucible::config {
+namespace {
+
+// Removes `section`.`key` (or top-level `key` when section is empty) with a warning.
+void ignore(YAML::Node& root, const std::string& section, const std::string& key,
+            const Source& source, std::vector<std::string>& warnings) {
+  YAML::Node parent = section.empty() ? root : root[section];
+  if (!parent.IsMap() || !parent[key].IsDefined()) return;
+  const std::string path = section.empty() ? key : section + "." + key;
+  warnings.push_back(fmt::format("{}: {} is ignored: it only acts on a Determined cluster",
+                                 source.where(path, parent[key]), path));
+  parent.remove(key);
+}
+
+}  // namespace
+
+void adopt_determined_forms(YAML::Node& root, const Source& source,
+                            std::vector<std::string>& warnings) {
+  if (!root.IsMap()) return;
+  for (const char* key : {"labels", "environment", "bind_mounts", "workspace", "project",
+                          "profiling", "debug", "max_slots"}) {
+    ignore(root, "", key, source, warnings);
+  }
+  for (const char* key : {"resource_pool", "max_slots", "priority"}) {
+    ignore(root, "resources", key, source, warnings);
+  }
+  YAML::Node storage = root["checkpoint_storage"];
+  if (storage.IsMap() && (storage["type"].IsDefined() || storage["storage_path"].IsDefined())) {
+    const YAML::Node type = storage["type"];
+    if (type.IsDefined() && !(type.IsScalar() && type.Scalar() == "shared_fs")) {
+      source.fail("checkpoint_storage.type", type,
+                  "Crucible keeps checkpoints on a file system: only shared_fs is accepted (its "
+                  "host_path and storage_path)");
+    }
+    const YAML::Node where = type.IsDefined() ? type : storage["storage_path"];
+    const std::string place = source.where("checkpoint_storage", where);
+    if (storage["storage_path"].IsDefined()) {
+      const std::string sub = storage["storage_path"].as<std::string>();
+      storage["host_path"] = storage["host_path"].IsDefined()
+                                 ? util::join(storage["host_path"].as<std::string>(), sub)
+                                 : sub;
+      storage.remove("storage_path");
+    }
+    storage.remove("type");
+    warnings.push_back(fmt::format(
+        "{}: checkpoint_storage.type shared_fs is how Crucible stores checkpoints; runs go under "
+        "host_path {}",
+        place, storage["host_path"].IsDefined() ? storage["host_path"].as<std::string>() : "runs"));
+  }
+  const YAML::Node searcher = root["searcher"];
+  if (!root["max_length"].IsDefined() && searcher.IsMap() && searcher["max_length"].IsDefined()) {
+    root["max_length"] = YAML::Clone(searcher["max_length"]);
+  }
+}
+
+}  // namespace crucible::config

@@ -1,0 +1,102 @@
+#include "launch/process.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+
+extern char** environ;
+
+namespace crucible::launch {
+namespace {
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+constexpr std::array<int, 3> kCaught = {SIGTERM, SIGUSR1, SIGINT};
+std::atomic<int> g_caught{0};
+
+void remember_signal(int sig) { g_caught = sig; }
+
+}  // namespace
+
+SignalCatcher::SignalCatcher() {
+  g_caught = 0;
+  struct sigaction action = {};
+  action.sa_handler = remember_signal;
+  sigemptyset(&action.sa_mask);
+  for (size_t i = 0; i < kCaught.size(); ++i) sigaction(kCaught[i], &action, &previous_[i]);
+}
+
+SignalCatcher::~SignalCatcher() {
+  for (size_t i = 0; i < kCaught.size(); ++i) sigaction(kCaught[i], &previous_[i], nullptr);
+}
+
+int SignalCatcher::take() { return g_caught.exchange(0); }
+
+std::vector<std::string> environment_with(const std::map<std::string, std::string>& overrides) {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string entry(*e);
+    if (!overrides.count(entry.substr(0, entry.find('=')))) out.push_back(entry);
+  }
+  for (const auto& [k, v] : overrides) out.push_back(k + "=" + v);
+  return out;
+}
+
+pid_t spawn(const std::vector<std::string>& command, std::vector<std::string> env, int out_fd,
+            int err_fd, const std::string& what, const std::vector<int>& cpus) {
+  std::vector<std::string> args = command;
+  auto argv = pointers(args);
+  auto envp = pointers(env);
+  const std::string exec_failed = fmt::format("cannot exec {}: {}\n", what, command.at(0));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (const int cpu : cpus) CPU_SET(cpu, &set);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error(fmt::format("cannot start {}: {}", what, std::strerror(errno)));
+  if (pid == 0) {
+    // Only async-signal-safe calls from here to exec.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    if (!cpus.empty()) ::sched_setaffinity(0, sizeof(set), &set);
+    ::dup2(out_fd, STDOUT_FILENO);
+    ::dup2(err_fd, STDERR_FILENO);
+    ::execve(argv[0], argv.data(), envp.data());
+    [[maybe_unused]] auto n = ::write(STDERR_FILENO, exec_failed.data(), exec_failed.size());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here: no window in which a terminal's signal reaches it
+  return pid;
+}
+
+std::string describe(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return fmt::format("was killed by signal {} ({})", WTERMSIG(status),
+                       strsignal(WTERMSIG(status)));
+  }
+  return "ended";
+}
+
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+}
+
+}  // namespace crucible::launch

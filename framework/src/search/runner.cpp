@@ -1,0 +1,353 @@
+#include "search/runner.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include <fmt/format.h>
+#include <torch/cuda.h>
+
+#include <crucible/metrics.h>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/file_io.h"
+#include "config/enum_names.h"
+#include "launch/process.h"
+#include "plugin/loader.h"
+#include "search/experiment_log.h"
+#include "search/scheduler.h"
+#include "search/summary.h"
+#include "search/trial_process.h"
+#include "train/run_dir.h"
+#include "util/file_system.h"
+#include "util/logger.h"
+
+namespace crucible::search {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Where one trial process runs: its cores, and its GPUs when there are any.
+struct Slot {
+  std::vector<int> cpus;
+  std::string cuda_devices;  // CUDA_VISIBLE_DEVICES; "" without GPUs
+  int threads = 1;           // OMP_NUM_THREADS of each of its ranks
+};
+
+std::vector<Slot> local_slots(int64_t slots_per_trial) {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  const auto per_trial = static_cast<int>(slots_per_trial);
+  const int count = std::max(1, gpus > 0 ? gpus / per_trial : cores / per_trial);
+  const int cores_each = std::max(1, cores / count);
+  std::vector<Slot> out(static_cast<size_t>(count));
+  for (int k = 0; k < count; ++k) {
+    Slot& s = out[static_cast<size_t>(k)];
+    for (int c = k * cores_each; c < (k + 1) * cores_each && c < cores; ++c) s.cpus.push_back(c);
+    s.threads = std::max(1, cores_each / per_trial);
+    for (int g = k * per_trial; gpus > 0 && g < (k + 1) * per_trial; ++g) {
+      s.cuda_devices += (s.cuda_devices.empty() ? "" : ",") + std::to_string(g);
+    }
+  }
+  return out;
+}
+
+// A segment being trained by a process.
+struct InFlight {
+  Segment segment;
+  size_t slot = 0;
+  pid_t pid = -1;
+};
+
+class Runner {
+ public:
+  Runner(const ExperimentConfig& config, const SearchOptions& options)
+      : config_(config), options_(options), scheduler_(config) {
+    config_.entrypoint = plugin::absolute_entrypoint(
+        config.entrypoint, util::parent_path(util::absolute(config.source_path)));
+  }
+
+  SearchResult run() {
+    open();
+    launch::SignalCatcher signals;
+    while (true) {
+      take_results();
+      const std::vector<Segment> order = scheduler_.running();
+      if (order.empty()) break;
+      for (const Segment& s : order) {
+        if (done_.count(s.trial) || in_flight(s.trial)) continue;
+        const auto slot = std::find(busy_.begin(), busy_.end(), false);
+        if (slot == busy_.end()) break;
+        start(s, static_cast<size_t>(slot - busy_.begin()));
+      }
+      if (const int sig = signals.take()) {
+        stop_all(sig);
+        logger_.info(fmt::format("stopped by signal {}; continue with `trainer fit --resume {}`",
+                                 sig, dir_));
+        SearchResult r = result();
+        r.interrupted = true;
+        return r;
+      }
+      wait_for_exit();
+    }
+    const SearchResult r = result();
+    const std::string table = summary_table(scheduler_, config_.searcher.metric);
+    logger_.info("search done:\n" + table);
+    if (r.best_trial) {
+      logger_.info(fmt::format("best: trial {} ({} {}), checkpoint {}", *r.best_trial,
+                               config_.searcher.metric, r.best_metric, r.best_checkpoint));
+    }
+    return r;
+  }
+
+ private:
+  void open() {
+    const bool resuming = !options_.resume_dir.empty();
+    if (resuming) {
+      dir_ = options_.resume_dir;
+    } else {
+      dir_ = options_.output_dir.empty()
+                 ? util::join(util::join(config_.checkpoint_storage.host_path, config_.name),
+                              train::new_run_id())
+                 : options_.output_dir;
+      if (util::exists(util::join(dir_, "config.yaml"))) {
+        throw UsageError(fmt::format(
+            "{} already holds an experiment or run; continue it with `trainer fit --resume {}` "
+            "or choose another --output",
+            dir_, dir_));
+      }
+      util::create_directories(util::join(dir_, "trials"));
+      checkpoint::replace_atomically(util::join(dir_, "config.yaml"), to_yaml(config_));
+    }
+    logger_.open(util::join(dir_, "experiment.log"), options_.console);
+    log_.emplace(util::join(dir_, "experiment.jsonl"));
+    slots_ = local_slots(config_.resources.slots_per_trial);
+    busy_.assign(slots_.size(), false);
+    std::vector<nlohmann::json> rows = scheduler_.start();
+    if (resuming) {
+      replay();
+      logger_.info(fmt::format("resuming experiment {}: {} trials so far, {} running", dir_,
+                               scheduler_.trials().size(), scheduler_.running().size()));
+    } else {
+      logger_.info(fmt::format("experiment {}: searcher {}, {} trial processes at once", dir_,
+                               config_.searcher.name, slots_.size()));
+      write(std::move(rows));
+    }
+  }
+
+  // Feeds the results experiment.jsonl holds back to the scheduler.
+  void replay() {
+    for (const nlohmann::json& row : log_->rows()) {
+      if (row.value("event", "") == "restarted") ++restarts_[row.value("trial", int64_t{0})];
+      const auto r = Scheduler::result_of_row(row);
+      if (!r) continue;
+      const auto order = scheduler_.running();
+      if (order.empty() || order.front().trial != r->trial) {
+        throw TrainingError(fmt::format(
+            "{}/experiment.jsonl does not match this search: it records a result of trial {} "
+            "where the searcher expects {}",
+            dir_, r->trial,
+            order.empty() ? std::string("none") : "trial " + std::to_string(order.front().trial)));
+      }
+      scheduler_.report(*r);
+    }
+  }
+
+  void write(std::vector<nlohmann::json> rows) {
+    for (const auto& row : rows) logger_.info(describe_row(row, config_.searcher.metric, unit()));
+    log_->append(std::move(rows));
+  }
+
+  const char* unit() const { return config::names<LengthUnit>().name(scheduler_.unit()); }
+
+  bool in_flight(int64_t trial) const {
+    return std::any_of(running_.begin(), running_.end(),
+                       [&](const InFlight& f) { return f.segment.trial == trial; });
+  }
+
+  // Reports the results that are due, in the scheduler's order.
+  void take_results() {
+    while (true) {
+      const auto order = scheduler_.running();
+      if (order.empty()) return;
+      const auto found = done_.find(order.front().trial);
+      if (found == done_.end()) return;
+      const SegmentResult r = found->second;
+      done_.erase(found);
+      write(scheduler_.report(r));
+      update_best();
+    }
+  }
+
+  void start(const Segment& s, size_t slot) {
+    const TrialFiles files(dir_, s.trial);
+    const Length length{scheduler_.unit(), s.length};
+    const auto command =
+        segment_command(options_.trainer, files, config_, scheduler_.trials().at(s.trial), length);
+    const int fd = ::open(files.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      throw TrainingError(fmt::format("cannot open {}: {}", files.log_file, std::strerror(errno)));
+    }
+    const Slot& where = slots_[slot];
+    std::map<std::string, std::string> env = {{"OMP_NUM_THREADS", std::to_string(where.threads)}};
+    if (!where.cuda_devices.empty()) env["CUDA_VISIBLE_DEVICES"] = where.cuda_devices;
+    pid_t pid = -1;
+    try {
+      pid = launch::spawn(command, launch::environment_with(env), fd, fd,
+                          fmt::format("trial {}", s.trial), where.cpus);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+    busy_[slot] = true;
+    running_.push_back({s, slot, pid});
+  }
+
+  // Waits up to a moment for a trial process to exit and handles it.
+  void wait_for_exit() {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      return;
+    }
+    const auto it = std::find_if(running_.begin(), running_.end(),
+                                 [&](const InFlight& f) { return f.pid == pid; });
+    if (it == running_.end()) return;
+    const InFlight f = *it;
+    running_.erase(it);
+    busy_[f.slot] = false;
+    exited(f, status);
+  }
+
+  void exited(const InFlight& f, int status) {
+    const int64_t trial = f.segment.trial;
+    const TrialFiles files(dir_, trial);
+    const int code = launch::exit_code_of(status);
+    if (code == kExitOk) {
+      try {
+        done_[trial] = read_segment_result(files, trial, {scheduler_.unit(), f.segment.length},
+                                           config_.searcher.metric);
+        return;
+      } catch (const Error& e) {
+        fail_search(e.what(), kExitBadUsage);
+      }
+    }
+    const std::string error = last_error(files.log_file);
+    if (code == kExitInvalidHyperparameters) {
+      done_[trial] = {SegmentResult::Kind::kInvalid, trial, 0, 0, "", error};
+      return;
+    }
+    if (code == kExitBadUsage || code == kExitPlugin) {
+      fail_search(fmt::format("trial {} {}: {} (its output: {})", trial, launch::describe(status),
+                              error, files.log_file),
+                  code);
+    }
+    int64_t& restarts = restarts_[trial];
+    const std::string why = fmt::format("{}: {}", launch::describe(status), error);
+    if (restarts < config_.max_restarts) {
+      ++restarts;
+      write({{{"event", "restarted"},
+              {"trial", trial},
+              {"restart", restarts},
+              {"max_restarts", config_.max_restarts},
+              {"error", why}}});
+      return;  // the segment is still running in the scheduler: it starts again
+    }
+    done_[trial] = {SegmentResult::Kind::kFailed, trial, 0, 0, "", why};
+  }
+
+  [[noreturn]] void fail_search(const std::string& message, int code) {
+    stop_all(SIGTERM);
+    logger_.warn("search failed: " + message);
+    throw Error(message, code);
+  }
+
+  // Sends `sig` to every trial process and waits for them (SIGKILL after two minutes).
+  void stop_all(int sig) {
+    for (const auto& f : running_) ::kill(f.pid, sig);
+    const auto deadline = Clock::now() + std::chrono::minutes(2);
+    while (!running_.empty()) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid > 0) {
+        running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                      [&](const InFlight& f) { return f.pid == pid; }),
+                       running_.end());
+        continue;
+      }
+      if (pid < 0) break;
+      if (Clock::now() > deadline) {
+        for (const auto& f : running_) ::kill(f.pid, SIGKILL);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    running_.clear();
+  }
+
+  void update_best() {
+    const auto best = scheduler_.best_trial();
+    if (!best) return;
+    const std::string checkpoint =
+        best_checkpoint(TrialFiles(dir_, *best).run_dir, config_.searcher.metric,
+                        config_.searcher.smaller_is_better);
+    if (checkpoint.empty() || checkpoint == best_checkpoint_) return;
+    best_checkpoint_ = checkpoint;
+    checkpoint::replace_atomically(util::join(dir_, "best"), relative(checkpoint) + "\n");
+  }
+
+  std::string relative(const std::string& path) const {
+    const std::string prefix = dir_ + "/";
+    return path.rfind(prefix, 0) == 0 ? path.substr(prefix.size()) : path;
+  }
+
+  SearchResult result() {
+    update_best();
+    SearchResult r;
+    r.experiment_dir = dir_;
+    for (const auto& [id, t] : scheduler_.trials()) {
+      r.completed += t.state == TrialState::kCompleted ? 1 : 0;
+      r.stopped += t.state == TrialState::kStopped ? 1 : 0;
+      r.failed += t.state == TrialState::kFailed ? 1 : 0;
+      r.invalid += t.state == TrialState::kInvalid ? 1 : 0;
+    }
+    r.best_trial = scheduler_.best_trial();
+    if (r.best_trial) {
+      r.best_metric = *scheduler_.trials().at(*r.best_trial).best_metric;
+      r.best_checkpoint = best_checkpoint_;
+    }
+    return r;
+  }
+
+  ExperimentConfig config_;
+  SearchOptions options_;
+  Scheduler scheduler_;
+  std::string dir_;
+  util::Logger logger_;
+  std::optional<ExperimentLog> log_;
+  std::vector<Slot> slots_;
+  std::vector<bool> busy_;
+  std::vector<InFlight> running_;
+  std::map<int64_t, SegmentResult> done_;
+  std::map<int64_t, int64_t> restarts_;
+  std::string best_checkpoint_;
+};
+
+}  // namespace
+
+bool is_experiment_dir(const std::string& dir) {
+  return util::exists(util::join(dir, "experiment.jsonl"));
+}
+
+SearchResult run_search(const ExperimentConfig& config, const SearchOptions& options) {
+  return Runner(config, options).run();
+}
+
+}  // namespace crucible::search

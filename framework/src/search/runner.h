@@ -1,0 +1,43 @@
+#pragma once
+
+// The experiment runner: runs a search's trials as `trainer fit` processes on this machine's
+// slots and keeps the experiment directory.
+
+#include <string>
+
+#include <crucible/config.h>
+#include <crucible/experiment.h>
+
+namespace crucible::search {
+
+struct SearchOptions {
+  std::string output_dir;  // the experiment directory to create; "" = <host_path>/<name>/<id>
+  std::string resume_dir;  // an experiment directory to continue instead
+  std::string trainer;     // the trainer program each trial process runs
+  bool console = true;     // print the experiment's log lines and its table on stdout too
+};
+
+// Runs the search that config.searcher names (grid, random or adaptive_asha) with the trial
+// library config.entrypoint names, which must resolve from config.source_path's directory.
+//
+// The experiment directory holds config.yaml (the config, its entrypoint made absolute),
+// experiment.log, experiment.jsonl (one row per trial event: created, validated, stopped,
+// completed, failed, invalid, restarted), best (the path of the best trial's best checkpoint,
+// relative to the directory) and, per trial, trials/<id>/ (its run), trials/<id>.yaml and
+// trials/<id>.log. Trials run on local slots: one per core, or per slots_per_trial GPUs when
+// CUDA is available, each process pinned to its slot's cores (OMP_NUM_THREADS to match) or
+// given its GPUs (CUDA_VISIBLE_DEVICES).
+//
+// A trial that fails is restarted from its last checkpoint up to max_restarts times, then
+// recorded as failed; one that throws InvalidHyperparameters is recorded as invalid and
+// replaced. A trial process that fails with a config or trial-library error ends the search
+// with that error (Error with its exit code), after stopping the others. SIGTERM, SIGUSR1 and
+// SIGINT stop every trial after its checkpoint and return with `interrupted`. With resume_dir,
+// the search replays experiment.jsonl and goes on from where it was, making the decisions an
+// uninterrupted run makes.
+SearchResult run_search(const ExperimentConfig& config, const SearchOptions& options);
+
+// Whether `dir` holds an experiment (an experiment.jsonl) rather than a single run.
+bool is_experiment_dir(const std::string& dir);
+
+}  // namespace crucible::search

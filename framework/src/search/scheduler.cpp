@@ -1,0 +1,255 @@
+#include "search/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <c10/util/Exception.h>
+
+#include "config/enum_names.h"
+#include "search/space.h"
+#include "util/name_table.h"
+
+namespace crucible::search {
+namespace {
+
+const util::NameTable<TrialState>& state_names() {
+  static const util::NameTable<TrialState> table = {{TrialState::kRunning, "running"},
+                                                    {TrialState::kStopped, "stopped"},
+                                                    {TrialState::kCompleted, "completed"},
+                                                    {TrialState::kFailed, "failed"},
+                                                    {TrialState::kInvalid, "invalid"}};
+  return table;
+}
+
+const util::NameTable<AshaDecision>& decision_names() {
+  static const util::NameTable<AshaDecision> table = {{AshaDecision::kContinue, "continue"},
+                                                      {AshaDecision::kStop, "stop"},
+                                                      {AshaDecision::kDone, "done"}};
+  return table;
+}
+
+// A metric as JSON: NaN and infinities, which JSON lacks, as null.
+nlohmann::json metric_json(double metric) {
+  return std::isfinite(metric) ? nlohmann::json(metric) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+const char* state_name(TrialState state) { return state_names().name(state); }
+
+Scheduler::Scheduler(const ExperimentConfig& config)
+    : searcher_(config.searcher.name),
+      smaller_is_better_(config.searcher.smaller_is_better),
+      seed_(config.reproducibility.experiment_seed),
+      space_(config.hyperparameters) {
+  const SearcherConfig& s = config.searcher;
+  TORCH_INTERNAL_ASSERT(
+      searcher_ == "grid" || searcher_ == "random" || searcher_ == "adaptive_asha",
+      "Scheduler: searcher ", searcher_, " is not a search");
+  max_invalid_ = s.max_trials;
+  if (searcher_ != "adaptive_asha") {
+    // One segment per trial, of the trial's whole length.
+    const Length length = s.max_length.value > 0 ? s.max_length : config.max_length;
+    unit_ = length.unit;
+    Bracket b;
+    if (searcher_ == "grid") {
+      grid_ = grid(space_);
+      b.budget = static_cast<int64_t>(grid_.size());
+      max_invalid_ = 0;  // a grid point is not replaced
+    } else {
+      b.budget = s.max_trials;
+    }
+    b.concurrency =
+        s.max_concurrent_trials == 0 ? b.budget : std::min(s.max_concurrent_trials, b.budget);
+    b.rung_lengths = {length.value};
+    brackets_.push_back(std::move(b));
+    return;
+  }
+  AshaOptions o;
+  o.max_trials = s.max_trials;
+  o.divisor = s.divisor;
+  o.max_rungs = s.max_rungs;
+  o.max_concurrent_trials = s.max_concurrent_trials;
+  o.mode = s.mode;
+  if (s.bracket_rungs > 0) o.bracket_rungs = s.bracket_rungs;
+  if (s.max_time > 0) {
+    const auto unit = config::names<LengthUnit>().parse(s.time_metric);
+    TORCH_INTERNAL_ASSERT(unit, "time_metric ", s.time_metric, " passed config validation");
+    unit_ = *unit;
+    o.max_time = s.max_time;
+  } else {
+    // Determined's older form, or else the trials' own length.
+    const Length length = s.max_length.value > 0 ? s.max_length : config.max_length;
+    unit_ = length.unit;
+    o.max_time = length.value;
+  }
+  for (const AshaBracket& a : asha_brackets(o)) {
+    Bracket b;
+    b.budget = a.trials;
+    b.concurrency = a.concurrency;
+    b.rung_lengths = a.rung_lengths;
+    b.rungs.emplace(a.rung_lengths, s.divisor);
+    brackets_.push_back(std::move(b));
+  }
+}
+
+std::vector<nlohmann::json> Scheduler::start() {
+  std::vector<nlohmann::json> rows;
+  for (size_t b = 0; b < brackets_.size(); ++b) fill(b, rows);
+  return rows;
+}
+
+std::vector<Segment> Scheduler::running() const {
+  std::vector<Segment> out;
+  for (const auto& [trial, segment] : segments_) out.push_back(segment);
+  std::sort(out.begin(), out.end(), [](const Segment& a, const Segment& b) {
+    return a.ends_at != b.ends_at ? a.ends_at < b.ends_at : a.trial < b.trial;
+  });
+  return out;
+}
+
+void Scheduler::fill(size_t index, std::vector<nlohmann::json>& rows) {
+  Bracket& b = brackets_[index];
+  while (b.active < b.concurrency && b.created < b.budget) {
+    TrialRecord t;
+    t.id = next_id_++;
+    t.bracket = static_cast<int64_t>(index);
+    t.hparams = grid_.empty() ? sample(space_, seed_, t.id) : grid_[next_point_++];
+    ++b.created;
+    ++b.active;
+    const int64_t length = b.rung_lengths.front();
+    segments_[t.id] = Segment{t.id, length, now_ + length};
+    nlohmann::json r = row("created", t);
+    r["length"] = length;
+    rows.push_back(std::move(r));
+    trials_.emplace(t.id, std::move(t));
+  }
+}
+
+nlohmann::json Scheduler::row(const char* event, const TrialRecord& t) const {
+  nlohmann::json r = {{"event", event}, {"trial", t.id}, {"hparams", t.hparams}};
+  if (brackets_.size() > 1 || brackets_.front().rungs) r["bracket"] = t.bracket;
+  return r;
+}
+
+double Scheduler::ranked(double metric) const {
+  if (std::isnan(metric)) return std::numeric_limits<double>::infinity();
+  return smaller_is_better_ ? metric : -metric;
+}
+
+int64_t Scheduler::next_length(const Bracket& b, int64_t reached) const {
+  for (const int64_t length : b.rung_lengths) {
+    if (length > reached) return length;
+  }
+  return b.rung_lengths.back();
+}
+
+void Scheduler::finish(TrialRecord& t, TrialState state, std::vector<nlohmann::json>& rows) {
+  t.state = state;
+  Bracket& b = brackets_[static_cast<size_t>(t.bracket)];
+  --b.active;
+  if (state == TrialState::kInvalid) {
+    if (invalid_ < max_invalid_) --b.created;  // replaced: it does not count
+    ++invalid_;
+  } else {
+    nlohmann::json r = row(state_name(state), t);
+    r["length"] = t.length;
+    if (t.best_metric) r["best_metric"] = metric_json(*t.best_metric);
+    if (!t.error.empty()) r["error"] = t.error;
+    rows.push_back(std::move(r));
+  }
+  fill(static_cast<size_t>(t.bracket), rows);
+}
+
+std::vector<nlohmann::json> Scheduler::report(const SegmentResult& result) {
+  const std::vector<Segment> order = running();
+  TORCH_INTERNAL_ASSERT(!order.empty() && order.front().trial == result.trial,
+                        "Scheduler: the result of trial ", result.trial,
+                        " is not the one expected next");
+  const Segment segment = order.front();
+  segments_.erase(segment.trial);
+  now_ = segment.ends_at;
+  TrialRecord& t = trials_.at(segment.trial);
+  Bracket& b = brackets_[static_cast<size_t>(t.bracket)];
+  std::vector<nlohmann::json> rows;
+
+  if (result.kind == SegmentResult::Kind::kInvalid) {
+    if (b.rungs) b.rungs->remove(t.id);
+    t.error = result.error;
+    nlohmann::json r = row("invalid", t);
+    r["error"] = result.error;
+    rows.push_back(std::move(r));
+    finish(t, TrialState::kInvalid, rows);
+    return rows;
+  }
+  if (result.kind == SegmentResult::Kind::kFailed) {
+    // Recorded with the worst metric, so that it takes no place in a rung from another trial.
+    if (b.rungs) b.rungs->record(t.id, segment.length, std::numeric_limits<double>::infinity());
+    t.error = result.error;
+    finish(t, TrialState::kFailed, rows);
+    return rows;
+  }
+
+  t.length = result.length;
+  if (!t.best_metric || ranked(result.metric) < ranked(*t.best_metric)) {
+    t.best_metric = result.metric;
+  }
+  AshaDecision decision = AshaDecision::kDone;
+  if (b.rungs) {
+    decision = b.rungs->record(t.id, result.length, ranked(result.metric));
+  } else if (result.length < segment.length) {
+    decision = AshaDecision::kContinue;
+  }
+  if (!result.ended_early.empty()) decision = AshaDecision::kDone;
+  nlohmann::json r = row("validated", t);
+  r["length"] = result.length;
+  r["metric"] = metric_json(result.metric);
+  if (b.rungs) {
+    int64_t rung = -1;
+    for (const int64_t length : b.rung_lengths) rung += length <= result.length ? 1 : 0;
+    r["rung"] = rung;
+  }
+  r["decision"] = decision_names().name(decision);
+  if (!result.ended_early.empty()) r["ended_early"] = result.ended_early;
+  rows.push_back(std::move(r));
+
+  if (decision == AshaDecision::kContinue) {
+    const int64_t length = next_length(b, result.length);
+    segments_[t.id] = Segment{t.id, length, now_ + length - result.length};
+    return rows;
+  }
+  finish(t, decision == AshaDecision::kStop ? TrialState::kStopped : TrialState::kCompleted, rows);
+  return rows;
+}
+
+std::optional<int64_t> Scheduler::best_trial() const {
+  std::optional<int64_t> best;
+  for (const auto& [id, t] : trials_) {
+    if (!t.best_metric) continue;
+    if (!best || ranked(*t.best_metric) < ranked(*trials_.at(*best).best_metric)) best = id;
+  }
+  return best;
+}
+
+std::optional<SegmentResult> Scheduler::result_of_row(const nlohmann::json& row) {
+  const std::string event = row.value("event", "");
+  SegmentResult r;
+  r.trial = row.value("trial", int64_t{0});
+  if (event == "validated") {
+    r.kind = SegmentResult::Kind::kValidated;
+    r.length = row.at("length").get<int64_t>();
+    const auto& metric = row.at("metric");
+    r.metric = metric.is_null() ? std::nan("") : metric.get<double>();
+    r.ended_early = row.value("ended_early", "");
+    return r;
+  }
+  if (event == "failed" || event == "invalid") {
+    r.kind = event == "failed" ? SegmentResult::Kind::kFailed : SegmentResult::Kind::kInvalid;
+    r.error = row.value("error", "");
+    return r;
+  }
+  return std::nullopt;
+}
+
+}  // namespace crucible::search

@@ -1,0 +1,89 @@
+#include "search/summary.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include <crucible/metrics.h>
+
+#include "checkpoint/checkpoint.h"
+
+namespace crucible::search {
+namespace {
+
+std::string number(const nlohmann::json& value) {
+  return value.is_number() ? fmt::format("{:.6g}", value.get<double>()) : "nan";
+}
+
+}  // namespace
+
+std::string describe_row(const nlohmann::json& row, const std::string& metric,
+                         const std::string& unit) {
+  const std::string event = row.value("event", "");
+  const int64_t trial = row.value("trial", int64_t{0});
+  if (event == "created") {
+    return fmt::format(
+        "trial {} created{}: {}", trial,
+        row.contains("bracket") ? fmt::format(" in bracket {}", row["bracket"].get<int64_t>()) : "",
+        row["hparams"].dump());
+  }
+  if (event == "validated") {
+    return fmt::format(
+        "trial {}: {} {} at {} {}{}: {}{}", trial, metric, number(row["metric"]),
+        row["length"].get<int64_t>(), unit,
+        row.contains("rung") ? fmt::format(", rung {}", row["rung"].get<int64_t>()) : "",
+        row["decision"].get<std::string>(),
+        row.contains("ended_early") ? " (" + row["ended_early"].get<std::string>() + ")" : "");
+  }
+  if (event == "failed" || event == "invalid" || event == "restarted") {
+    const std::string what = event == "failed" ? "failed"
+                             : event == "invalid"
+                                 ? "rejected its hyperparameters (replaced)"
+                                 : fmt::format("restarted ({} of {})", row.value("restart", 0),
+                                               row.value("max_restarts", 0));
+    return fmt::format("trial {} {}: {}", trial, what, row.value("error", ""));
+  }
+  return fmt::format("trial {} {}", trial, event);
+}
+
+std::string summary_table(const Scheduler& scheduler, const std::string& metric) {
+  std::vector<const TrialRecord*> rows;
+  for (const auto& [id, t] : scheduler.trials()) rows.push_back(&t);
+  const double sign = scheduler.smaller_is_better() ? 1 : -1;
+  std::stable_sort(rows.begin(), rows.end(), [&](const TrialRecord* a, const TrialRecord* b) {
+    if (a->best_metric.has_value() != b->best_metric.has_value()) return a->best_metric.has_value();
+    if (!a->best_metric) return false;
+    const double x = std::isnan(*a->best_metric) ? INFINITY : sign * *a->best_metric;
+    const double y = std::isnan(*b->best_metric) ? INFINITY : sign * *b->best_metric;
+    return x < y;
+  });
+  size_t metric_width = std::max<size_t>(metric.size(), 9);
+  std::string out = fmt::format("{:>5}  {:<9}  {:>{}}  {:>8}  {}\n", "TRIAL", "STATE", metric,
+                                metric_width, "LENGTH", "HYPERPARAMETERS");
+  for (const TrialRecord* t : rows) {
+    out += fmt::format("{:>5}  {:<9}  {:>{}}  {:>8}  {}\n", t->id, state_name(t->state),
+                       t->best_metric ? fmt::format("{:.6g}", *t->best_metric) : "-", metric_width,
+                       t->length, t->hparams.dump());
+  }
+  return out;
+}
+
+std::string best_checkpoint(const std::string& run_dir, const std::string& metric,
+                            bool smaller_is_better) {
+  std::string best;
+  double best_value = 0;
+  for (const std::string& dir : checkpoint::list(run_dir)) {
+    const MetricValues values = checkpoint::metadata(dir).validation;
+    if (values.empty()) continue;
+    const double v = validation_metric(values, metric, "searcher.metric");
+    if (std::isnan(v)) continue;
+    if (best.empty() || (smaller_is_better ? v < best_value : v > best_value)) {
+      best = dir;
+      best_value = v;
+    }
+  }
+  return best;
+}
+
+}  // namespace crucible::search

@@ -1,0 +1,106 @@
+#include "search/trial_process.h"
+
+#include <cmath>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+#include <crucible/metrics.h>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/file_io.h"
+#include "config/enum_names.h"
+#include "util/file_system.h"
+
+namespace crucible::search {
+
+TrialFiles::TrialFiles(const std::string& experiment, int64_t id) {
+  const std::string trials = util::join(experiment, "trials");
+  run_dir = util::join(trials, std::to_string(id));
+  config_file = run_dir + ".yaml";
+  log_file = run_dir + ".log";
+}
+
+ExperimentConfig trial_config(const ExperimentConfig& experiment, const nlohmann::json& hparams,
+                              const Length& length) {
+  ExperimentConfig c = experiment;
+  c.hyperparameters.clear();
+  for (const auto& [name, value] : hparams.items()) {
+    HyperparameterSpec spec;
+    spec.value = value;
+    c.hyperparameters[name] = spec;
+  }
+  SearcherConfig single;
+  single.metric = experiment.searcher.metric;
+  single.smaller_is_better = experiment.searcher.smaller_is_better;
+  c.searcher = single;
+  c.max_length = length;
+  return c;
+}
+
+std::vector<std::string> segment_command(const std::string& trainer, const TrialFiles& files,
+                                         const ExperimentConfig& experiment,
+                                         const TrialRecord& trial, const Length& length) {
+  const bool started = util::exists(util::join(files.run_dir, "config.yaml"));
+  if (started && !checkpoint::list(files.run_dir).empty()) {
+    return {trainer,
+            "fit",
+            "--resume",
+            files.run_dir,
+            "--set",
+            fmt::format("max_length.{}={}", config::names<LengthUnit>().name(length.unit),
+                        length.value),
+            "--allow-safe-changes",
+            "--quiet"};
+  }
+  if (util::exists(files.run_dir)) util::remove_all(files.run_dir);
+  checkpoint::replace_atomically(files.config_file,
+                                 to_yaml(trial_config(experiment, trial.hparams, length)));
+  return {trainer, "fit", files.config_file, "--output", files.run_dir, "--quiet"};
+}
+
+SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const Length& length,
+                                  const std::string& metric) {
+  const std::string path = util::join(files.run_dir, "metrics.jsonl");
+  std::ifstream in(path);
+  nlohmann::json validation, stopped;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
+    if (row.is_discarded()) continue;
+    const std::string type = row.value("type", "");
+    if (type == "validation") validation = row;
+    if (type == "stopped") stopped = row;
+  }
+  if (validation.is_null()) {
+    throw TrainingError(fmt::format("trial {}: {} holds no validation", trial, path));
+  }
+  SegmentResult r;
+  r.kind = SegmentResult::Kind::kValidated;
+  r.trial = trial;
+  const char* unit = config::names<LengthUnit>().name(length.unit);
+  r.length = std::llround(validation.at(unit).get<double>());
+  MetricValues values;
+  for (const auto& [name, value] : validation.at("metrics").items()) {
+    values[name] = value.is_number() ? value.get<double>() : std::nan("");
+  }
+  r.metric = validation_metric(values, metric, "searcher.metric");
+  if (r.length < length.value) {
+    r.ended_early = stopped.is_null() ? "the run ended before its length"
+                                      : stopped.value("reason", "the run stopped itself");
+  }
+  return r;
+}
+
+std::string last_error(const std::string& log_file) {
+  std::ifstream in(log_file);
+  std::string error, last;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    last = line;
+    if (line.rfind("error: ", 0) == 0) error = line.substr(7);
+  }
+  return error.empty() ? last : error;
+}
+
+}  // namespace crucible::search

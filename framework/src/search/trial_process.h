@@ -1,0 +1,50 @@
+#pragma once
+
+// One trial of a search as `trainer fit` processes: its files in the experiment directory, the
+// command that trains it to a length, and what its run says afterwards.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <crucible/config.h>
+
+#include "search/scheduler.h"
+
+namespace crucible::search {
+
+// The files of trial `id` in experiment directory `experiment`.
+struct TrialFiles {
+  TrialFiles(const std::string& experiment, int64_t id);
+  std::string run_dir;      // <experiment>/trials/<id>/, a normal run directory
+  std::string config_file;  // <experiment>/trials/<id>.yaml, the config it started from
+  std::string log_file;     // <experiment>/trials/<id>.log, what its processes printed
+};
+
+// The config of one trial of `experiment`: its hyperparameters as constants, searcher single
+// (same metric and direction), max_length `length`.
+ExperimentConfig trial_config(const ExperimentConfig& experiment, const nlohmann::json& hparams,
+                              const Length& length);
+
+// The command line that trains the trial to `length`: `trainer fit CONFIG --output RUN_DIR`
+// when its run has no checkpoint yet (removing a run directory that a killed process left
+// without one, and writing CONFIG), else `trainer fit --resume RUN_DIR` with max_length set to
+// `length`. Every process writes its reports to its run's log only (--quiet).
+std::vector<std::string> segment_command(const std::string& trainer, const TrialFiles& files,
+                                         const ExperimentConfig& experiment,
+                                         const TrialRecord& trial, const Length& length);
+
+// The result of a segment whose process exited 0: the last validation in the run's
+// metrics.jsonl, its length in `unit` and its `metric`; ended_early holds the reason the run
+// gives when that length is short of `length`. Throws TrainingError naming the run when it has
+// no validation or lacks the metric.
+SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const Length& length,
+                                  const std::string& metric);
+
+// What a failed process said: the last line of `log_file` that starts with "error: " (without
+// it), else its last non-empty line, else "".
+std::string last_error(const std::string& log_file);
+
+}  // namespace crucible::search

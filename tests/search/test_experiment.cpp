@@ -1,0 +1,293 @@
+// Searches through the real `trainer fit`: the experiment directory, the trials' runs, retries,
+// invalid hyperparameters, concurrency, and an experiment killed and resumed.
+#include <csignal>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "catch.h"
+#include "process.h"
+#include "search/scheduler.h"
+
+using namespace crucible::testing;
+using crucible::search::Scheduler;
+using nlohmann::json;
+
+namespace {
+
+// An experiment file in `dir` for SearchTrial: 256 records in batches of 16.
+std::string search_config(const TempDir& dir, const std::string& searcher,
+                          const std::string& hyperparameters, const std::string& extra = "") {
+  const std::string path = dir / "search.yaml";
+  write_file(path,
+             "name: search\nentrypoint: crucible_test_trials:SearchTrial\n"
+             "hyperparameters: {global_batch_size: 16, records: 256, " +
+                 hyperparameters + "}\nsearcher: " + searcher +
+                 "\nmax_length: {batches: 16}\nscheduling_unit: 4\n"
+                 "reproducibility: {experiment_seed: 5}\n" +
+                 extra);
+  return path;
+}
+
+CommandResult fit(const std::string& config, const std::string& out) {
+  return run_command(kTrainer + " fit " + config + " --output " + out);
+}
+
+// Runs a search of SearchTrial into <tmp>/exp and requires it to succeed; returns its output.
+std::string search_ok(const TempDir& tmp, const std::string& searcher,
+                      const std::string& hyperparameters, const std::string& extra = "") {
+  const auto r = fit(search_config(tmp, searcher, hyperparameters, extra), tmp / "exp");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return r.output;
+}
+
+// The rows of experiment.jsonl without their time, which no rerun repeats.
+std::vector<json> rows_of(const std::string& experiment) {
+  std::vector<json> rows = read_metrics(experiment + "/experiment.jsonl");
+  for (auto& row : rows) row.erase("time");
+  return rows;
+}
+
+std::vector<json> rows_with(const std::vector<json>& rows, const std::string& event) {
+  std::vector<json> out;
+  for (const auto& row : rows) {
+    if (row["event"] == event) out.push_back(row);
+  }
+  return out;
+}
+
+// The rows a search decides from and about (what a rerun or a resumed run must repeat).
+std::vector<json> decisions(const std::vector<json>& rows) {
+  std::vector<json> out;
+  for (const auto& row : rows) {
+    if (row["event"] != "restarted") out.push_back(row);
+  }
+  return out;
+}
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("trainer fit runs a 2x2 grid as 4 trials in an experiment directory",
+          "[search][experiment]") {
+  TempDir tmp;
+  const std::string exp = tmp / "exp";
+  const std::string output = search_ok(tmp, "{name: grid, metric: validation_loss}",
+                                       "lr: {type: double, minval: 0.02, maxval: 0.1, count: 2}, "
+                                       "hidden: {type: categorical, vals: [4, 8]}");
+  const auto rows = rows_of(exp);
+  CHECK(rows_with(rows, "created").size() == 4);
+  CHECK(rows_with(rows, "completed").size() == 4);
+  const auto validated = rows_with(rows, "validated");
+  REQUIRE(validated.size() == 4);
+  std::map<double, int64_t> by_metric;
+  for (const auto& row : validated) {
+    const int64_t id = row["trial"];
+    CHECK(row["length"] == 16);
+    // Each trial is a normal run: its own config with constant hyperparameters, and its
+    // validation in its metrics.jsonl.
+    const std::string run = exp + "/trials/" + std::to_string(id);
+    const auto metrics = read_metrics(run + "/metrics.jsonl");
+    REQUIRE(!metrics.empty());
+    CHECK(metrics.back()["type"] == "validation");
+    CHECK(metrics.back()["metrics"]["validation_loss"] == row["metric"]);
+    CHECK_THAT(read_file(run + "/config.yaml"), Catch::Contains("name: single"));
+    by_metric[row["metric"].get<double>()] = id;
+  }
+  CHECK(by_metric.size() == 4);
+  // best names the best trial's best checkpoint, which validate accepts.
+  const int64_t best = by_metric.begin()->second;
+  const std::string pointer = trimmed(read_file(exp + "/best"));
+  CHECK(pointer == "trials/" + std::to_string(best) + "/checkpoints/batch-0000000016");
+  const auto v = run_command(kTrainer + " validate --checkpoint " + exp + "/" + pointer);
+  INFO(v.output);
+  CHECK(v.exit_code == 0);
+  CHECK_THAT(v.output, Catch::Contains("validation_loss"));
+  // The table lists the trials best first.
+  const auto table = output.find("TRIAL  STATE");
+  REQUIRE(table != std::string::npos);
+  const auto first_row = output.find('\n', table) + 1;
+  CHECK(output.substr(first_row, 5) == fmt::format("{:>5}", best));
+  CHECK(util::exists(exp + "/config.yaml"));
+  CHECK(util::exists(exp + "/experiment.log"));
+}
+
+TEST_CASE("random search: a rerun draws the same hyperparameters and gets the same metrics",
+          "[search][experiment]") {
+  TempDir tmp;
+  const std::string config =
+      search_config(tmp, "{name: random, metric: validation_loss, max_trials: 3}",
+                    "lr: {type: log, minval: -2, maxval: -1}, hidden: {type: int, minval: 2, "
+                    "maxval: 12}");
+  const auto a = fit(config, tmp / "a");
+  const auto b = fit(config, tmp / "b");
+  INFO(a.output << b.output);
+  REQUIRE(a.exit_code == 0);
+  REQUIRE(b.exit_code == 0);
+  const auto rows = rows_of(tmp / "a");
+  CHECK(rows_with(rows, "created").size() == 3);
+  CHECK(rows == rows_of(tmp / "b"));
+  const auto created = rows_with(rows, "created");
+  CHECK(created[0]["hparams"] != created[1]["hparams"]);
+}
+
+TEST_CASE("adaptive ASHA with max_trials 8 trains each trial to the rung where its rules stop it",
+          "[search][experiment]") {
+  TempDir tmp;
+  const std::string exp = tmp / "exp";
+  // 8 trials, max_time 16, divisor 2, aggressive: one bracket of 4 rungs, [2, 4, 8, 16] batches.
+  search_ok(tmp,
+            "{name: adaptive_asha, metric: validation_loss, max_trials: 8, max_time: 16, "
+            "time_metric: batches, divisor: 2, mode: aggressive, max_concurrent_trials: 2}",
+            "lr: {type: log, minval: -3, maxval: 0}");
+  const auto rows = rows_of(exp);
+  CHECK(rows_with(rows, "created").size() == 8);
+  CHECK_FALSE(rows_with(rows, "stopped").empty());
+  CHECK_FALSE(rows_with(rows, "completed").empty());
+  CHECK(rows_with(rows, "stopped").size() + rows_with(rows, "completed").size() == 8);
+  // The runner made exactly the decisions the searcher's rules make from these metrics.
+  crucible::ExperimentConfig config = crucible::load_experiment_config(exp + "/config.yaml");
+  Scheduler rules(config);
+  std::vector<json> expected = rules.start();
+  for (const auto& row : rows) {
+    if (const auto result = Scheduler::result_of_row(row)) {
+      const auto more = rules.report(*result);
+      expected.insert(expected.end(), more.begin(), more.end());
+    }
+  }
+  CHECK(expected == rows);
+  // Each trial trained exactly to the rung it ended at, and no further.
+  for (const auto& row : rows) {
+    if (row["event"] != "stopped" && row["event"] != "completed") continue;
+    const std::string run = exp + "/trials/" + row["trial"].dump();
+    const auto metrics = read_metrics(run + "/metrics.jsonl");
+    CHECK(metrics.back()["batches"] == row["length"]);
+    const int64_t length = row["length"];
+    CHECK((length == 2 || length == 4 || length == 8 || length == 16));
+    CHECK((row["event"] == "completed") == (length == 16));
+  }
+}
+
+TEST_CASE("a failing trial is restarted from its checkpoint, then recorded as failed",
+          "[search][experiment]") {
+  TempDir tmp;
+  const std::string exp = tmp / "exp";
+  const std::string once = tmp / "failed-once";
+  // (fail_at, fail_once): never fails; fails every time at batch 6; fails once at batch 6.
+  // The search goes on and ends.
+  const std::string output = search_ok(
+      tmp, "{name: grid, metric: validation_loss}",
+      "lr: 0.05, fail_at: {type: categorical, vals: [-1, 6]}, fail_once: {type: categorical, "
+      "vals: ['', '" +
+          once + "']}",
+      "max_restarts: 2\nmin_checkpoint_period: {batches: 4}\n");
+  const auto rows = rows_of(exp);
+  std::map<int64_t, json> hparams;
+  for (const auto& row : rows_with(rows, "created")) hparams[row["trial"]] = row["hparams"];
+  const auto failed = rows_with(rows, "failed");
+  REQUIRE(failed.size() == 1);
+  CHECK(hparams[failed[0]["trial"]]["fail_at"] == 6);
+  CHECK(hparams[failed[0]["trial"]]["fail_once"] == "");
+  CHECK_THAT(failed[0]["error"].get<std::string>(), Catch::Contains("injected failure at batch 6"));
+  std::map<int64_t, int> restarts;
+  for (const auto& row : rows_with(rows, "restarted")) ++restarts[row["trial"]];
+  CHECK(restarts[failed[0]["trial"]] == 2);
+  CHECK(rows_with(rows, "completed").size() == 3);
+  for (const auto& [id, h] : hparams) {
+    if (h["fail_at"] != 6 || h["fail_once"] == "") continue;
+    CHECK(restarts[id] == 1);
+    // The restart resumed the run from its checkpoint at batch 4.
+    CHECK_THAT(read_file(exp + "/trials/" + std::to_string(id) + "/trainer.log"),
+               Catch::Contains("batch-0000000004 at batch 4"));
+  }
+  CHECK_THAT(output, Catch::Contains("failed"));
+}
+
+TEST_CASE("a trial that rejects its hyperparameters is replaced, not retried",
+          "[search][experiment]") {
+  TempDir tmp;
+  const std::string exp = tmp / "exp";
+  search_ok(tmp, "{name: random, metric: validation_loss, max_trials: 3}",
+            "lr: {type: double, minval: 0.01, maxval: 0.16}, invalid_above: 0.1");
+  const auto rows = rows_of(exp);
+  std::map<int64_t, double> lr;
+  for (const auto& row : rows_with(rows, "created")) lr[row["trial"]] = row["hparams"]["lr"];
+  const auto invalid = rows_with(rows, "invalid");
+  REQUIRE_FALSE(invalid.empty());
+  for (const auto& row : invalid) {
+    CHECK(lr[row["trial"]] > 0.1);
+    CHECK_THAT(row["error"].get<std::string>(), Catch::Contains("is above invalid_above"));
+  }
+  CHECK(rows_with(rows, "restarted").empty());
+  const auto completed = rows_with(rows, "completed");
+  CHECK(completed.size() == 3);
+  for (const auto& row : completed) CHECK(lr[row["trial"]] <= 0.1);
+}
+
+TEST_CASE("two concurrent trials finish sooner than the same two one after the other",
+          "[search][experiment]") {
+  TempDir tmp;
+  // Each trial sleeps 50 ms a batch for 16 batches.
+  const std::string hp = "lr: {type: double, minval: 0.01, maxval: 0.1}, sleep_ms: 50";
+  auto timed = [&](int64_t concurrent, const std::string& out) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto r = fit(search_config(tmp,
+                                     "{name: random, metric: validation_loss, max_trials: 2, "
+                                     "max_concurrent_trials: " +
+                                         std::to_string(concurrent) + "}",
+                                     hp),
+                       out);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const double serial = timed(1, tmp / "serial");
+  const double concurrent = timed(2, tmp / "concurrent");
+  INFO("serial " << serial << " s, concurrent " << concurrent << " s");
+  CHECK(concurrent < 0.8 * serial);
+  // Same seed, same trials: the decisions do not depend on how many ran at once.
+  CHECK(rows_with(rows_of(tmp / "serial"), "validated") ==
+        rows_with(rows_of(tmp / "concurrent"), "validated"));
+}
+
+TEST_CASE("an experiment killed during its second rung resumes to the same decisions and best",
+          "[search][experiment]") {
+  TempDir tmp;
+  const std::string searcher =
+      "{name: adaptive_asha, metric: validation_loss, max_trials: 6, max_time: 16, time_metric: "
+      "batches, divisor: 2, mode: aggressive, max_concurrent_trials: 2}";
+  const std::string hp = "lr: {type: log, minval: -3, maxval: 0}, sleep_ms: 40";
+  const std::string config =
+      search_config(tmp, searcher, hp, "min_checkpoint_period: {batches: 1}\n");
+  const auto reference = fit(config, tmp / "reference");
+  INFO(reference.output);
+  REQUIRE(reference.exit_code == 0);
+
+  const std::string exp = tmp / "killed";
+  {
+    Child child(kTrainer + " fit " + config + " --output " + exp, tmp / "killed.out");
+    // The second rung: a trial was kept at rung 0 and trains on towards rung 1.
+    REQUIRE(wait_until(
+        [&] {
+          for (const auto& row : read_metrics(exp + "/experiment.jsonl")) {
+            if (row["event"] == "validated" && row["decision"] == "continue") return true;
+          }
+          return false;
+        },
+        120));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    child.signal(SIGKILL);
+    child.wait();
+  }
+  CHECK(rows_with(rows_of(exp), "completed").empty());
+  const auto resumed = run_command(kTrainer + " fit --resume " + exp);
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(decisions(rows_of(exp)) == decisions(rows_of(tmp / "reference")));
+  CHECK(read_file(exp + "/best") == read_file(tmp / "reference/best"));
+}
