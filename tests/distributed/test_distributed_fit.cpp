@@ -10,6 +10,7 @@
 #include "distributed/backend.h"
 #include "distributed/c10d_compat.h"
 #include "resumable_run.h"
+#include "slurm_cluster.h"
 #include "torchrun_env.h"
 
 using namespace crucible::testing;
@@ -89,21 +90,11 @@ TEST_CASE("mpirun and srun and torchrun's environment and two nodes run the same
     REQUIRE(r.exit_code == 0);
   }
   SECTION("srun -n 2 (Slurm, a one-node cluster of this machine)") {
-    const std::string script = std::string(CRUCIBLE_SOURCE_DIR) + "/tests/support/slurm_cluster.sh";
-    const std::string dir = tmp / "slurm";
-    auto up =
-        run_command(fmt::format("{} start {} {} {} 2>&1", script, dir, free_port(), free_port()));
-    INFO(up.output);
-    REQUIRE(up.exit_code == 0);
-    struct Down {
-      std::string command;
-      ~Down() { run_command(command); }
-    } down{fmt::format("{} stop {}", script, dir)};
+    const SlurmCluster cluster(tmp / "slurm");
     // Slurm gives no thread count: one each, as the 2-slot launcher gives on this machine.
-    auto r = run_command(fmt::format(
-        "SLURM_CONF={}/slurm.conf MASTER_PORT={} OMP_NUM_THREADS=1 srun --kill-on-bad-exit=1 "
-        "-n 2 {} 2>&1",
-        dir, free_port(), fit));
+    auto r = run_command(
+        fmt::format("{} MASTER_PORT={} OMP_NUM_THREADS=1 srun --kill-on-bad-exit=1 -n 2 {} 2>&1",
+                    cluster.env(), free_port(), fit));
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
   }

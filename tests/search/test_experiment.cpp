@@ -8,6 +8,7 @@
 #include "catch.h"
 #include "process.h"
 #include "search/scheduler.h"
+#include "slurm_cluster.h"
 
 using namespace crucible::testing;
 using crucible::search::Scheduler;
@@ -290,4 +291,23 @@ TEST_CASE("an experiment killed during its second rung resumes to the same decis
   REQUIRE(resumed.exit_code == 0);
   CHECK(decisions(rows_of(exp)) == decisions(rows_of(tmp / "reference")));
   CHECK(read_file(exp + "/best") == read_file(tmp / "reference/best"));
+}
+
+TEST_CASE("inside a Slurm allocation the trials run as job steps", "[search][experiment][slurm]") {
+  TempDir tmp;
+  const SlurmCluster cluster(tmp / "slurm");
+  const std::string config =
+      search_config(tmp, "{name: random, metric: validation_loss, max_trials: 3}",
+                    "lr: {type: double, minval: 0.01, maxval: 0.1}");
+  const auto r = run_command(fmt::format("{} salloc -n 2 {} fit {} --output {}", cluster.env(),
+                                         kTrainer, config, tmp / "exp"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("up to 2 trials at once as job steps of Slurm job"));
+  CHECK(rows_with(rows_of(tmp / "exp"), "completed").size() == 3);
+  // slurmd launched one step per trial.
+  const std::string slurmd = cluster.slurmd_log();
+  for (const char* step : {".0 request", ".1 request", ".2 request"})
+    CHECK_THAT(slurmd, Catch::Contains(step));
+  CHECK_THAT(slurmd, !Catch::Contains(".3 request"));
 }

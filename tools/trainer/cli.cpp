@@ -31,7 +31,8 @@ Options:
 
 Exit codes: 0 done, 1 training failed, 2 bad usage or config, 3 trial library or trial class,
 4 stopped by SIGTERM/SIGUSR1/SIGINT after a checkpoint (continue with --resume), 5 another rank
-died, hangs or is unreachable (the launcher names it), 130 a second SIGINT (stopped at once).
+died, hangs or is unreachable (the launcher names it), 6 the trial rejected its hyperparameters
+(InvalidHyperparameters), 130 a second SIGINT (stopped at once).
 )";
 
 constexpr const char* kFitUsage = R"(usage: trainer fit CONFIG [options]
@@ -40,6 +41,11 @@ constexpr const char* kFitUsage = R"(usage: trainer fit CONFIG [options]
 Trains the trial of experiment file CONFIG and writes a run directory
 <checkpoint_storage.host_path>/<name>/<run-id>/ holding config.yaml, trainer.log, metrics.jsonl
 and checkpoints/.
+
+With searcher grid, random or adaptive_asha it runs a search instead: an experiment directory
+holding config.yaml, experiment.log, experiment.jsonl, best and trials/<id>/ (each a run
+directory), one `trainer fit` process per trial on this machine's cores (or GPUs), and a table
+of the trials at the end. `--resume EXPERIMENT_DIR` continues a stopped or killed search.
 
 Options:
   --test-mode        train 1 batch, validate 1 batch, save a checkpoint and load it back

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 #include <torch/cuda.h>
@@ -18,6 +20,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_io.h"
 #include "config/enum_names.h"
+#include "distributed/c10d_compat.h"
 #include "launch/process.h"
 #include "plugin/loader.h"
 #include "search/experiment_log.h"
@@ -39,6 +42,23 @@ struct Slot {
   std::string cuda_devices;  // CUDA_VISIBLE_DEVICES; "" without GPUs
   int threads = 1;           // OMP_NUM_THREADS of each of its ranks
 };
+
+// The Slurm allocation this process runs in (salloc, or an sbatch script), outside any step:
+// its task count; nullopt outside an allocation or inside a step.
+std::optional<int64_t> slurm_allocation_tasks() {
+  if (!std::getenv("SLURM_JOB_ID") || std::getenv("SLURM_STEP_ID")) return std::nullopt;
+  const char* tasks = std::getenv("SLURM_NTASKS");
+  return tasks ? std::max<int64_t>(1, std::atoll(tasks)) : 1;
+}
+
+// Trials as job steps of the allocation: as many at once as its tasks hold.
+std::vector<Slot> slurm_slots(int64_t tasks, int64_t slots_per_trial) {
+  const char* per_task = std::getenv("SLURM_CPUS_PER_TASK");
+  Slot slot;
+  slot.threads = per_task ? std::max(1, std::atoi(per_task)) : 1;
+  return std::vector<Slot>(static_cast<size_t>(std::max<int64_t>(1, tasks / slots_per_trial)),
+                           slot);
+}
 
 std::vector<Slot> local_slots(int64_t slots_per_trial) {
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -63,7 +83,17 @@ struct InFlight {
   Segment segment;
   size_t slot = 0;
   pid_t pid = -1;
+  c10::intrusive_ptr<c10d::TCPStore> store;  // a job step's rendezvous, served here
 };
+
+// Serves a rendezvous store on a free port of this node, for one job step.
+c10::intrusive_ptr<c10d::TCPStore> serve_step_store() {
+  c10d::TCPStoreOptions options;
+  options.port = 0;
+  options.isServer = true;
+  options.waitWorkers = false;
+  return dist::open_tcp_store("0.0.0.0", options);
+}
 
 class Runner {
  public:
@@ -127,7 +157,9 @@ class Runner {
     }
     logger_.open(util::join(dir_, "experiment.log"), options_.console);
     log_.emplace(util::join(dir_, "experiment.jsonl"));
-    slots_ = local_slots(config_.resources.slots_per_trial);
+    slurm_tasks_ = slurm_allocation_tasks();
+    slots_ = slurm_tasks_ ? slurm_slots(*slurm_tasks_, config_.resources.slots_per_trial)
+                          : local_slots(config_.resources.slots_per_trial);
     busy_.assign(slots_.size(), false);
     std::vector<nlohmann::json> rows = scheduler_.start();
     if (resuming) {
@@ -135,8 +167,11 @@ class Runner {
       logger_.info(fmt::format("resuming experiment {}: {} trials so far, {} running", dir_,
                                scheduler_.trials().size(), scheduler_.running().size()));
     } else {
-      logger_.info(fmt::format("experiment {}: searcher {}, {} trial processes at once", dir_,
-                               config_.searcher.name, slots_.size()));
+      logger_.info(fmt::format(
+          "experiment {}: searcher {}, up to {} trials at once{}", dir_, config_.searcher.name,
+          slots_.size(),
+          slurm_tasks_ ? " as job steps of Slurm job " + std::string(std::getenv("SLURM_JOB_ID"))
+                       : ""));
       write(std::move(rows));
     }
   }
@@ -188,43 +223,62 @@ class Runner {
   void start(const Segment& s, size_t slot) {
     const TrialFiles files(dir_, s.trial);
     const Length length{scheduler_.unit(), s.length};
-    const auto command =
+    std::vector<std::string> command =
         segment_command(options_.trainer, files, config_, scheduler_.trials().at(s.trial), length);
+    const Slot& where = slots_[slot];
+    std::map<std::string, std::string> env = {{"OMP_NUM_THREADS", std::to_string(where.threads)}};
+    if (!where.cuda_devices.empty()) env["CUDA_VISIBLE_DEVICES"] = where.cuda_devices;
+    InFlight f{s, slot, -1, {}};
+    if (slurm_tasks_) {
+      // A job step of slots_per_trial tasks, each a rank that meets the others at a store
+      // served here (srun gives them this node's address as SLURM_LAUNCH_NODE_IPADDR).
+      f.store = serve_step_store();
+      env["MASTER_PORT"] = std::to_string(f.store->getPort());
+      env["CRUCIBLE_STORE_HOSTED"] = "1";
+      command.insert(
+          command.begin(),
+          {find_program("srun"), fmt::format("--ntasks={}", config_.resources.slots_per_trial),
+           fmt::format("--cpus-per-task={}", where.threads), "--kill-on-bad-exit=1",
+           fmt::format("--job-name={}-trial-{}", config_.name, s.trial)});
+    }
     const int fd = ::open(files.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
       throw TrainingError(fmt::format("cannot open {}: {}", files.log_file, std::strerror(errno)));
     }
-    const Slot& where = slots_[slot];
-    std::map<std::string, std::string> env = {{"OMP_NUM_THREADS", std::to_string(where.threads)}};
-    if (!where.cuda_devices.empty()) env["CUDA_VISIBLE_DEVICES"] = where.cuda_devices;
-    pid_t pid = -1;
     try {
-      pid = launch::spawn(command, launch::environment_with(env), fd, fd,
-                          fmt::format("trial {}", s.trial), where.cpus);
+      f.pid = launch::spawn(command, launch::environment_with(env), fd, fd,
+                            fmt::format("trial {}", s.trial), where.cpus);
     } catch (...) {
       ::close(fd);
       throw;
     }
     ::close(fd);
     busy_[slot] = true;
-    running_.push_back({s, slot, pid});
+    running_.push_back(std::move(f));
+  }
+
+  // The first trial process that has exited, with its wait status, removed from running_.
+  // Waits for its own children only: a program that runs a search may have others.
+  std::optional<std::pair<InFlight, int>> reap() {
+    for (auto it = running_.begin(); it != running_.end(); ++it) {
+      int status = 0;
+      if (::waitpid(it->pid, &status, WNOHANG) == it->pid) {
+        const InFlight f = *it;
+        running_.erase(it);
+        busy_[f.slot] = false;
+        return std::make_pair(f, status);
+      }
+    }
+    return std::nullopt;
   }
 
   // Waits up to a moment for a trial process to exit and handles it.
   void wait_for_exit() {
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) {
+    if (const auto exit = reap()) {
+      exited(exit->first, exit->second);
+    } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      return;
     }
-    const auto it = std::find_if(running_.begin(), running_.end(),
-                                 [&](const InFlight& f) { return f.pid == pid; });
-    if (it == running_.end()) return;
-    const InFlight f = *it;
-    running_.erase(it);
-    busy_[f.slot] = false;
-    exited(f, status);
   }
 
   void exited(const InFlight& f, int status) {
@@ -275,21 +329,12 @@ class Runner {
     for (const auto& f : running_) ::kill(f.pid, sig);
     const auto deadline = Clock::now() + std::chrono::minutes(2);
     while (!running_.empty()) {
-      int status = 0;
-      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-      if (pid > 0) {
-        running_.erase(std::remove_if(running_.begin(), running_.end(),
-                                      [&](const InFlight& f) { return f.pid == pid; }),
-                       running_.end());
-        continue;
-      }
-      if (pid < 0) break;
+      if (reap()) continue;
       if (Clock::now() > deadline) {
         for (const auto& f : running_) ::kill(f.pid, SIGKILL);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    running_.clear();
   }
 
   void update_best() {
@@ -329,6 +374,7 @@ class Runner {
   ExperimentConfig config_;
   SearchOptions options_;
   Scheduler scheduler_;
+  std::optional<int64_t> slurm_tasks_;  // set inside a Slurm allocation
   std::string dir_;
   util::Logger logger_;
   std::optional<ExperimentLog> log_;
@@ -341,6 +387,19 @@ class Runner {
 };
 
 }  // namespace
+
+std::string find_program(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    const size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string candidate = util::join(dirs.substr(start, end - start), name);
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  throw UsageError(fmt::format("{} is not on PATH ({})", name, dirs));
+}
 
 bool is_experiment_dir(const std::string& dir) {
   return util::exists(util::join(dir, "experiment.jsonl"));

@@ -26,7 +26,9 @@ struct SearchOptions {
 // relative to the directory) and, per trial, trials/<id>/ (its run), trials/<id>.yaml and
 // trials/<id>.log. Trials run on local slots: one per core, or per slots_per_trial GPUs when
 // CUDA is available, each process pinned to its slot's cores (OMP_NUM_THREADS to match) or
-// given its GPUs (CUDA_VISIBLE_DEVICES).
+// given its GPUs (CUDA_VISIBLE_DEVICES). Inside a Slurm allocation (SLURM_JOB_ID set, no step),
+// each trial is a job step instead (`srun --ntasks=slots_per_trial`), as many at once as
+// SLURM_NTASKS / slots_per_trial, its ranks meeting at a store this process serves.
 //
 // A trial that fails is restarted from its last checkpoint up to max_restarts times, then
 // recorded as failed; one that throws InvalidHyperparameters is recorded as invalid and
@@ -36,6 +38,9 @@ struct SearchOptions {
 // the search replays experiment.jsonl and goes on from where it was, making the decisions an
 // uninterrupted run makes.
 SearchResult run_search(const ExperimentConfig& config, const SearchOptions& options);
+
+// The path of program `name` in $PATH; throws UsageError naming it when there is none.
+std::string find_program(const std::string& name);
 
 // Whether `dir` holds an experiment (an experiment.jsonl) rather than a single run.
 bool is_experiment_dir(const std::string& dir);
