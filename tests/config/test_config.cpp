@@ -419,3 +419,21 @@ checkpoint_storage: {type: shared_fs, host_path: /tmp, storage_path: ckpt}
   CHECK((again == c));
   CHECK(again.warnings.empty());
 }
+
+TEST_CASE("every problem of an experiment file is in one error", "[config]") {
+  const std::string message = error_of([] {
+    crucible::parse_experiment_config(R"(name: mnist
+entrypoint: lib:Trial
+hyperparameters: {learning_rate: 1.0}
+searcher: {name: single, metric: validation_loss, max_trials: many}
+resources: {slots_per_trial: 0}
+)",
+                                      "const.yaml");
+  });
+  CHECK_THAT(message, Catch::StartsWith("const.yaml: 4 problems:"));
+  CHECK_THAT(message, Catch::Contains("\n  const.yaml:3:18: hyperparameters.global_batch_size: "
+                                      "required hyperparameter 'global_batch_size' is missing"));
+  CHECK_THAT(message, Catch::Contains("searcher.max_trials"));
+  CHECK_THAT(message, Catch::Contains("max_length"));
+  CHECK_THAT(message, Catch::Contains("resources.slots_per_trial"));
+}

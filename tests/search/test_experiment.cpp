@@ -311,3 +311,18 @@ TEST_CASE("inside a Slurm allocation the trials run as job steps", "[search][exp
     CHECK_THAT(slurmd, Catch::Contains(step));
   CHECK_THAT(slurmd, !Catch::Contains(".3 request"));
 }
+
+TEST_CASE("trainer check refuses the search trainer fit refuses, with the same message",
+          "[search][experiment]") {
+  TempDir tmp;
+  const std::string config = search_config(tmp, "{name: grid, metric: validation_loss}",
+                                           "lr: {type: double, minval: 0.01, maxval: 0.1}");
+  const auto check = run_command(kTrainer + " check " + config);
+  const auto fit_run = fit(config, tmp / "exp");
+  INFO(check.output << fit_run.output);
+  CHECK(check.exit_code == 2);
+  CHECK(fit_run.exit_code == 2);
+  CHECK_THAT(check.output, Catch::Contains("hyperparameters.lr") && Catch::Contains("count"));
+  CHECK(check.output == fit_run.output);
+  CHECK_FALSE(util::exists(tmp / "exp"));
+}

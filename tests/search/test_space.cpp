@@ -40,7 +40,7 @@ TEST_CASE("grid points: linear, in the exponent for log, rounded and clamped for
   CHECK(grid_points("n", numeric(Type::kInt, 1, 3, 10)) == std::vector<nlohmann::json>{1, 2, 3});
   CHECK(grid_points("n", numeric(Type::kInt, 0, 10, 3)) == std::vector<nlohmann::json>{0, 5, 10});
   CHECK_THROWS_WITH(grid_points("units", numeric(Type::kInt, 1, 3, 0)),
-                    Catch::Contains("hyperparameter 'units': the grid searcher needs a count"));
+                    Catch::Contains("hyperparameters.units: the grid searcher needs a count"));
 }
 
 TEST_CASE("the grid is the cartesian product, categoricals and constants included",

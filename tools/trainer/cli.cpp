@@ -228,8 +228,7 @@ int check(const Args& a) {
   if (a.config.empty()) throw UsageError("trainer check needs a CONFIG file");
   ExperimentConfig config = load_experiment_config(a.config, a.overrides);
   for (const std::string& warning : config.warnings) std::cerr << "warning: " << warning << "\n";
-  TrialFactory factory = load_trial(config);
-  factory.check_evaluation_methods();
+  const TrialFactory factory = check_experiment(config);
   std::cout << "# " << a.config << ": OK (trial " << factory.name << ")\n" << to_yaml(config);
   return kExitOk;
 }

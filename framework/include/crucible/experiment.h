@@ -99,6 +99,13 @@ ExperimentResult run_experiment(const ExperimentOptions& options);
 // class is not registered in it (listing those that are).
 TrialFactory load_trial(const ExperimentConfig& config, const std::string& search_dir = "");
 
+// What `trainer check` verifies, and what run_experiment verifies before it starts anything, so
+// that the two agree: the trial library loads and registers the class (load_trial), the trial
+// overrides exactly one of evaluate_batch and evaluate_full_dataset, and a search can be planned
+// (every numeric hyperparameter of a grid has a count). Returns the trial's factory. Throws
+// PluginError or ConfigError naming the problem.
+TrialFactory check_experiment(const ExperimentConfig& config);
+
 // Joins the distributed run that an outside launcher started this process in, as its
 // environment describes it (torchrun's RANK, WORLD_SIZE, ...; Open MPI's OMPI_COMM_WORLD_*;
 // a Slurm step's SLURM_*): connects to the rendezvous store and builds the process groups that

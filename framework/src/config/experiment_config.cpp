@@ -1,6 +1,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 
@@ -93,18 +94,43 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
   }
   ExperimentConfig c;
   const MapReader top(source, root, "", config::top_level_names());
+  // Every problem of the file in one error: each key is read even when an earlier one failed.
+  std::vector<std::string> problems;
+  auto attempt = [&](const std::function<void()>& read) {
+    try {
+      read();
+    } catch (const ConfigError& e) {
+      problems.emplace_back(e.what());
+    }
+  };
   std::optional<MapReader> section;
+  std::string failed_section;
   for (const config::Key& key : config::schema()) {
     if (key.section.empty()) {
-      if (key.required && !top.has(key.name)) top.fail_missing(key.name);
-      key.read(top, c);
+      attempt([&] {
+        if (key.required && !top.has(key.name)) top.fail_missing(key.name);
+        key.read(top, c);
+      });
       continue;
     }
-    if (!top.has(key.section)) continue;
+    if (!top.has(key.section) || key.section == failed_section) continue;
     if (!section || section->path() != key.section) {
-      section.emplace(source, root[key.section], key.section, config::section_keys(key.section));
+      section.reset();
+      attempt([&] {
+        section.emplace(source, root[key.section], key.section, config::section_keys(key.section));
+      });
+      if (!section) {
+        failed_section = key.section;
+        continue;
+      }
     }
-    key.read(*section, c);
+    attempt([&] { key.read(*section, c); });
+  }
+  if (problems.size() == 1) throw ConfigError(problems.front());
+  if (!problems.empty()) {
+    std::string list;
+    for (const auto& p : problems) list += "\n  " + p;
+    throw ConfigError(fmt::format("{}: {} problems:{}", source.file(), problems.size(), list));
   }
   const SearcherConfig& s = c.searcher;
   if (s.max_time > 0 && s.time_metric.empty()) {

@@ -11,6 +11,7 @@
 #include "launch/launcher.h"
 #include "plugin/loader.h"
 #include "search/runner.h"
+#include "search/scheduler.h"
 #include "util/file_system.h"
 
 namespace crucible {
@@ -106,6 +107,13 @@ ExperimentResult run_search(const ExperimentOptions& o, const ExperimentConfig& 
 
 }  // namespace
 
+TrialFactory check_experiment(const ExperimentConfig& config) {
+  TrialFactory factory = load_trial(config);
+  factory.check_evaluation_methods();
+  if (config.searcher.name != "single") search::Scheduler plan(config);
+  return factory;
+}
+
 ExperimentResult run_experiment(const ExperimentOptions& options) {
   const std::string& resume = options.fit().resume_dir();
   if (options.config_file().empty() == resume.empty()) {
@@ -130,21 +138,18 @@ ExperimentResult run_experiment(const ExperimentOptions& options) {
   if (!launched) {
     for (const std::string& warning : config.warnings) std::cerr << "warning: " << warning << "\n";
   }
-  TrialFactory factory = load_trial(config);
+  TrialFactory factory = check_experiment(config);
   if (config.searcher.name != "single") {
     if (launched) {
       throw UsageError(
           "a search starts its trials' processes itself; run `trainer fit` on it without "
           "torchrun, mpirun or srun");
     }
-    factory.check_evaluation_methods();
     return run_search(options, config);
   }
   const int64_t slots = config.resources.slots_per_trial;
   std::optional<DistributedContext> joined = join_launched_run(config);
   if (!joined && (slots > 1 || options.nnodes() > 1)) {
-    // One clear error here rather than one per worker.
-    factory.check_evaluation_methods();
     dist::use_nccl(config.resources.distributed_backend, dist::rank_device(0),
                    slots / options.nnodes());
     return launch_workers(options, slots);

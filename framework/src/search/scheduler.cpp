@@ -6,6 +6,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <crucible/errors.h>
+
 #include "config/enum_names.h"
 #include "search/space.h"
 #include "util/name_table.h"
@@ -54,7 +56,11 @@ Scheduler::Scheduler(const ExperimentConfig& config)
     unit_ = length.unit;
     Bracket b;
     if (searcher_ == "grid") {
-      grid_ = grid(space_);
+      try {
+        grid_ = grid(space_);
+      } catch (const ConfigError& e) {
+        throw ConfigError(config.source_path + ": " + e.what());
+      }
       b.budget = static_cast<int64_t>(grid_.size());
       max_invalid_ = 0;  // a grid point is not replaced
     } else {

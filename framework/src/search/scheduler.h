@@ -61,8 +61,8 @@ struct TrialRecord {
 
 class Scheduler {
  public:
-  // Requires searcher.name grid, random or adaptive_asha; throws ConfigError naming the
-  // hyperparameter when a grid cannot be planned (a numeric space without count).
+  // Requires searcher.name grid, random or adaptive_asha; throws ConfigError naming the file
+  // and the hyperparameter when a grid cannot be planned (a numeric space without count).
   explicit Scheduler(const ExperimentConfig& config);
 
   // Creates the first trials. Returns the experiment.jsonl rows of what happened.

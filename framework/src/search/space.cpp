@@ -24,8 +24,8 @@ std::vector<nlohmann::json> grid_points(const std::string& name, const Hyperpara
   if (spec.type == Type::kCategorical) return spec.vals;
   if (spec.count < 1) {
     throw ConfigError(fmt::format(
-        "hyperparameter '{}': the grid searcher needs a count for every int, double and log "
-        "hyperparameter",
+        "hyperparameters.{}: the grid searcher needs a count (e.g. count: 4) for every int, "
+        "double and log hyperparameter",
         name));
   }
   std::vector<double> xs;

@@ -19,7 +19,7 @@ using Space = std::map<std::string, HyperparameterSpec>;
 // The grid points of one hyperparameter: a constant's value; a categorical's vals; count points
 // spaced linearly from minval to maxval (count 1: the midpoint), in the exponent for log (the
 // value is base^x); int points rounded, duplicates dropped, so at most the range's size. Throws
-// ConfigError naming `name` when a numeric space has no count.
+// ConfigError "hyperparameters.<name>: ..." when a numeric space has no count.
 std::vector<nlohmann::json> grid_points(const std::string& name, const HyperparameterSpec& spec);
 
 // The cartesian product of every hyperparameter's grid points, as hyperparameter objects; the
