@@ -140,8 +140,10 @@ TEST_CASE("SIGTERM and SIGUSR1 checkpoint at the batch boundary and exit 4",
     CHECK(child.wait() == 4);
     const std::string log = read_file(tmp / "log");
     CHECK_THAT(log, Catch::Contains("checkpointing at batch") && Catch::Contains("stopped:"));
+    // No periodic checkpoint falls in 21..31: one there is the stop's. The signal may land
+    // before batch 29 starts (under load), so the stop may be at 28 itself.
     const std::string stopped_at = latest(run);
-    CHECK(stopped_at > "batch-0000000028");
+    CHECK(stopped_at >= "batch-0000000028");
     CHECK(stopped_at < "batch-0000000128");
     resume_and_compare(run);
   }

@@ -233,8 +233,8 @@ TEST_CASE("a trial that rejects its hyperparameters is replaced, not retried",
 TEST_CASE("two concurrent trials finish sooner than the same two one after the other",
           "[search][experiment]") {
   TempDir tmp;
-  // Each trial sleeps 50 ms a batch for 16 batches.
-  const std::string hp = "lr: {type: double, minval: 0.01, maxval: 0.1}, sleep_ms: 50";
+  // Each trial sleeps 100 ms a batch for 16 batches: sleeping, not computing, dominates.
+  const std::string hp = "lr: {type: double, minval: 0.01, maxval: 0.1}, sleep_ms: 100";
   auto timed = [&](int64_t concurrent, const std::string& out) {
     const auto start = std::chrono::steady_clock::now();
     const auto r = fit(search_config(tmp,
@@ -325,4 +325,36 @@ TEST_CASE("trainer check refuses the search trainer fit refuses, with the same m
   CHECK_THAT(check.output, Catch::Contains("hyperparameters.lr") && Catch::Contains("count"));
   CHECK(check.output == fit_run.output);
   CHECK_FALSE(util::exists(tmp / "exp"));
+}
+
+TEST_CASE(
+    "searcher.metric takes evaluate_batch's name or the prefixed one; an unknown one fails "
+    "at the first validation with its checkpoint kept",
+    "[search][experiment]") {
+  TempDir tmp;
+  const std::string hp = "lr: {type: categorical, vals: [0.02, 0.05]}";
+  SECTION("evaluate_batch's name") {
+    search_ok(tmp, "{name: grid, metric: loss}", hp);
+    const auto rows = rows_of(tmp / "exp");
+    for (const auto& row : rows_with(rows, "validated")) {
+      const auto metrics =
+          read_metrics(tmp / ("exp/trials/" + row["trial"].dump()) + "/metrics.jsonl");
+      CHECK(row["metric"] == metrics.back()["metrics"]["validation_loss"]);
+    }
+    CHECK(util::exists(tmp / "exp/" + trimmed(read_file(tmp / "exp/best"))));
+  }
+  SECTION("an unknown name") {
+    const auto r =
+        fit(search_config(tmp, "{name: grid, metric: acuracy, max_concurrent_trials: 1}", hp),
+            tmp / "exp");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("searcher.metric: 'acuracy' is not among the validation "
+                                         "metrics (validation_loss)"));
+    CHECK_THAT(r.output, Catch::Contains("the training so far is in checkpoint"));
+    const auto v = run_command(kTrainer + " validate --checkpoint " +
+                               tmp / "exp/trials/1/checkpoints/batch-0000000016");
+    INFO(v.output);
+    CHECK(v.exit_code == 0);
+  }
 }

@@ -3,17 +3,32 @@
 #include <crucible/errors.h>
 #include <crucible/metrics.h>
 
+#include "metrics/metric_name.h"
+
 namespace crucible {
+
+namespace metrics {
+
+std::optional<double> find_validation_metric(const MetricValues& values, const std::string& name) {
+  auto found = values.find(name);
+  if (found == values.end()) found = values.find("validation_" + name);
+  if (found == values.end()) return std::nullopt;
+  return found->second;
+}
+
+std::string metric_names(const MetricValues& values) {
+  std::string names;
+  for (const auto& [k, v] : values) names += (names.empty() ? "" : ", ") + k;
+  return names;
+}
+
+}  // namespace metrics
 
 double validation_metric(const MetricValues& values, const std::string& name,
                          const std::string& user) {
-  auto found = values.find(name);
-  if (found == values.end()) found = values.find("validation_" + name);
-  if (found != values.end()) return found->second;
-  std::string names;
-  for (const auto& [k, v] : values) names += (names.empty() ? "" : ", ") + k;
-  throw TrainingError(
-      fmt::format("{}: metric '{}' is not among the validation metrics ({})", user, name, names));
+  if (const auto value = metrics::find_validation_metric(values, name)) return *value;
+  throw TrainingError(fmt::format("{}: metric '{}' is not among the validation metrics ({})", user,
+                                  name, metrics::metric_names(values)));
 }
 
 }  // namespace crucible

@@ -320,7 +320,6 @@ class Runner {
 
   [[noreturn]] void fail_search(const std::string& message, int code) {
     stop_all(SIGTERM);
-    logger_.warn("search failed: " + message);
     throw Error(message, code);
   }
 

@@ -9,6 +9,7 @@
 #include <crucible/version.h>
 
 #include "checkpoint/checkpoint.h"
+#include "metrics/metric_name.h"
 #include "util/file_system.h"
 
 namespace crucible::train {
@@ -26,9 +27,8 @@ void Checkpointer::track(const std::string& dir) {
   }
   checkpoint::Entry entry{dir, meta.batches, std::nullopt};
   const checkpoint::TrainerState& state = meta.trainer_state;
-  const auto metric = state.last_validation.find(config_.searcher.metric);
-  if (state.validated_at == entry.batches && metric != state.last_validation.end()) {
-    entry.metric = metric->second;
+  if (state.validated_at == entry.batches) {
+    entry.metric = metrics::find_validation_metric(state.last_validation, config_.searcher.metric);
   }
   checkpoints_.push_back(entry);
 }

@@ -185,7 +185,14 @@ class FitLoop {
     }
     each_callback("on_validation_end", [&](Callback& c) { c.on_validation_end(values); });
     reporter_.restart_clock();
-    return reporter_.record_best(state_);
+    try {
+      return reporter_.record_best(state_);
+    } catch (const ConfigError& e) {
+      // searcher.metric is not among the metrics: keep the training so far before failing.
+      save_checkpoint();
+      throw ConfigError(fmt::format("{}; the training so far is in checkpoint {}", e.what(),
+                                    state_.last_checkpoint));
+    }
   }
 
   void report_training() { reporter_.report_training(state_, progress()); }

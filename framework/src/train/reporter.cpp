@@ -8,6 +8,7 @@
 
 #include "metrics/jsonl_sink.h"
 #include "metrics/log_sink.h"
+#include "metrics/metric_name.h"
 
 namespace crucible::train {
 
@@ -66,15 +67,13 @@ void Reporter::report_stop(const metrics::Progress& progress, const std::string&
 
 bool Reporter::record_best(FitState& state) const {
   const auto& values = state.last_validation;
-  const auto found = values.find(config_.searcher.metric);
-  if (found == values.end()) {
-    std::string names;
-    for (const auto& [k, v] : values) names += (names.empty() ? "" : ", ") + k;
+  const auto found = metrics::find_validation_metric(values, config_.searcher.metric);
+  if (!found) {
     throw ConfigError(
         fmt::format("{}: searcher.metric: '{}' is not among the validation metrics ({})",
-                    config_.source_path, config_.searcher.metric, names));
+                    config_.source_path, config_.searcher.metric, metrics::metric_names(values)));
   }
-  const double metric = found->second;
+  const double metric = *found;
   const bool smaller = config_.searcher.smaller_is_better;
   const bool best =
       !state.best_metric || (smaller ? metric < *state.best_metric : metric > *state.best_metric);

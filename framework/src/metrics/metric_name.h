@@ -1,0 +1,17 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <crucible/metrics.h>
+
+namespace crucible::metrics {
+
+// The validation metric `name` of `values`, named as evaluate_batch names it ("loss") or with
+// its prefix ("validation_loss"); nullopt when neither is there.
+std::optional<double> find_validation_metric(const MetricValues& values, const std::string& name);
+
+// The names in `values`, comma-separated, for messages.
+std::string metric_names(const MetricValues& values);
+
+}  // namespace crucible::metrics
