@@ -328,7 +328,7 @@ TEST_CASE("trainer check refuses the search trainer fit refuses, with the same m
 }
 
 TEST_CASE(
-    "searcher.metric takes evaluate_batch's name or the prefixed one; an unknown one fails "
+    "searcher.metric takes evaluate_batch's name or the prefixed one, and an unknown one fails "
     "at the first validation with its checkpoint kept",
     "[search][experiment]") {
   TempDir tmp;

@@ -141,7 +141,7 @@ TEST_CASE("adaptive ASHA: the worked example's brackets, rung lengths and stop d
   CHECK(s.trials().at(3).state == TrialState::kStopped);
 }
 
-TEST_CASE("adaptive ASHA: a trial reaching the top rung is done; a failed one ranks last",
+TEST_CASE("adaptive ASHA: a trial reaching the top rung is done, and a failed one ranks last",
           "[search][scheduler]") {
   // max_trials 2, max_time 4, divisor 2, aggressive: one bracket of 2 rungs, lengths [2, 4].
   Scheduler s(config("{global_batch_size: 8, lr: {type: double, minval: 0.01, maxval: 1}}",
