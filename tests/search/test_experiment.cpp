@@ -358,3 +358,23 @@ TEST_CASE(
     CHECK(v.exit_code == 0);
   }
 }
+
+TEST_CASE(
+    "a trial stopped by a signal on its last batch is resumed and its final checkpoint holds "
+    "the validation",
+    "[search][experiment]") {
+  TempDir tmp;
+  // The trial signals itself on its last batch (15): its stop checkpoint at 16 is written before
+  // the final validation; the runner restarts it, and the resumed run validates and writes the
+  // checkpoint at 16 again, with the validation.
+  search_ok(tmp, "{name: random, metric: validation_loss, max_trials: 1}",
+            "lr: {type: double, minval: 0.01, maxval: 0.1}, sigterm_at: 15, sigterm_once: '" +
+                (tmp / "signalled") + "'");
+  const auto rows = rows_of(tmp / "exp");
+  CHECK(rows_with(rows, "restarted").size() == 1);
+  CHECK(rows_with(rows, "completed").size() == 1);
+  CHECK(trimmed(read_file(tmp / "exp/best")) == "trials/1/checkpoints/batch-0000000016");
+  const auto meta =
+      json::parse(read_file(tmp / "exp/trials/1/checkpoints/batch-0000000016/metadata.json"));
+  CHECK(meta["validation"]["validation_loss"] == rows_with(rows, "validated")[0]["metric"]);
+}

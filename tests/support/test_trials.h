@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -485,8 +486,9 @@ class ThrowingCtorTrial : public NeitherEvalTrial {
 // A small regression for searches: its validation loss depends on its learning rate and on how
 // long it trained. Hyperparameters: lr, records, and optional hidden (default 8), sleep_ms (per
 // batch), fail_at (a batch index: train_batch throws there; only while the file fail_once names
-// does not exist, creating it, when fail_once is given) and invalid_above (the constructor
-// throws InvalidHyperparameters when lr is above it).
+// does not exist, creating it, when fail_once is given), invalid_above (the constructor
+// throws InvalidHyperparameters when lr is above it) and sigterm_at (a batch index: the process
+// sends itself SIGTERM there, while the file sigterm_once names does not exist, creating it).
 class SearchTrial : public Trial {
  public:
   explicit SearchTrial(TrialContext& ctx)
@@ -518,6 +520,13 @@ class SearchTrial : public Trial {
       if (once.empty() || !std::ifstream(once)) {
         if (!once.empty()) std::ofstream(once) << "failed once\n";
         throw std::runtime_error("injected failure at batch " + std::to_string(batch_idx));
+      }
+    }
+    if (batch_idx == hparam_or("sigterm_at", -1)) {
+      const auto once = ctx_.hparam<std::string>("sigterm_once");
+      if (!std::ifstream(once)) {
+        std::ofstream(once) << "signalled\n";
+        ::raise(SIGTERM);
       }
     }
     auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]);

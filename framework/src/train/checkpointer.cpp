@@ -68,7 +68,7 @@ checkpoint::Metadata Checkpointer::metadata(TrialSession& session, const FitStat
 
 void Checkpointer::save(TrialSession& session, FitState& state, const metrics::Progress& progress,
                         const DataPosition& position, const nlohmann::json& training) {
-  if (state.checkpointed_at == state.batches) return;
+  if (state.checkpoint_current()) return;
   checkpoint::Metadata meta = metadata(session, state, progress, position, training);
   const auto started = std::chrono::steady_clock::now();
   // Every rank's generators (CPU, and its GPU's): the chief writes them all.
@@ -91,6 +91,7 @@ void Checkpointer::save(TrialSession& session, FitState& state, const metrics::P
   dist_.barrier();  // the checkpoint exists for every rank from here on
   state.last_checkpoint = dir;
   state.checkpointed_at = state.batches;
+  state.checkpoint_validated = state.validated_at == state.batches;
   logger_.info(fmt::format(
       "[checkpoint] batch {:>7}  {} ({:.3f}s)", state.batches, dir,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));

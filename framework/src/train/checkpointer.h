@@ -31,8 +31,10 @@ class Checkpointer {
   // never counted, so never deleted).
   void track_existing();
 
-  // Writes the checkpoint of `session` at state.batches on every rank, unless one was written at
-  // that batch already, and records it in state.last_checkpoint and state.checkpointed_at.
+  // Writes the checkpoint of `session` at state.batches on every rank, unless the one written at
+  // that batch is current (FitState::checkpoint_current: a checkpoint without the validation
+  // made since at the same batch is written again), and records it in state.last_checkpoint,
+  // state.checkpointed_at and state.checkpoint_validated.
   // `progress` is where state.batches stands, `position` the training loader's, `training` this
   // rank's pending training sums. Every rank's generators are saved. Returns when the checkpoint
   // exists for every rank. Throws TrainingError naming the path when writing fails; existing

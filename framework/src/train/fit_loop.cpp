@@ -198,7 +198,7 @@ class FitLoop {
   void report_training() { reporter_.report_training(state_, progress()); }
 
   void save_checkpoint() {
-    if (state_.checkpointed_at == state_.batches) return;
+    if (state_.checkpoint_current()) return;
     const auto started = std::chrono::steady_clock::now();
     // Never a checkpoint of a model whose loss already diverged.
     reporter_.check_training_finite(state_);
@@ -283,6 +283,7 @@ class FitLoop {
       trial.steps.from_json(saved.optimizer_counters, trial.optimizers, meta.batches);
     }
     state_.checkpointed_at = state_.batches;
+    state_.checkpoint_validated = saved.validated_at == state_.batches;
     state_.last_checkpoint = dir;
     if (dist_.is_chief()) metrics::truncate_metrics_file(run_.metrics_file(), state_.batches);
     const int64_t bpe = train_loader_.batches_per_epoch();

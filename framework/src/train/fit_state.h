@@ -21,6 +21,13 @@ struct FitState {
   std::string last_checkpoint;        // the newest checkpoint written or restored; "" before
   int64_t checkpointed_at = -1;       // `batches` at last_checkpoint
 
+  // Whether the checkpoint at this batch is current: written, and holding the validation when
+  // one was made at this batch (a stop checkpoint written before the final validation is not).
+  bool checkpoint_current() const {
+    return checkpointed_at == batches && (checkpoint_validated || validated_at != batches);
+  }
+  bool checkpoint_validated = false;  // last_checkpoint holds the validation at its batch
+
   // What the last good checkpoint is, for error messages.
   std::string last_good_checkpoint() const {
     return last_checkpoint.empty() ? "No checkpoint was written yet."
