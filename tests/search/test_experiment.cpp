@@ -378,3 +378,24 @@ TEST_CASE(
       json::parse(read_file(tmp / "exp/trials/1/checkpoints/batch-0000000016/metadata.json"));
   CHECK(meta["validation"]["validation_loss"] == rows_with(rows, "validated")[0]["metric"]);
 }
+
+TEST_CASE("options that only a single run has are refused for a search, by name",
+          "[search][experiment]") {
+  TempDir tmp;
+  const std::string config =
+      search_config(tmp, "{name: random, metric: validation_loss, max_trials: 1}",
+                    "lr: {type: double, minval: 0.01, maxval: 0.1}");
+  const auto test_mode = run_command(kTrainer + " fit " + config + " --test-mode");
+  CHECK(test_mode.exit_code == 2);
+  CHECK_THAT(test_mode.output, Catch::Contains("--test-mode checks one trial"));
+  const auto launched = run_command("RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 " +
+                                    kTrainer + " fit " + config);
+  CHECK(launched.exit_code == 2);
+  CHECK_THAT(launched.output, Catch::Contains("a search starts its trials' processes itself"));
+  search_ok(tmp, "{name: random, metric: validation_loss, max_trials: 1}",
+            "lr: {type: double, minval: 0.01, maxval: 0.1}");
+  const auto resumed = run_command(kTrainer + " fit --resume " + (tmp / "exp") +
+                                   " --set hyperparameters.records=128");
+  CHECK(resumed.exit_code == 2);
+  CHECK_THAT(resumed.output, Catch::Contains("an experiment continues with its own config"));
+}

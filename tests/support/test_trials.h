@@ -23,6 +23,11 @@ inline int64_t read_int64(torch::serialize::InputArchive& archive, const char* k
   return t.item<int64_t>();
 }
 
+// Integer hyperparameter `name`, or `fallback` when the experiment does not set it.
+inline int64_t hparam_or(const TrialContext& ctx, const std::string& name, int64_t fallback) {
+  return ctx.hparams().contains(name) ? ctx.hparam<int64_t>(name) : fallback;
+}
+
 // Dataset whose example i is {x = [i], y = [2 i]}: batch contents reveal the indices.
 inline std::shared_ptr<TensorDataset> index_dataset(int64_t n) {
   auto x = torch::arange(n, torch::kFloat).unsqueeze(1);
@@ -77,29 +82,30 @@ class RecordingTrial : public Trial {
                        opt_->param_groups()[0].options().get_lr()});
     ++trained_;
     if (scheduler_ && ctx_.hparam<std::string>("step_mode") == "manual" &&
-        (batch_idx + 1) % hparam_or("manual_every", 4) == 0) {
+        (batch_idx + 1) % hparam_or(ctx_, "manual_every", 4) == 0) {
       scheduler_->step();
     }
     const bool failing_rank =
-        hparam_or("fail_rank", ctx_.distributed().rank()) == ctx_.distributed().rank();
-    if (batch_idx == hparam_or("fail_at", -1) && failing_rank) {
+        hparam_or(ctx_, "fail_rank", ctx_.distributed().rank()) == ctx_.distributed().rank();
+    if (batch_idx == hparam_or(ctx_, "fail_at", -1) && failing_rank) {
       throw std::runtime_error("injected failure");
     }
-    while (batch_idx == hparam_or("hang_at", -1) && failing_rank) {
+    while (batch_idx == hparam_or(ctx_, "hang_at", -1) && failing_rank) {
       std::this_thread::sleep_for(std::chrono::hours(1));
     }
     const double scale = static_cast<double>(ctx_.hparam<int64_t>("records"));
     auto loss = torch::mse_loss(model_->forward(x / scale), batch[1].tensor() / scale);
-    const int64_t nan_from = hparam_or("nan_grad_from", -1);
-    if (batch_idx == hparam_or("nan_grad_at", -1) || (nan_from >= 0 && batch_idx >= nan_from)) {
+    const int64_t nan_from = hparam_or(ctx_, "nan_grad_from", -1);
+    if (batch_idx == hparam_or(ctx_, "nan_grad_at", -1) ||
+        (nan_from >= 0 && batch_idx >= nan_from)) {
       loss = loss * std::nan("");
     }
     ctx_.backward(loss);
-    if (batch_idx == hparam_or("stop_at", -1) && failing_rank) {
+    if (batch_idx == hparam_or(ctx_, "stop_at", -1) && failing_rank) {
       ctx_.set_stop_requested("stop_at reached");
     }
     ctx_.step_optimizer(opt_);
-    if (batch_idx == hparam_or("nan_at", -1)) loss = loss * std::nan("");
+    if (batch_idx == hparam_or(ctx_, "nan_at", -1)) loss = loss * std::nan("");
     return {{"loss", loss}};
   }
 
@@ -139,9 +145,6 @@ class RecordingTrial : public Trial {
   TrialContext& context() const { return ctx_; }
 
  private:
-  int64_t hparam_or(const std::string& name, int64_t fallback) const {
-    return ctx_.hparams().contains(name) ? ctx_.hparam<int64_t>(name) : fallback;
-  }
   TrialContext& ctx_;
   torch::nn::Linear model_;
   Optimizer opt_;
@@ -493,9 +496,9 @@ class SearchTrial : public Trial {
  public:
   explicit SearchTrial(TrialContext& ctx)
       : ctx_(ctx),
-        model_(ctx.wrap_model(torch::nn::Sequential(torch::nn::Linear(8, hparam_or("hidden", 8)),
-                                                    torch::nn::Tanh(),
-                                                    torch::nn::Linear(hparam_or("hidden", 8), 1)))),
+        model_(ctx.wrap_model(torch::nn::Sequential(
+            torch::nn::Linear(8, hparam_or(ctx_, "hidden", 8)), torch::nn::Tanh(),
+            torch::nn::Linear(hparam_or(ctx_, "hidden", 8), 1)))),
         opt_(
             ctx.wrap_optimizer(torch::optim::SGD(model_->parameters(), ctx.hparam<double>("lr")))) {
     if (ctx.hparams().contains("invalid_above") &&
@@ -512,9 +515,9 @@ class SearchTrial : public Trial {
     return DataLoader(std::make_shared<JitteredDataset>(64, 8), DataLoaderOptions(32));
   }
   Metrics train_batch(Batch& batch, int64_t, int64_t batch_idx) override {
-    const int64_t sleep_ms = hparam_or("sleep_ms", 0);
+    const int64_t sleep_ms = hparam_or(ctx_, "sleep_ms", 0);
     if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
-    if (batch_idx == hparam_or("fail_at", -1)) {
+    if (batch_idx == hparam_or(ctx_, "fail_at", -1)) {
       const std::string once =
           ctx_.hparams().contains("fail_once") ? ctx_.hparam<std::string>("fail_once") : "";
       if (once.empty() || !std::ifstream(once)) {
@@ -522,7 +525,7 @@ class SearchTrial : public Trial {
         throw std::runtime_error("injected failure at batch " + std::to_string(batch_idx));
       }
     }
-    if (batch_idx == hparam_or("sigterm_at", -1)) {
+    if (batch_idx == hparam_or(ctx_, "sigterm_at", -1)) {
       const auto once = ctx_.hparam<std::string>("sigterm_once");
       if (!std::ifstream(once)) {
         std::ofstream(once) << "signalled\n";
@@ -539,9 +542,6 @@ class SearchTrial : public Trial {
   }
 
  private:
-  int64_t hparam_or(const std::string& name, int64_t fallback) const {
-    return ctx_.hparams().contains(name) ? ctx_.hparam<int64_t>(name) : fallback;
-  }
   TrialContext& ctx_;
   torch::nn::Sequential model_;
   Optimizer opt_;

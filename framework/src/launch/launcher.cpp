@@ -58,20 +58,6 @@ void spawn_worker(Worker& w, const std::vector<std::string>& command,
   }
 }
 
-// Serves the rendezvous store on node 0.
-c10::intrusive_ptr<c10d::TCPStore> serve_store(const LaunchOptions& o) {
-  try {
-    c10d::TCPStoreOptions options;
-    options.port = static_cast<std::uint16_t>(o.master_port);
-    options.isServer = true;
-    options.waitWorkers = false;
-    return dist::open_tcp_store(o.master_addr, options);
-  } catch (const std::exception& e) {
-    throw Error(fmt::format("launcher: cannot serve the rendezvous store on {}:{}: {}",
-                            o.master_addr, o.master_port, util::first_line(e)));
-  }
-}
-
 class Supervisor {
  public:
   Supervisor(const LaunchOptions& options, std::ostream& out, std::ostream& err)
@@ -253,6 +239,19 @@ class Supervisor {
 
 }  // namespace
 
+c10::intrusive_ptr<c10d::TCPStore> serve_store(const std::string& host, int port) {
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(port);
+    options.isServer = true;
+    options.waitWorkers = false;
+    return dist::open_tcp_store(host, options);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("cannot serve a rendezvous store on {}:{}: {}", host, port,
+                            util::first_line(e)));
+  }
+}
+
 LaunchResult launch(const LaunchOptions& options, std::ostream& out, std::ostream& err) {
   TORCH_INTERNAL_ASSERT(!options.command.empty() && options.slots >= 1 && options.nnodes >= 1);
   if (options.nnodes > 1 && options.master_port == 0) {
@@ -261,7 +260,7 @@ LaunchResult launch(const LaunchOptions& options, std::ostream& out, std::ostrea
   c10::intrusive_ptr<c10d::TCPStore> store;
   int port = options.master_port;
   if (options.node_rank == 0) {
-    store = serve_store(options);
+    store = serve_store(options.master_addr, options.master_port);
     port = store->getPort();
   }
   SignalCatcher forwarding;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
 namespace crucible::launch {
 
 struct LaunchOptions {
@@ -37,6 +39,11 @@ struct LaunchResult {
   // rank giving up on its peers (a hung rank).
   std::string failure;
 };
+
+// Serves a rendezvous store (a c10d TCPStore) at host:port, port 0 picking a free one (getPort()
+// tells which). Workers started with CRUCIBLE_STORE_HOSTED=1 connect to it as clients. Throws
+// crucible::Error naming the address when it cannot be served.
+c10::intrusive_ptr<c10d::TCPStore> serve_store(const std::string& host, int port);
 
 // Serves the rendezvous store (node 0), starts `slots` workers, writes each line of their stdout
 // to `out` and of their stderr to `err` prefixed with "[rank R] ", and waits for them. When one

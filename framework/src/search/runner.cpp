@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -20,7 +19,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_io.h"
 #include "config/enum_names.h"
-#include "distributed/c10d_compat.h"
+#include "launch/launcher.h"
 #include "launch/process.h"
 #include "plugin/loader.h"
 #include "search/experiment_log.h"
@@ -85,15 +84,6 @@ struct InFlight {
   pid_t pid = -1;
   c10::intrusive_ptr<c10d::TCPStore> store;  // a job step's rendezvous, served here
 };
-
-// Serves a rendezvous store on a free port of this node, for one job step.
-c10::intrusive_ptr<c10d::TCPStore> serve_step_store() {
-  c10d::TCPStoreOptions options;
-  options.port = 0;
-  options.isServer = true;
-  options.waitWorkers = false;
-  return dist::open_tcp_store("0.0.0.0", options);
-}
 
 class Runner {
  public:
@@ -232,7 +222,7 @@ class Runner {
     if (slurm_tasks_) {
       // A job step of slots_per_trial tasks, each a rank that meets the others at a store
       // served here (srun gives them this node's address as SLURM_LAUNCH_NODE_IPADDR).
-      f.store = serve_step_store();
+      f.store = launch::serve_store("0.0.0.0", 0);
       env["MASTER_PORT"] = std::to_string(f.store->getPort());
       env["CRUCIBLE_STORE_HOSTED"] = "1";
       command.insert(

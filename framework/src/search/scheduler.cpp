@@ -158,13 +158,12 @@ void Scheduler::finish(TrialRecord& t, TrialState state, std::vector<nlohmann::j
   if (state == TrialState::kInvalid) {
     if (invalid_ < max_invalid_) --b.created;  // replaced: it does not count
     ++invalid_;
-  } else {
-    nlohmann::json r = row(state_name(state), t);
-    r["length"] = t.length;
-    if (t.best_metric) r["best_metric"] = metric_json(*t.best_metric);
-    if (!t.error.empty()) r["error"] = t.error;
-    rows.push_back(std::move(r));
   }
+  nlohmann::json r = row(state_name(state), t);
+  r["length"] = t.length;
+  if (t.best_metric) r["best_metric"] = metric_json(*t.best_metric);
+  if (!t.error.empty()) r["error"] = t.error;
+  rows.push_back(std::move(r));
   fill(static_cast<size_t>(t.bracket), rows);
 }
 
@@ -183,9 +182,6 @@ std::vector<nlohmann::json> Scheduler::report(const SegmentResult& result) {
   if (result.kind == SegmentResult::Kind::kInvalid) {
     if (b.rungs) b.rungs->remove(t.id);
     t.error = result.error;
-    nlohmann::json r = row("invalid", t);
-    r["error"] = result.error;
-    rows.push_back(std::move(r));
     finish(t, TrialState::kInvalid, rows);
     return rows;
   }
