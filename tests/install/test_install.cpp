@@ -43,7 +43,7 @@ TEST_CASE("an out-of-tree trial builds against the installed package and trains"
 
   // A plain main() of the user's runs the same experiment on two ranks through the public API.
   auto own = run_command("CRUCIBLE_TRIAL_PATH=" + build + " " + build + "/my_fit " + project +
-                         "/blobs.yaml " + (tmp / "run2"));
+                         "/blobs.yaml " + (tmp / "run2") + " 2");
   INFO(own.output);
   REQUIRE(own.exit_code == 0);
   CHECK_THAT(own.output, Catch::Contains("[rank 0] trained "));
@@ -52,6 +52,22 @@ TEST_CASE("an out-of-tree trial builds against the installed package and trains"
   auto rows2 = read_metrics(tmp / "run2/metrics.jsonl");
   REQUIRE(!rows2.empty());
   CHECK(rows2.back()["metrics"]["validation_accuracy"].get<double>() > 0.95);
+
+  // The same main() runs a grid search, each trial a run of the installed trainer.
+  const std::string exp = tmp / "grid";
+  auto search = run_command("CRUCIBLE_TRIAL_PATH=" + build + " " + build + "/my_fit " + project +
+                            "/blobs_grid.yaml " + exp);
+  INFO(search.output);
+  REQUIRE(search.exit_code == 0);
+  CHECK_THAT(search.output, Catch::Contains("search: 2 completed, best trial "));
+  CHECK_THAT(read_file(exp + "/config.yaml"), Catch::Contains("name: grid"));
+  int64_t completed = 0;
+  for (const auto& row : read_metrics(exp + "/experiment.jsonl")) {
+    completed += row["event"] == "completed";
+  }
+  CHECK(completed == 2);
+  const std::string best = read_file(exp + "/best");
+  CHECK_THAT(search.output, Catch::Contains(best.substr(0, best.find('\n'))));
 
   // The installed trainer also finds the installed example trials by name.
   auto check = run_command(prefix + "/bin/trainer check " + std::string(CRUCIBLE_SOURCE_DIR) +

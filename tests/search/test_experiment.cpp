@@ -3,6 +3,7 @@
 #include <csignal>
 #include <map>
 
+#include <crucible/errors.h>
 #include <fmt/format.h>
 
 #include "catch.h"
@@ -256,7 +257,7 @@ TEST_CASE("two concurrent trials finish sooner than the same two one after the o
         rows_with(rows_of(tmp / "concurrent"), "validated"));
 }
 
-TEST_CASE("an experiment killed during its second rung resumes to the same decisions and best",
+TEST_CASE("an experiment SIGKILLed or SIGTERMed in its second rung resumes to the same decisions",
           "[search][experiment]") {
   TempDir tmp;
   const std::string searcher =
@@ -269,28 +270,37 @@ TEST_CASE("an experiment killed during its second rung resumes to the same decis
   INFO(reference.output);
   REQUIRE(reference.exit_code == 0);
 
-  const std::string exp = tmp / "killed";
-  {
-    Child child(kTrainer + " fit " + config + " --output " + exp, tmp / "killed.out");
-    // The second rung: a trial was kept at rung 0 and trains on towards rung 1.
-    REQUIRE(wait_until(
-        [&] {
-          for (const auto& row : read_metrics(exp + "/experiment.jsonl")) {
-            if (row["event"] == "validated" && row["decision"] == "continue") return true;
-          }
-          return false;
-        },
-        120));
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    child.signal(SIGKILL);
-    child.wait();
+  for (const int sig : {SIGKILL, SIGTERM}) {
+    INFO("signal " << sig);
+    const std::string exp = tmp / ("signalled" + std::to_string(sig));
+    {
+      Child child(kTrainer + " fit " + config + " --output " + exp, exp + ".out");
+      // The second rung: a trial was kept at rung 0 and trains on towards rung 1.
+      REQUIRE(wait_until(
+          [&] {
+            for (const auto& row : read_metrics(exp + "/experiment.jsonl")) {
+              if (row["event"] == "validated" && row["decision"] == "continue") return true;
+            }
+            return false;
+          },
+          120));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      child.signal(sig);
+      const int code = child.wait();
+      if (sig == SIGTERM) {
+        // The running trials checkpoint and stop, and so does the search, saying how to go on.
+        INFO(read_file(exp + ".out"));
+        CHECK(code == crucible::kExitStopped);
+        CHECK_THAT(read_file(exp + ".out"), Catch::Contains("--resume " + exp));
+      }
+    }
+    CHECK(rows_with(rows_of(exp), "completed").empty());
+    const auto resumed = run_command(kTrainer + " fit --resume " + exp);
+    INFO(resumed.output);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK(decisions(rows_of(exp)) == decisions(rows_of(tmp / "reference")));
+    CHECK(read_file(exp + "/best") == read_file(tmp / "reference/best"));
   }
-  CHECK(rows_with(rows_of(exp), "completed").empty());
-  const auto resumed = run_command(kTrainer + " fit --resume " + exp);
-  INFO(resumed.output);
-  REQUIRE(resumed.exit_code == 0);
-  CHECK(decisions(rows_of(exp)) == decisions(rows_of(tmp / "reference")));
-  CHECK(read_file(exp + "/best") == read_file(tmp / "reference/best"));
 }
 
 TEST_CASE("inside a Slurm allocation the trials run as job steps", "[search][experiment][slurm]") {

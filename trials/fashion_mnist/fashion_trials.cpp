@@ -1,7 +1,9 @@
-// Fashion-MNIST classifiers: an MLP and a CNN over the IDX files of dataset-fashion-mnist.
-// Both share one trial body; only the network differs.
+// Fashion-MNIST classifiers over the IDX files of dataset-fashion-mnist: an MLP, a CNN and the
+// network of Determined's MNIST tutorial (TutorialCNN, with its hyperparameter names). They share
+// one trial body; the network and its optimizer differ.
 #include <crucible/crucible.h>
 
+#include "adadelta.h"
 #include "idx.h"
 #include "networks.h"
 
@@ -19,6 +21,11 @@ template <>
 CNN make_network<CNN>(const crucible::TrialContext& ctx) {
   return CNN(ctx.hparam<int64_t>("filters1"), ctx.hparam<int64_t>("filters2"),
              ctx.hparam<int64_t>("hidden"), ctx.hparam<double>("dropout"));
+}
+template <>
+TutorialNet make_network<TutorialNet>(const crucible::TrialContext& ctx) {
+  return TutorialNet(ctx.hparam<int64_t>("n_filters1"), ctx.hparam<int64_t>("n_filters2"),
+                     ctx.hparam<double>("dropout1"), ctx.hparam<double>("dropout2"));
 }
 
 // The learning-rate schedule that hyperparameter lr_schedule names: step_decay (default; lr
@@ -40,7 +47,22 @@ void wrap_schedule(crucible::TrialContext& ctx, const crucible::Optimizer& opt) 
   }
 }
 
-// Adam with the schedule above, cross-entropy loss, accuracy on the 10k test images.
+// The wrapped optimizer of a network: Adam at hyperparameter lr with the schedule above, or for the
+// tutorial network Adadelta at learning_rate with no schedule, as in Determined's tutorial.
+template <class Net>
+crucible::Optimizer make_optimizer(crucible::TrialContext& ctx, Net& model) {
+  auto opt = ctx.wrap_optimizer(
+      torch::optim::Adam(model->parameters(), torch::optim::AdamOptions(ctx.hparam<double>("lr"))));
+  wrap_schedule(ctx, opt);
+  return opt;
+}
+template <>
+crucible::Optimizer make_optimizer<TutorialNet>(crucible::TrialContext& ctx, TutorialNet& model) {
+  return ctx.wrap_optimizer(
+      Adadelta(model->parameters(), AdadeltaOptions(ctx.hparam<double>("learning_rate"))));
+}
+
+// The network and optimizer above, cross-entropy loss, accuracy on the 10k test images.
 template <class Net>
 class ClassifierTrial : public crucible::Trial {
  public:
@@ -48,10 +70,7 @@ class ClassifierTrial : public crucible::Trial {
       : ctx_(ctx),
         data_dir_(ctx.data_config().value("path", "/usr/share/datasets/fashion-mnist")),
         model_(ctx.wrap_model(make_network<Net>(ctx))),
-        opt_(ctx.wrap_optimizer(torch::optim::Adam(
-            model_->parameters(), torch::optim::AdamOptions(ctx.hparam<double>("lr"))))) {
-    wrap_schedule(ctx, opt_);
-  }
+        opt_(make_optimizer(ctx, model_)) {}
 
   crucible::DataLoader build_training_data_loader() override { return loader("train", true); }
   crucible::DataLoader build_validation_data_loader() override { return loader("t10k", false); }
@@ -93,8 +112,10 @@ class ClassifierTrial : public crucible::Trial {
 
 using FashionMLP = ClassifierTrial<MLP>;
 using FashionCNN = ClassifierTrial<CNN>;
+using TutorialCNN = ClassifierTrial<TutorialNet>;
 
 }  // namespace fashion_mnist
 
 CRUCIBLE_REGISTER_TRIAL(fashion_mnist::FashionMLP);
 CRUCIBLE_REGISTER_TRIAL(fashion_mnist::FashionCNN);
+CRUCIBLE_REGISTER_TRIAL(fashion_mnist::TutorialCNN);

@@ -54,4 +54,31 @@ struct CNNImpl : torch::nn::Module {
 };
 TORCH_MODULE(CNN);
 
+// The network of Determined's MNIST tutorial: 3x3 convolutions (no padding) to filters1 and to
+// filters2 channels with ReLU, 2x2 max pooling, 2-d dropout, a dense layer of 128 with ReLU and
+// dropout, then 10 logits. Takes [n, 1, 28, 28]. (The tutorial ends in LogSoftmax and an NLL loss,
+// which is cross-entropy on these logits.)
+struct TutorialNetImpl : torch::nn::Module {
+  TutorialNetImpl(int64_t filters1, int64_t filters2, double dropout1, double dropout2)
+      : conv1(register_module("conv1", torch::nn::Conv2d(1, filters1, 3))),
+        conv2(register_module("conv2", torch::nn::Conv2d(filters1, filters2, 3))),
+        fc(register_module("fc", torch::nn::Linear(filters2 * 12 * 12, 128))),
+        out(register_module("out", torch::nn::Linear(128, 10))),
+        dropout1(register_module("dropout1", torch::nn::Dropout2d(dropout1))),
+        dropout2(register_module("dropout2", torch::nn::Dropout(dropout2))) {}
+
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(conv2(torch::relu(conv1(x))));  // 24x24
+    x = dropout1(torch::max_pool2d(x, 2));          // 12x12
+    x = dropout2(torch::relu(fc(x.flatten(1))));
+    return out(x);
+  }
+
+  torch::nn::Conv2d conv1, conv2;
+  torch::nn::Linear fc, out;
+  torch::nn::Dropout2d dropout1;
+  torch::nn::Dropout dropout2;
+};
+TORCH_MODULE(TutorialNet);
+
 }  // namespace fashion_mnist

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "config/enum_names.h"
 #include "util/file_system.h"
 
 namespace crucible::config {
@@ -54,8 +55,14 @@ void adopt_determined_forms(YAML::Node& root, const Source& source,
         place, storage["host_path"].IsDefined() ? storage["host_path"].as<std::string>() : "runs"));
   }
   const YAML::Node searcher = root["searcher"];
-  if (!root["max_length"].IsDefined() && searcher.IsMap() && searcher["max_length"].IsDefined()) {
+  if (root["max_length"].IsDefined() || !searcher.IsMap()) return;
+  if (searcher["max_length"].IsDefined()) {
     root["max_length"] = YAML::Clone(searcher["max_length"]);
+  } else if (searcher["max_time"].IsDefined() && searcher["time_metric"].IsScalar() &&
+             names<LengthUnit>().parse(searcher["time_metric"].Scalar())) {
+    YAML::Node length(YAML::NodeType::Map);
+    length[searcher["time_metric"].Scalar()] = YAML::Clone(searcher["max_time"]);
+    root["max_length"] = length;
   }
 }
 

@@ -19,7 +19,8 @@ namespace crucible::config {
 //     removed; checkpoint_storage.storage_path is joined onto host_path (or becomes it); one
 //     warning line says so;
 //   - a searcher.max_length without a top-level max_length (Determined's older form) becomes
-//     the top-level max_length too.
+//     the top-level max_length too; so does searcher.max_time in units of searcher.time_metric
+//     (the current form) when time_metric is batches, records or epochs.
 void adopt_determined_forms(YAML::Node& root, const Source& source,
                             std::vector<std::string>& warnings);
 

@@ -108,7 +108,7 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
   for (const config::Key& key : config::schema()) {
     if (key.section.empty()) {
       attempt([&] {
-        if (key.required && !top.has(key.name)) top.fail_missing(key.name);
+        if (key.required && !top.has(key.name)) top.fail_missing(key.name, key.description);
         key.read(top, c);
       });
       continue;

@@ -111,7 +111,9 @@ Hyperparameters read_hyperparameters(const MapReader& top) {
   auto gbs = out.find("global_batch_size");
   if (gbs == out.end()) {
     source.fail("hyperparameters.global_batch_size", hp,
-                "required hyperparameter 'global_batch_size' is missing");
+                "required hyperparameter 'global_batch_size' is missing: the records of one "
+                "training step over all slots (add it here, or --set "
+                "hyperparameters.global_batch_size=N)");
   }
   if (gbs->second.type != Type::kConst || !gbs->second.value.is_number_integer() ||
       gbs->second.value.get<int64_t>() <= 0) {

@@ -303,7 +303,8 @@ std::vector<Key> build_schema() {
       integer(
           "searcher.max_time", member(&C::searcher, &SearcherConfig::max_time), 0,
           "adaptive_asha: a trial's length in units of time_metric; 0 = searcher.max_length, else "
-          "max_length"),
+          "max_length (also the top-level max_length when that and searcher.max_length are "
+          "absent)"),
       text("searcher.time_metric", member(&C::searcher, &SearcherConfig::time_metric),
            Text::kOptional, "adaptive_asha: what max_time counts (batches, records, epochs)"),
       length("searcher.max_length", member(&C::searcher, &SearcherConfig::max_length), 0,

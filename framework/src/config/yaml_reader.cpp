@@ -171,8 +171,9 @@ void MapReader::fail(const std::string& key, const std::string& message) const {
   source_.fail(child_path(key), node_[key], message);
 }
 
-void MapReader::fail_missing(const std::string& key) const {
-  source_.fail(child_path(key), node_, "required key '" + key + "' is missing");
+void MapReader::fail_missing(const std::string& key, const std::string& what) const {
+  source_.fail(child_path(key), node_,
+               "required key '" + key + "' is missing" + (what.empty() ? "" : ": " + what));
 }
 
 std::string MapReader::string(const std::string& key, const std::string& fallback) const {
