@@ -50,3 +50,22 @@ TEST_CASE("directories are made, listed and removed without following links", "[
   CHECK_THROWS_WITH(util::list_directory(tmp / "nothing"),
                     Catch::Contains("cannot read directory") && Catch::Contains("nothing"));
 }
+
+TEST_CASE("replace_directory puts a directory in place of another, or of none", "[util]") {
+  TempDir tmp;
+  util::create_directories(tmp / "old/sub");
+  write_file(tmp / "old/sub/a.txt", "old");
+  util::create_directories(tmp / "new");
+  write_file(tmp / "new/b.txt", "new");
+  util::replace_directory(tmp / "new", tmp / "old");
+  CHECK(util::list_directory(tmp / "old") == std::vector<std::string>{"b.txt"});
+  CHECK(read_file(tmp / "old/b.txt") == "new");
+  CHECK_FALSE(util::exists(tmp / "new"));  // nothing of the replaced contents is left behind
+  CHECK(util::list_directory(tmp.path()) == std::vector<std::string>{"old"});
+
+  util::replace_directory(tmp / "old", tmp / "fresh");  // no directory to replace
+  CHECK(read_file(tmp / "fresh/b.txt") == "new");
+  CHECK_THROWS_WITH(util::replace_directory(tmp / "nothing", tmp / "fresh"),
+                    Catch::Contains("nothing"));
+  CHECK(read_file(tmp / "fresh/b.txt") == "new");  // a failed replace keeps what was there
+}

@@ -233,8 +233,7 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
     metadata.files = files;
     write_durably(util::join(tmp, "metadata.json"), metadata.to_json().dump(2) + "\n");
     fsync_path(tmp);
-    util::remove_all(final_dir);
-    util::rename(tmp, final_dir);
+    util::replace_directory(tmp, final_dir);
     fsync_path(checkpoints);
     replace_atomically(util::join(run_dir, "latest"), directory_name(batches) + "\n");
   } catch (const std::exception& e) {

@@ -186,6 +186,22 @@ void rename(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) fail(("cannot rename " + from + " to").c_str(), to);
 }
 
+void replace_directory(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
+    remove_all(from);  // now the old contents of `to`
+    return;
+  }
+  const int error = errno;
+  if (!is_directory(from)) fail("cannot replace a directory with", from);
+  if (error == EINVAL || error == ENOSYS) {
+    remove_all(to);  // the file system cannot exchange names
+  } else if (error != ENOENT) {
+    errno = error;
+    fail(("cannot exchange " + from + " and").c_str(), to);
+  }
+  rename(from, to);
+}
+
 std::vector<std::string> list_directory(const std::string& path) {
   Directory dir(::opendir(path.c_str()), &::closedir);
   if (!dir) fail("cannot read directory", path);

@@ -65,6 +65,13 @@ void remove(const std::string& path);
 // rename(2): atomically replaces `to` (a file, or an empty directory) with `from`.
 void rename(const std::string& from, const std::string& to);
 
+// Moves directory `from` to `to`, replacing a `to` that exists with its contents. Where the file
+// system can exchange two names atomically (renameat2 RENAME_EXCHANGE: ext4, xfs, btrfs, tmpfs),
+// `to` holds either its old contents or `from`'s at every instant, and the old contents are then
+// removed. Elsewhere `to` is removed first, so a crash in between leaves neither. Requires `from`
+// and `to` on one file system. Throws std::runtime_error naming the path on failure.
+void replace_directory(const std::string& from, const std::string& to);
+
 // The names in directory `path`, without "." and "..", sorted. Throws when it cannot be read.
 std::vector<std::string> list_directory(const std::string& path);
 
