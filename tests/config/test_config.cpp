@@ -421,6 +421,26 @@ checkpoint_storage: {type: shared_fs, host_path: /tmp, storage_path: ckpt}
   const auto again = crucible::parse_experiment_config(crucible::to_yaml(c), "again.yaml");
   CHECK((again == c));
   CHECK(again.warnings.empty());
+
+  // The current form's ASHA length, max_time in time_metric units, is the trials' max_length.
+  const auto current = crucible::parse_experiment_config(
+      "name: m\nentrypoint: lib:Trial\nhyperparameters: {global_batch_size: 8}\n"
+      "searcher: {name: adaptive_asha, metric: loss, max_trials: 4, max_time: 300, "
+      "time_metric: records}\n",
+      "adaptive.yaml");
+  CHECK(current.max_length == crucible::Length{crucible::LengthUnit::kRecords, 300});
+
+  const std::string bad = error_of([] {
+    crucible::parse_experiment_config(R"(name: mnist
+entrypoint: lib:Trial
+hyperparameters: {global_batch_size: 8}
+max_length: {batches: 4}
+checkpoint_storage: {type: shared_fs, storage_path: [a, b]}
+)",
+                                      "bad.yaml");
+  });
+  CHECK_THAT(bad, Catch::StartsWith("bad.yaml:5:53: checkpoint_storage.storage_path: expected a "
+                                    "path"));
 }
 
 TEST_CASE("every problem of an experiment file is in one error", "[config]") {

@@ -19,6 +19,15 @@ void ignore(YAML::Node& root, const std::string& section, const std::string& key
   parent.remove(key);
 }
 
+// checkpoint_storage.`key`, which must be a path.
+std::string path_of(const YAML::Node& storage, const std::string& key, const Source& source) {
+  const YAML::Node node = storage[key];
+  if (!node.IsScalar()) {
+    source.fail("checkpoint_storage." + key, node, "expected a path (a string)");
+  }
+  return node.Scalar();
+}
+
 }  // namespace
 
 void adopt_determined_forms(YAML::Node& root, const Source& source,
@@ -42,9 +51,9 @@ void adopt_determined_forms(YAML::Node& root, const Source& source,
     const YAML::Node where = type.IsDefined() ? type : storage["storage_path"];
     const std::string place = source.where("checkpoint_storage", where);
     if (storage["storage_path"].IsDefined()) {
-      const std::string sub = storage["storage_path"].as<std::string>();
+      const std::string sub = path_of(storage, "storage_path", source);
       storage["host_path"] = storage["host_path"].IsDefined()
-                                 ? util::join(storage["host_path"].as<std::string>(), sub)
+                                 ? util::join(path_of(storage, "host_path", source), sub)
                                  : sub;
       storage.remove("storage_path");
     }

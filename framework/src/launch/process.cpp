@@ -26,24 +26,19 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   return out;
 }
 
-constexpr std::array<int, 3> kCaught = {SIGTERM, SIGUSR1, SIGINT};
 std::atomic<int> g_caught{0};
 
 void remember_signal(int sig) { g_caught = sig; }
 
+// Forgets a signal an earlier catcher kept; returns the handler to install.
+void (*fresh_handler())(int) {
+  g_caught = 0;
+  return remember_signal;
+}
+
 }  // namespace
 
-SignalCatcher::SignalCatcher() {
-  g_caught = 0;
-  struct sigaction action = {};
-  action.sa_handler = remember_signal;
-  sigemptyset(&action.sa_mask);
-  for (size_t i = 0; i < kCaught.size(); ++i) sigaction(kCaught[i], &action, &previous_[i]);
-}
-
-SignalCatcher::~SignalCatcher() {
-  for (size_t i = 0; i < kCaught.size(); ++i) sigaction(kCaught[i], &previous_[i], nullptr);
-}
+SignalCatcher::SignalCatcher() : handlers_(fresh_handler()) {}
 
 int SignalCatcher::take() { return g_caught.exchange(0); }
 

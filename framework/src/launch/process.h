@@ -6,10 +6,11 @@
 #include <signal.h>
 #include <sys/types.h>
 
-#include <array>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "util/stop_handlers.h"
 
 namespace crucible::launch {
 
@@ -18,14 +19,11 @@ namespace crucible::launch {
 class SignalCatcher {
  public:
   SignalCatcher();
-  ~SignalCatcher();
-  SignalCatcher(const SignalCatcher&) = delete;
-  SignalCatcher& operator=(const SignalCatcher&) = delete;
   // The last signal caught since the previous call, or 0.
   static int take();
 
  private:
-  std::array<struct sigaction, 3> previous_{};
+  util::StopHandlers handlers_;
 };
 
 // This process's environment with `overrides` replacing the variables of the same name.

@@ -11,8 +11,6 @@ namespace {
 
 std::atomic<int> g_requested{0};
 std::atomic<int> g_interrupts{0};
-struct sigaction g_previous[3];
-constexpr int kSignals[3] = {SIGTERM, SIGUSR1, SIGINT};
 
 void on_signal(int sig) {
   if (sig == SIGINT && g_interrupts.fetch_add(1) >= 1) {
@@ -24,20 +22,16 @@ void on_signal(int sig) {
   g_requested.compare_exchange_strong(expected, sig);
 }
 
-}  // namespace
-
-StopSignals::StopSignals() {
+// Forgets what an earlier instance recorded; returns the handler to install.
+void (*fresh_handler())(int) {
   g_requested = 0;
   g_interrupts = 0;
-  struct sigaction action = {};
-  action.sa_handler = on_signal;
-  sigemptyset(&action.sa_mask);
-  for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &action, &g_previous[i]);
+  return on_signal;
 }
 
-StopSignals::~StopSignals() {
-  for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &g_previous[i], nullptr);
-}
+}  // namespace
+
+StopSignals::StopSignals() : handlers_(fresh_handler()) {}
 
 int StopSignals::requested() { return g_requested.load(); }
 

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "util/stop_handlers.h"
+
 namespace crucible::train {
 
 // While alive, SIGTERM, SIGUSR1 and a first SIGINT only record that a graceful stop was asked;
@@ -8,12 +10,12 @@ namespace crucible::train {
 class StopSignals {
  public:
   StopSignals();
-  ~StopSignals();
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
 
   // The signal that asked for a stop, or 0.
   static int requested();
+
+ private:
+  util::StopHandlers handlers_;
 };
 
 }  // namespace crucible::train
