@@ -178,3 +178,49 @@ TEST_CASE("a second SIGINT stops at once: the previous checkpoint stays loadable
   CHECK(latest(run) == "batch-0000000020");
   resume_and_compare(run);
 }
+
+TEST_CASE("a requeued command continues its --output run, and a run without a checkpoint restarts",
+          "[checkpoint][resume]") {
+  reference();
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  const std::string command = kTrainer + " fit " + resumable_config(tmp, 5) + " --output " + run;
+  {
+    Child child(command, tmp / "log");
+    REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 28; }));
+    child.signal(SIGTERM);
+    CHECK(child.wait() == 4);
+  }
+  // A preempted and requeued job runs the same command again.
+  auto rerun = run_command(command);
+  INFO(rerun.output);
+  REQUIRE(rerun.exit_code == 0);
+  CHECK_THAT(rerun.output, Catch::Contains(run + " holds a run of this config: continuing it") &&
+                               Catch::Contains("continuing from " + run + "/checkpoints/batch-"));
+  check_same_end(reference().run, run);
+  // Another config on the same --output stays an error, listing what differs.
+  auto other = run_command(command + " --set hyperparameters.hidden=16");
+  CHECK(other.exit_code == 2);
+  CHECK_THAT(other.output, Catch::Contains("--output " + run +
+                                           ": it holds a run of another "
+                                           "config") &&
+                               Catch::Contains("hyperparameters.hidden: 32 -> 16"));
+
+  // Killed before its first checkpoint (at batch 20, 1 s in): --resume starts it from batch 0.
+  const std::string early = tmp / "early";
+  {
+    Child child(kTrainer + " fit " + resumable_config(tmp, 50) + " --quiet --output " + early,
+                tmp / "early.log");
+    REQUIRE(wait_until([&] { return last_batches(early + "/metrics.jsonl", "training") >= 7; }));
+    child.signal(SIGKILL);
+    CHECK(child.wait() == 128 + SIGKILL);
+  }
+  REQUIRE(crucible::checkpoint::list(early).empty());
+  auto restarted = run_command(kTrainer + " fit --resume " + early);
+  INFO(restarted.output);
+  REQUIRE(restarted.exit_code == 0);
+  CHECK_THAT(restarted.output,
+             Catch::Contains(early + " has no checkpoint (it stopped before its first): training "
+                                     "from the beginning"));
+  check_same_end(reference().run, early);
+}

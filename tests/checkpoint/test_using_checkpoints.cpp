@@ -11,31 +11,47 @@ namespace {
 const std::string kConfigs = std::string(CRUCIBLE_SOURCE_DIR) + "/configs";
 const std::string kPython = CRUCIBLE_PYTHON;
 
+// The Fashion-MNIST CNN fitted for `batches` batches into <tmp>/run with `args`, the last
+// validation metrics of its metrics.jsonl, and what `trainer validate` and `trainer predict`
+// (into <tmp>/p.pt) of its final checkpoint print.
+struct UsedCheckpoint {
+  std::string checkpoint;
+  nlohmann::json fit_metrics;
+  nlohmann::json validated;
+  std::string predicted;
+};
+
+UsedCheckpoint fit_and_use(const TempDir& tmp, int batches, const std::string& args = "") {
+  const std::string run = tmp / "run";
+  auto fit =
+      run_command(kTrainer + " fit " + kConfigs + "/fashion_mnist_test_mode.yaml --quiet " + args +
+                  " --set max_length.batches=" + std::to_string(batches) + " --output " + run);
+  INFO(fit.output);
+  REQUIRE(fit.exit_code == 0);
+  UsedCheckpoint used;
+  used.checkpoint = run + "/checkpoints/" + fmt::format("batch-{:010d}", batches);
+  used.fit_metrics = read_metrics(run + "/metrics.jsonl").back()["metrics"];
+  auto validate = run_command(kTrainer + " validate --checkpoint " + used.checkpoint);
+  INFO(validate.output);
+  REQUIRE(validate.exit_code == 0);
+  used.validated = nlohmann::json::parse(validate.output);
+  auto predict = run_command(kTrainer + " predict --checkpoint " + used.checkpoint + " --output " +
+                             (tmp / "p.pt"));
+  INFO(predict.output);
+  REQUIRE(predict.exit_code == 0);
+  used.predicted = predict.output;
+  return used;
+}
+
 }  // namespace
 
 TEST_CASE("the Fashion-MNIST CNN checkpoint: validate, predict, and Python reads it",
           "[checkpoint]") {
   TempDir tmp;
-  const std::string run = tmp / "run";
-  auto fit = run_command(kTrainer + " fit " + kConfigs + "/fashion_mnist_test_mode.yaml --quiet " +
-                         "--set max_length.batches=40 --output " + run);
-  INFO(fit.output);
-  REQUIRE(fit.exit_code == 0);
-  const std::string ckpt = run + "/checkpoints/batch-0000000040";
-
-  auto validate = run_command(kTrainer + " validate --checkpoint " + ckpt);
-  INFO(validate.output);
-  REQUIRE(validate.exit_code == 0);
-  const auto metrics = nlohmann::json::parse(validate.output);
-  const auto rows = read_metrics(run + "/metrics.jsonl");
-  CHECK(metrics["validation_accuracy"] == rows.back()["metrics"]["validation_accuracy"]);
-  CHECK(metrics["validation_accuracy"].get<double>() > 0.5);
-
-  auto predict =
-      run_command(kTrainer + " predict --checkpoint " + ckpt + " --output " + (tmp / "p.pt"));
-  INFO(predict.output);
-  REQUIRE(predict.exit_code == 0);
-  CHECK_THAT(predict.output, Catch::Contains("wrote 10000 predictions"));
+  const UsedCheckpoint used = fit_and_use(tmp, 40);
+  CHECK(used.validated["validation_accuracy"] == used.fit_metrics["validation_accuracy"]);
+  CHECK(used.validated["validation_accuracy"].get<double>() > 0.5);
+  CHECK_THAT(used.predicted, Catch::Contains("wrote 10000 predictions"));
 
   const std::string script = tmp / "read.py";
   write_file(script, R"(import sys, torch
@@ -44,12 +60,22 @@ print({k: list(v.shape) for k, v in sorted(weights.items())})
 p = torch.load(sys.argv[2], weights_only=True)["predictions"]
 print(list(p.shape), round(float(p.sum(1).mean()), 4))
 )");
-  auto py = run_command(kPython + " " + script + " " + ckpt + "/model_0.pt " + (tmp / "p.pt"));
+  auto py =
+      run_command(kPython + " " + script + " " + used.checkpoint + "/model_0.pt " + (tmp / "p.pt"));
   INFO(py.output);
   REQUIRE(py.exit_code == 0);
   CHECK_THAT(py.output, Catch::Contains("'conv1.weight': [8, 1, 3, 3]") &&
                             Catch::Contains("'out.bias': [10]") &&
                             Catch::Contains("[10000, 10] 1.0"));
+}
+
+TEST_CASE("a checkpoint of a 2-slot run validates and predicts in one process", "[checkpoint]") {
+  TempDir tmp;
+  const UsedCheckpoint used = fit_and_use(tmp, 10, "--slots 2");
+  // The two ranks' validation, reduced exactly, is the one process's.
+  CHECK(used.validated["validation_accuracy"].get<double>() ==
+        Approx(used.fit_metrics["validation_accuracy"].get<double>()).epsilon(1e-6));
+  CHECK_THAT(used.predicted, Catch::Contains("wrote 10000 predictions"));
 }
 
 TEST_CASE("warm start loads weights only: mismatches are listed", "[checkpoint]") {

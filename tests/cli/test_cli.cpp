@@ -110,6 +110,48 @@ TEST_CASE("trainer fit --resume continues a run from its latest checkpoint", "[c
   CHECK_THAT(with_output.output, Catch::Contains("--output cannot be combined with it"));
 }
 
+TEST_CASE("a run remembers its trial library, and host_path is relative to the config's directory",
+          "[cli]") {
+  // A user's project: an experiment file beside its own trial library, found by name only
+  // from the file's directory (not the trainer's).
+  TempDir tmp;
+  const std::string project = tmp / "project";
+  const std::string library = project + "/libmy_linear.so";
+  REQUIRE(run_command("mkdir -p " + project + " && cp " + std::string(CRUCIBLE_BIN_DIR) +
+                      "/liblinear.so " + library)
+              .exit_code == 0);
+  std::string yaml = read_file(kConfigs + "/linear.yaml");
+  yaml = std::regex_replace(yaml, std::regex("entrypoint: linear:"), "entrypoint: my_linear:");
+  yaml = std::regex_replace(yaml, std::regex("host_path: \\.\\./runs"), "host_path: runs");
+  REQUIRE(yaml.find("host_path: runs}") != std::string::npos);
+  write_file(project + "/experiment.yaml", yaml);
+
+  // Started from elsewhere, the run lands in <project>/runs/linear/<run-id>.
+  auto fit = run_command("cd " + tmp.str() + " && " + kTrainer + " fit " + project +
+                         "/experiment.yaml --quiet");
+  INFO(fit.output);
+  REQUIRE(fit.exit_code == 0);
+  const auto runs = util::list_directory(project + "/runs/linear");
+  REQUIRE(runs.size() == 1);
+  const std::string run = project + "/runs/linear/" + runs[0];
+  CHECK(read_file(run + "/trial_library") == library + "\n");
+
+  // From any working directory: the run's directory names the library.
+  auto validate = run_command("cd / && " + kTrainer + " validate --checkpoint " + run +
+                              "/checkpoints/batch-0000000252");
+  INFO(validate.output);
+  CHECK(validate.exit_code == 0);
+  CHECK_THAT(validate.output, Catch::Contains("validation_loss"));
+  auto resume = run_command("cd / && " + kTrainer + " fit --resume " + run + " --quiet");
+  INFO(resume.output);
+  CHECK(resume.exit_code == 0);
+  // Without the record the library is not found, and the message lists where it was looked for.
+  util::remove(run + "/trial_library");
+  auto lost = run_command("cd / && " + kTrainer + " fit --resume " + run);
+  CHECK(lost.exit_code == 3);
+  CHECK_THAT(lost.output, Catch::Contains("trial library 'my_linear' not found"));
+}
+
 TEST_CASE("trainer check prints the resolved config", "[cli]") {
   auto r = trainer("check " + kConfigs + "/linear.yaml --set hyperparameters.learning_rate=0.1");
   INFO(r.output);
@@ -200,6 +242,19 @@ TEST_CASE("a trial failure exits 1 and leaves the last checkpoint", "[cli]") {
   CHECK(util::exists(tmp / "run/checkpoints/batch-0000000006/metadata.json"));
   auto resumed = trainer("fit --resume " + (tmp / "run"));
   CHECK_THAT(resumed.output, Catch::Contains("at batch 6"));
+  // Before the first checkpoint: the console and the log say the run has none, and how to
+  // start it again.
+  const std::string early = tmp / "early";
+  auto failed = trainer("fit " + config + " --set hyperparameters.fail_at=2 --output " + early);
+  CHECK(failed.exit_code == 1);
+  const std::string none = early +
+                           " holds no checkpoint: the run failed before its first. Rerunning the "
+                           "same command, or `trainer fit --resume " +
+                           early + "`, starts it from the beginning";
+  CHECK_THAT(failed.output, Catch::Contains("warning: " + none));
+  const std::string log = read_file(early + "/trainer.log");
+  CHECK_THAT(log, Catch::Contains("ERROR train_batch (batch 2) threw: injected failure") &&
+                      Catch::Contains("WARN " + none));
 }
 
 namespace {

@@ -81,22 +81,35 @@ TEST_CASE("mpirun and srun and torchrun's environment and two nodes run the same
     return fit_linear(dir, 2, sets);
   }();
   const std::string run = tmp / "run";
-  const std::string fit =
-      fmt::format("{} fit {} --quiet --slots 2 --output {} {}", kTrainer, kLinear, run, sets);
-  SECTION("mpirun -n 2 (Open MPI)") {
-    auto r =
-        run_command(fmt::format("mpirun --allow-run-as-root --oversubscribe -n 2 {} 2>&1", fit));
+  // configs/linear.yaml has slots_per_trial 1: an outside launcher's 2 processes decide.
+  const std::string adopting =
+      fmt::format("{} fit {} --quiet --output {} {}", kTrainer, kLinear, run, sets);
+  const std::string fit = adopting + " --slots 2";
+  // Rank 0 says once that the launcher's count wins; the run's config records it.
+  auto check_adopted = [&](const std::string& output, const std::string& launcher) {
+    const std::string line = launcher +
+                             " started 2 processes: training on 2 slots (the experiment file's "
+                             "resources.slots_per_trial is 1; the run's config.yaml records 2)";
+    CHECK_THAT(output, Catch::Contains(line));
+    CHECK(output.find(line) == output.rfind(line));
+    CHECK_THAT(read_file(run + "/config.yaml"), Catch::Contains("slots_per_trial: 2"));
+  };
+  SECTION("mpirun -n 2 (Open MPI), adopting its 2 processes") {
+    auto r = run_command(
+        fmt::format("mpirun --allow-run-as-root --oversubscribe -n 2 {} 2>&1", adopting));
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
+    check_adopted(r.output, "Open MPI");
   }
-  SECTION("srun -n 2 (Slurm, a one-node cluster of this machine)") {
+  SECTION("srun -n 2 (Slurm, a one-node cluster of this machine), adopting its 2 processes") {
     const SlurmCluster cluster(tmp / "slurm");
     // Slurm gives no thread count: one each, as the 2-slot launcher gives on this machine.
     auto r = run_command(
         fmt::format("{} MASTER_PORT={} OMP_NUM_THREADS=1 srun --kill-on-bad-exit=1 -n 2 {} 2>&1",
-                    cluster.env(), free_port(), fit));
+                    cluster.env(), free_port(), adopting));
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
+    check_adopted(r.output, "Slurm");
   }
   SECTION("two nodes on loopback: a built-in launcher each (--nnodes 2)") {
     const int port = free_port();
@@ -128,15 +141,19 @@ TEST_CASE("mpirun and srun and torchrun's environment and two nodes run the same
         store = crucible::dist::open_tcp_store("127.0.0.1", options);
         port = store->getPort();
       }
+      // With the agent's store the file's slot count is adopted; without it --slots agrees.
       std::vector<std::unique_ptr<Child>> workers;
       for (int rank = 0; rank < 2; ++rank) {
-        workers.push_back(
-            std::make_unique<Child>(torchrun_env(rank, 2, port, agent_store) + " " + fit,
-                                    tmp / fmt::format("rank{}.log", rank)));
+        workers.push_back(std::make_unique<Child>(
+            torchrun_env(rank, 2, port, agent_store) + " " + (agent_store ? adopting : fit),
+            tmp / fmt::format("rank{}.log", rank)));
       }
       for (int rank = 0; rank < 2; ++rank) {
         INFO(read_file(tmp / fmt::format("rank{}.log", rank)));
         REQUIRE(workers[static_cast<size_t>(rank)]->wait() == 0);
+      }
+      if (agent_store) {
+        check_adopted(read_file(tmp / "rank0.log") + read_file(tmp / "rank1.log"), "torchrun");
       }
     }
   }
@@ -408,6 +425,14 @@ TEST_CASE("a 2-slot run killed or preempted, then resumed, ends bitwise identica
   auto other_slots = run_command(kTrainer + " fit --resume " + run + " --slots 4");
   CHECK(other_slots.exit_code == 2);
   CHECK_THAT(other_slots.output, Catch::Contains("resources.slots_per_trial: 2 -> 4  (unsafe)"));
+  // An outside launcher's count is adopted for a new run, never for a resumed one.
+  auto one_process = run_command("RANK=0 WORLD_SIZE=1 " + kTrainer + " fit --resume " + run);
+  CHECK(one_process.exit_code == 2);
+  CHECK_THAT(one_process.output,
+             Catch::Contains("--resume " + run +
+                             ": the run trains on 2 slots (resources.slots_per_trial) but "
+                             "torchrun started 1 process; a run continues on the slots it "
+                             "started with"));
 }
 
 TEST_CASE("bad distributed flags and settings exit 2 naming them", "[dist][fit]") {
@@ -428,7 +453,7 @@ TEST_CASE("bad distributed flags and settings exit 2 naming them", "[dist][fit]"
       run_command("RANK=0 WORLD_SIZE=1 CRUCIBLE_DIST_TIMEOUT=soon " + kTrainer + " fit " + kLinear),
       "CRUCIBLE_DIST_TIMEOUT=soon: expected seconds > 0");
   check(run_command("RANK=0 WORLD_SIZE=1 " + kTrainer + " fit " + kLinear + " --slots 2"),
-        "resources.slots_per_trial is 2 but this process is one of 1");
+        "--slots 2 but torchrun started 1 process; give the launcher's count or leave --slots out");
   // NCCL reduces CUDA tensors only: refused before any worker starts, and by a worker that an
   // outside launcher started. The cause depends on the LibTorch: no NCCL in it, or no GPU here.
   const std::string nccl = " --set resources.distributed_backend=nccl";

@@ -24,11 +24,16 @@ TEST_CASE("an out-of-tree trial builds against the installed package and trains"
   for (std::string p; std::getline(dependencies, p, ':');) {
     if (!p.empty()) prefixes += ";" + p;
   }
-  auto configure = run_command("cmake -S " + project + " -B " + build +
-                               " -DCMAKE_BUILD_TYPE=Release '-DCMAKE_PREFIX_PATH=" + prefixes +
-                               "'" + " -DCMAKE_CXX_COMPILER_LAUNCHER=ccache");
+  // As the README's snippet: no build type, and the trial is compiled optimized all the same.
+  auto configure =
+      run_command("cmake -S " + project + " -B " + build + " '-DCMAKE_PREFIX_PATH=" + prefixes +
+                  "'" + " -DCMAKE_CXX_COMPILER_LAUNCHER=ccache");
   INFO(configure.output);
   REQUIRE(configure.exit_code == 0);
+  CHECK_THAT(configure.output, Catch::Contains("crucible_add_trial(my_trial): no "
+                                               "CMAKE_BUILD_TYPE; compiling it with the Release "
+                                               "flags (-O3 -DNDEBUG)"));
+  CHECK_THAT(read_file(build + "/CMakeFiles/my_trial.dir/flags.make"), Catch::Contains("-O3"));
   auto compile = run_command("cmake --build " + build + " -j2");
   INFO(compile.output);
   REQUIRE(compile.exit_code == 0);

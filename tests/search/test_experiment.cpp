@@ -295,9 +295,17 @@ TEST_CASE("an experiment SIGKILLed or SIGTERMed in its second rung resumes to th
       }
     }
     CHECK(rows_with(rows_of(exp), "completed").empty());
-    const auto resumed = run_command(kTrainer + " fit --resume " + exp);
+    // After SIGTERM, as a requeued job does: the same command, whose --output holds the
+    // experiment.
+    const auto resumed =
+        run_command(sig == SIGKILL ? kTrainer + " fit --resume " + exp
+                                   : kTrainer + " fit " + config + " --output " + exp);
     INFO(resumed.output);
     REQUIRE(resumed.exit_code == 0);
+    if (sig == SIGTERM) {
+      CHECK_THAT(resumed.output, Catch::Contains("resuming experiment " + exp +
+                                                 " (it holds this experiment's config)"));
+    }
     CHECK(decisions(rows_of(exp)) == decisions(rows_of(tmp / "reference")));
     CHECK(read_file(exp + "/best") == read_file(tmp / "reference/best"));
   }
@@ -408,4 +416,9 @@ TEST_CASE("options that only a single run has are refused for a search, by name"
                                    " --set hyperparameters.records=128");
   CHECK(resumed.exit_code == 2);
   CHECK_THAT(resumed.output, Catch::Contains("an experiment continues with its own config"));
+  const auto other = run_command(kTrainer + " fit " + config +
+                                 " --set hyperparameters.records=128 --output " + (tmp / "exp"));
+  CHECK(other.exit_code == 2);
+  CHECK_THAT(other.output, Catch::Contains("it holds a run of another config") &&
+                               Catch::Contains("hyperparameters.records: 256 -> 128"));
 }

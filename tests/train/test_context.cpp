@@ -10,7 +10,7 @@ struct Fixture : crucible::testing::ContextFixture {
   Fixture()
       : ContextFixture(R"(name: c
 entrypoint: l:T
-hyperparameters: {global_batch_size: 12, lr: 0.1, layers: 3, act: relu, sizes: [1, 2]}
+hyperparameters: {global_batch_size: 12, lr: 0.1, layers: 3, act: relu, sizes: [1, 2], none: null}
 max_length: {batches: 1}
 )") {}
 };
@@ -28,10 +28,11 @@ TEST_CASE("hparam<T> is typed and names the hyperparameter on error", "[train]")
                     "hyperparameter 'lr' is float 0.1, expected integer");
   CHECK_THROWS_WITH(f.ctx.hparam<double>("act"),
                     "hyperparameter 'act' is string \"relu\", expected float");
+  CHECK_THROWS_WITH(f.ctx.hparam<double>("none"), "hyperparameter 'none' is null, expected float");
   CHECK_THROWS_WITH(f.ctx.hparam<double>("momentum"),
                     Catch::Contains("hyperparameter 'momentum' is not in the experiment file's "
                                     "hyperparameters (it has: act, global_batch_size, layers, "
-                                    "lr, sizes)"));
+                                    "lr, none, sizes)"));
   CHECK_THROWS_AS(f.ctx.hparam<bool>("layers"), crucible::ConfigError);
   CHECK(f.ctx.global_batch_size() == 12);
   CHECK(f.ctx.per_slot_batch_size() == 12);

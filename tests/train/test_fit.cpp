@@ -169,7 +169,10 @@ scheduling_unit: 5
         read_file(tmp / "full/checkpoints/batch-0000000039/model_0.pt"));
 }
 
-TEST_CASE("resuming a directory without a run or checkpoint is a usage error", "[train]") {
+TEST_CASE(
+    "resuming a directory without a run is a usage error; an output_dir run of the same "
+    "config continues, of another is refused",
+    "[train]") {
   TempDir tmp;
   auto config = recording_config("max_length: {batches: 2}\n");
   int code = 0;
@@ -179,8 +182,16 @@ TEST_CASE("resuming a directory without a run or checkpoint is a usage error", "
       Catch::Contains("not a run directory"));
   CHECK(code == crucible::kExitBadUsage);
   fit_recording(config, tmp / "run");
-  CHECK_THAT(error_of([&] { fit_recording(config, tmp / "run"); }),
-             Catch::Contains("already holds a run"));
+  // The same config again (a requeued job): the finished run continues, and trains no batch.
+  const auto again = fit_recording(config, tmp / "run");
+  CHECK(again.batches_trained == 2);
+  CHECK(RecordingTrial::calls().empty());
+  CHECK(checkpoint_batches(tmp / "run") == V{2});
+  auto longer = recording_config("max_length: {batches: 3}\n");
+  CHECK_THAT(error_of([&] { fit_recording(longer, tmp / "run"); }, &code),
+             Catch::Contains("it holds a run of another config") &&
+                 Catch::Contains("max_length.batches: 2 -> 3"));
+  CHECK(code == crucible::kExitBadUsage);
 }
 
 TEST_CASE("LR schedulers step per their mode: the rate of every batch, by hand", "[train]") {

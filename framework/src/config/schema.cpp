@@ -326,7 +326,8 @@ std::vector<Key> build_schema() {
                  "validation; none: never"),
       text("checkpoint_storage.host_path",
            member(&C::checkpoint_storage, &CheckpointStorageConfig::host_path), Text::kNonEmpty,
-           "the folder that holds the run directories"),
+           "the folder that holds the run directories; a relative one is relative to the "
+           "experiment file's directory"),
       safe(integer("checkpoint_storage.save_trial_best",
                    member(&C::checkpoint_storage, &CheckpointStorageConfig::save_trial_best), 0,
                    "how many of the best checkpoints retention keeps")),

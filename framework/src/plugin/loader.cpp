@@ -6,14 +6,17 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include <crucible/errors.h>
 
+#include "config/paths.h"
 #include "plugin/registry_state.h"
 #include "util/file_system.h"
 
@@ -42,7 +45,22 @@ bool looks_like_path(const std::string& lib) {
          (lib.size() > 3 && lib.compare(lib.size() - 3, 3, ".so") == 0);
 }
 
+// The library that run directory `dir` recorded (kTrialLibraryFile) when it is `lib`'s file and
+// still there.
+std::optional<std::string> recorded_library(const std::string& lib, const std::string& dir) {
+  if (dir.empty()) return std::nullopt;
+  std::ifstream in(util::join(dir, kTrialLibraryFile));
+  std::string path;
+  if (!in || !std::getline(in, path) || !util::is_absolute(path)) return std::nullopt;
+  const std::string file = util::file_name(path);
+  const bool same = looks_like_path(lib) ? file == util::file_name(lib)
+                                         : file == "lib" + lib + ".so" || file == lib + ".so";
+  if (!same || !util::is_regular_file(path)) return std::nullopt;
+  return path;
+}
+
 std::string find_library(const std::string& lib, const std::string& config_dir) {
+  if (auto recorded = recorded_library(lib, config_dir)) return *recorded;
   std::vector<std::string> tried;
   auto exists = [&](const std::string& p) {
     tried.push_back(p);
@@ -165,9 +183,12 @@ TrialFactory resolve_entrypoint(const std::string& entrypoint, const std::string
   return pick(loaded.registrations, class_name, path);
 }
 
+std::string library_path(const std::string& entrypoint, const std::string& config_dir) {
+  return util::absolute(find_library(split_entrypoint(entrypoint).first, config_dir));
+}
+
 std::string absolute_entrypoint(const std::string& entrypoint, const std::string& config_dir) {
-  const auto [lib, class_name] = split_entrypoint(entrypoint);
-  return util::absolute(find_library(lib, config_dir)) + ":" + class_name;
+  return library_path(entrypoint, config_dir) + ":" + split_entrypoint(entrypoint).second;
 }
 
 }  // namespace crucible::plugin
@@ -175,9 +196,8 @@ std::string absolute_entrypoint(const std::string& entrypoint, const std::string
 namespace crucible {
 
 TrialFactory load_trial(const ExperimentConfig& config, const std::string& search_dir) {
-  return plugin::resolve_entrypoint(
-      config.entrypoint,
-      search_dir.empty() ? util::parent_path(util::absolute(config.source_path)) : search_dir);
+  return plugin::resolve_entrypoint(config.entrypoint,
+                                    search_dir.empty() ? config::config_dir(config) : search_dir);
 }
 
 }  // namespace crucible

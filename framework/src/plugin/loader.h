@@ -14,17 +14,27 @@ const char* own_abi_stamp();
 std::string executable_dir();
 std::string crucible_library_dir();
 
+// The file in a run directory that names, by absolute path, the trial library the run started
+// with.
+constexpr const char* kTrialLibraryFile = "trial_library";
+
 // Directories searched for a trial library named without a path, in order: CRUCIBLE_TRIAL_PATH
 // (colon-separated), `config_dir`, the running executable's directory, and the installed trial
 // directory (<prefix>/lib/crucible/trials).
 std::vector<std::string> search_directories(const std::string& config_dir);
 
 // Resolves an entrypoint "<library>:<TrialClass>" to the trial's factory, loading the library
-// when needed. <library> is a name (lib<name>.so looked up in search_directories) or a path to a
-// .so (relative to `config_dir`, then to the working directory). Throws PluginError for: library
+// when needed. When `config_dir` is a run directory whose kTrialLibraryFile names that library
+// (the same file name) and it still exists, that file is loaded. Otherwise <library> is a name
+// (lib<name>.so looked up in search_directories) or a path to a .so (relative to `config_dir`,
+// then to the working directory). Throws PluginError for: library
 // not found (listing where it looked), not loadable, not a Crucible trial library, ABI mismatch
 // (both stamps), class not registered (listing those registered).
 TrialFactory resolve_entrypoint(const std::string& entrypoint, const std::string& config_dir);
+
+// The absolute path of the library resolve_entrypoint would load. Throws PluginError as
+// resolve_entrypoint.
+std::string library_path(const std::string& entrypoint, const std::string& config_dir);
 
 // The entrypoint with its library as the absolute path resolve_entrypoint would load, so that
 // it names the same library from any directory. Throws PluginError as resolve_entrypoint.

@@ -105,6 +105,37 @@ ExperimentResult run_search(const ExperimentOptions& o, const ExperimentConfig& 
   return result;
 }
 
+// `config` on as many slots as the outside launcher started processes, re-validated. Refuses
+// with a UsageError a run that resumes, or a --slots, with another number.
+ExperimentConfig adopt_launcher_slots(const ExperimentOptions& o, const std::string& path,
+                                      std::vector<std::string> overrides,
+                                      const ExperimentConfig& config,
+                                      const dist::Rendezvous& launcher) {
+  const int64_t started = launcher.topology.size;
+  const std::string processes =
+      fmt::format("{} started {} process{}", launcher.source, started, started == 1 ? "" : "es");
+  if (o.slots()) {
+    throw UsageError(
+        fmt::format("--slots {} but {}; give the launcher's count or leave --slots out", *o.slots(),
+                    processes));
+  }
+  if (!o.fit().resume_dir().empty()) {
+    throw UsageError(fmt::format(
+        "--resume {}: the run trains on {} slots (resources.slots_per_trial) but {}; a run "
+        "continues on the slots it started with",
+        o.fit().resume_dir(), config.resources.slots_per_trial, processes));
+  }
+  overrides.push_back(fmt::format("resources.slots_per_trial={}", started));
+  ExperimentConfig adopted = load_experiment_config(path, overrides);
+  if (launcher.topology.rank == 0) {
+    std::cerr << fmt::format(
+        "{}: training on {} slots (the experiment file's resources.slots_per_trial is {}; the "
+        "run's config.yaml records {})\n",
+        processes, started, config.resources.slots_per_trial, started);
+  }
+  return adopted;
+}
+
 }  // namespace
 
 TrialFactory check_experiment(const ExperimentConfig& config) {
@@ -133,7 +164,13 @@ ExperimentResult run_experiment(const ExperimentOptions& options) {
     overrides.push_back(fmt::format("resources.slots_per_trial={}", *options.slots()));
   }
   ExperimentConfig config = load_experiment_config(path, overrides);
-  const bool launched = dist::from_environment(dist::process_environment()).has_value();
+  const std::optional<dist::Rendezvous> launcher =
+      dist::from_environment(dist::process_environment());
+  const bool launched = launcher.has_value();
+  if (launched && config.searcher.name == "single" &&
+      config.resources.slots_per_trial != launcher->topology.size) {
+    config = adopt_launcher_slots(options, path, overrides, config, *launcher);
+  }
   // Once per experiment: by the process a user started, not by every worker.
   if (!launched) {
     for (const std::string& warning : config.warnings) std::cerr << "warning: " << warning << "\n";

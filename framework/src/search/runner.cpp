@@ -19,6 +19,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_io.h"
 #include "config/enum_names.h"
+#include "config/paths.h"
 #include "launch/launcher.h"
 #include "launch/process.h"
 #include "plugin/loader.h"
@@ -89,8 +90,7 @@ class Runner {
  public:
   Runner(const ExperimentConfig& config, const SearchOptions& options)
       : config_(config), options_(options), scheduler_(config) {
-    config_.entrypoint = plugin::absolute_entrypoint(
-        config.entrypoint, util::parent_path(util::absolute(config.source_path)));
+    config_.entrypoint = plugin::absolute_entrypoint(config.entrypoint, config::config_dir(config));
   }
 
   SearchResult run() {
@@ -128,20 +128,16 @@ class Runner {
 
  private:
   void open() {
-    const bool resuming = !options_.resume_dir.empty();
+    // A requeued job reruns its command: an --output holding this experiment continues it.
+    const bool rerun =
+        options_.resume_dir.empty() && train::holds_run_of(config_, options_.output_dir);
+    const bool resuming = rerun || !options_.resume_dir.empty();
     if (resuming) {
-      dir_ = options_.resume_dir;
+      dir_ = rerun ? options_.output_dir : options_.resume_dir;
     } else {
       dir_ = options_.output_dir.empty()
-                 ? util::join(util::join(config_.checkpoint_storage.host_path, config_.name),
-                              train::new_run_id())
+                 ? util::join(config::runs_dir(config_), train::new_run_id())
                  : options_.output_dir;
-      if (util::exists(util::join(dir_, "config.yaml"))) {
-        throw UsageError(fmt::format(
-            "{} already holds an experiment or run; continue it with `trainer fit --resume {}` "
-            "or choose another --output",
-            dir_, dir_));
-      }
       util::create_directories(util::join(dir_, "trials"));
       checkpoint::replace_atomically(util::join(dir_, "config.yaml"), to_yaml(config_));
     }
@@ -154,7 +150,8 @@ class Runner {
     std::vector<nlohmann::json> rows = scheduler_.start();
     if (resuming) {
       replay();
-      logger_.info(fmt::format("resuming experiment {}: {} trials so far, {} running", dir_,
+      logger_.info(fmt::format("resuming experiment {}{}: {} trials so far, {} running", dir_,
+                               rerun ? " (it holds this experiment's config)" : "",
                                scheduler_.trials().size(), scheduler_.running().size()));
     } else {
       logger_.info(fmt::format(

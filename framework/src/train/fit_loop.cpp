@@ -43,6 +43,16 @@ class FitLoop {
 
   FitResult run() {
     StopSignals signals;
+    try {
+      return set_up_and_train();
+    } catch (const std::exception& e) {
+      record_failure(e);
+      throw;
+    }
+  }
+
+ private:
+  FitResult set_up_and_train() {
     set_up();
     FitResult result;
     result.run_dir = run_.path;
@@ -62,7 +72,22 @@ class FitLoop {
     return result;
   }
 
- private:
+  // Writes the error a fit ends with into the run's log; when the run holds no checkpoint, says
+  // there and on the console how to start it again.
+  void record_failure(const std::exception& e) {
+    if (run_.path.empty() || !dist_.is_chief()) return;
+    try {
+      logger_.error(message_without_trace(e));
+      if (!checkpoint::list(run_.path).empty()) return;
+      logger_.warn(fmt::format(
+          "{} holds no checkpoint: the run failed before its first. Rerunning the same command, "
+          "or `trainer fit --resume {}`, starts it from the beginning",
+          run_.path, run_.path));
+    } catch (const std::exception&) {
+      // The error being reported matters more than its record.
+    }
+  }
+
   // Returns true when a signal stopped training early (a trial's request sets stop_reason_).
   bool train() {
     reporter_.restart_clock();

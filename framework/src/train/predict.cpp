@@ -15,13 +15,14 @@
 namespace crucible {
 
 int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& output_file) {
-  train::check_runnable(config_, factory_);
+  const ExperimentConfig config = train::in_one_process(config_);
+  train::check_runnable(config, factory_);
   if (!factory_.overrides_predict_batch) {
     throw PluginError(fmt::format(
         "trial {} does not implement predict_batch(batch, batch_idx), which trainer predict runs",
         factory_.name));
   }
-  train::TrialSession session(config_, factory_);
+  train::TrialSession session(config, factory_);
   checkpoint::load(checkpoint_dir, session.contents());
   Trial& trial = session.trial();
   DataLoader loader = train::call_trial(train::named("build_predict_data_loader"),

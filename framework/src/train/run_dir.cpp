@@ -13,6 +13,10 @@
 #include <crucible/errors.h>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/file_io.h"
+#include "config/diff.h"
+#include "config/paths.h"
+#include "plugin/loader.h"
 #include "util/file_system.h"
 
 namespace crucible::train {
@@ -29,12 +33,26 @@ std::string new_run_id() {
   return fmt::format("{}-{:04x}", stamp, rd() & 0xffff);
 }
 
+namespace {
+
+// Writes the absolute path of the run's trial library into the run directory, so that --resume,
+// validate and predict load it from any working directory. A trial registered in the program
+// itself, under an entrypoint that names no library found on disk, records none.
+void record_trial_library(const ExperimentConfig& config, const RunDir& run) {
+  std::string library;
+  try {
+    library = plugin::library_path(config.entrypoint, config::config_dir(config));
+  } catch (const PluginError&) {
+    return;
+  }
+  checkpoint::replace_atomically(util::join(run.path, plugin::kTrialLibraryFile), library + "\n");
+}
+
+}  // namespace
+
 RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_dir) {
   RunDir run;
-  run.path =
-      output_dir.empty()
-          ? util::join(util::join(config.checkpoint_storage.host_path, config.name), new_run_id())
-          : output_dir;
+  run.path = output_dir.empty() ? util::join(config::runs_dir(config), new_run_id()) : output_dir;
   if (util::exists(util::join(run.path, "config.yaml"))) {
     throw UsageError(fmt::format(
         "{} already holds a run; continue it with `trainer fit --resume {}` or choose another "
@@ -53,6 +71,7 @@ RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_
     throw TrainingError(
         fmt::format("cannot write {}: {}", run.config_file(), std::strerror(errno)));
   }
+  record_trial_library(config, run);
   return run;
 }
 
@@ -62,6 +81,20 @@ RunDir open_run_dir(const std::string& path) {
     throw UsageError(fmt::format("--resume {}: not a run directory (no config.yaml in it)", path));
   }
   return run;
+}
+
+bool holds_run_of(const ExperimentConfig& config, const std::string& dir) {
+  if (dir.empty()) return false;
+  const std::string file = util::join(dir, "config.yaml");
+  if (!util::exists(file)) return false;
+  const auto changes = config::diff(load_experiment_config(file), config);
+  if (changes.empty()) return true;
+  std::string list;
+  for (const auto& c : changes) list += fmt::format("\n  {}: {} -> {}", c.key, c.before, c.after);
+  throw UsageError(fmt::format(
+      "--output {}: it holds a run of another config; continue that run with `trainer fit "
+      "--resume {}` or choose another --output. Its config.yaml differs in:{}",
+      dir, dir, list));
 }
 
 }  // namespace crucible::train

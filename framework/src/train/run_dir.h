@@ -7,7 +7,7 @@
 namespace crucible::train {
 
 // A run directory: <host_path>/<name>/<run-id>/ holding config.yaml (the resolved config),
-// trainer.log, metrics.jsonl and checkpoints/.
+// trainer.log, metrics.jsonl, checkpoints/ and trial_library (plugin::kTrialLibraryFile).
 struct RunDir {
   std::string path;
   std::string config_file() const { return path + "/config.yaml"; }
@@ -19,12 +19,18 @@ struct RunDir {
 // A new run id: the UTC time and 16 random bits, "20261123-193509-1a2b".
 std::string new_run_id();
 
-// Creates a fresh run directory (`output_dir`, or a new <host_path>/<name>/<run-id>) and writes
-// config.yaml into it. Throws UsageError when `output_dir` already holds a run, TrainingError
-// when a path cannot be created.
+// Creates a fresh run directory (`output_dir`, or a new one in config::runs_dir) and writes
+// config.yaml into it, and trial_library when the entrypoint names a library on disk. Throws
+// UsageError when `output_dir` already holds a run, TrainingError when a path cannot be created.
 RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_dir);
 
 // Opens an existing run directory for resuming; throws UsageError when it holds no run.
 RunDir open_run_dir(const std::string& path);
+
+// Whether `dir` holds a run or an experiment (its config.yaml) of `config`, which a fit or search
+// given `--output dir` then continues, as a requeued job reruns its command. False when `dir` is
+// "" or holds no config.yaml. Throws UsageError listing the differing keys when it holds one of
+// another config, and ConfigError when that config.yaml does not parse.
+bool holds_run_of(const ExperimentConfig& config, const std::string& dir);
 
 }  // namespace crucible::train

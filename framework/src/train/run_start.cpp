@@ -7,6 +7,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_io.h"
 #include "config/diff.h"
+#include "metrics/jsonl_sink.h"
 
 namespace crucible::train {
 
@@ -27,6 +28,11 @@ void check_runnable(const ExperimentConfig& config, const TrialFactory& factory,
                          : "launch as many processes as slots"));
   }
   factory.check_evaluation_methods();
+}
+
+ExperimentConfig in_one_process(ExperimentConfig config) {
+  config.resources.slots_per_trial = 1;
+  return config;
 }
 
 namespace {
@@ -59,41 +65,63 @@ void accept_config_changes(const ExperimentConfig& config, const std::string& di
   logger.info("accepted config changes:" + list);
 }
 
+// Makes run `run`, which stopped before its first checkpoint, start again: its metrics go, and
+// its config.yaml becomes `config`.
+void restart_from_beginning(const ExperimentConfig& config, const RunDir& run,
+                            util::Logger& logger) {
+  logger.info(run.path +
+              " has no checkpoint (it stopped before its first): training from the beginning");
+  metrics::truncate_metrics_file(run.metrics_file(), -1);
+  checkpoint::replace_atomically(run.config_file(), to_yaml(config));
+}
+
 }  // namespace
 
 RunStart start_run(const ExperimentConfig& config, const FitOptions& options,
                    util::Logger& logger) {
   const DistributedContext& dist = options.distributed();
-  const bool resuming = !options.resume_dir().empty();
-  if (resuming && !options.output_dir().empty()) {
+  const bool resume_asked = !options.resume_dir().empty();
+  if (resume_asked && !options.output_dir().empty()) {
     throw UsageError(
         "FitOptions: resume_dir and output_dir are exclusive; a resumed run writes "
         "into its own directory");
   }
-  if (resuming && !options.warm_start().empty()) {
+  if (resume_asked && !options.warm_start().empty()) {
     throw UsageError("--warm-start starts a new run; it cannot be combined with --resume");
   }
   RunStart start;
+  bool resuming = resume_asked;
   // The chief owns the run directory; the other ranks learn its path and read from it.
   if (dist.is_chief()) {
-    start.run = resuming ? open_run_dir(options.resume_dir())
+    const bool rerun = !resuming && holds_run_of(config, options.output_dir());
+    resuming = resuming || rerun;
+    start.run = resuming ? open_run_dir(rerun ? options.output_dir() : options.resume_dir())
                          : create_run_dir(config, options.output_dir());
     logger.open(start.run.log_file(), options.console());
+    if (rerun) logger.info(start.run.path + " holds a run of this config: continuing it");
   } else {
     logger.console_warnings_only();
   }
-  start.run.path = dist.broadcast_object(start.run.path).get<std::string>();
-  if (!resuming) return start;
+  const nlohmann::json opened =
+      dist.broadcast_object({{"path", start.run.path}, {"resuming", resuming}});
+  start.run.path = opened["path"].get<std::string>();
+  if (!opened["resuming"].get<bool>()) return start;
   if (dist.is_chief()) {
     for (const auto& dir : checkpoint::remove_unfinished(start.run.path)) {
       logger.warn("removed " + dir + ", a checkpoint whose writing was cut short");
     }
-    start.resume_from =
-        checkpoint::newest_good(start.run.path, [&](const std::string& w) { logger.warn(w); });
+    if (checkpoint::list(start.run.path).empty()) {
+      restart_from_beginning(config, start.run, logger);
+    } else {
+      start.resume_from =
+          checkpoint::newest_good(start.run.path, [&](const std::string& w) { logger.warn(w); });
+    }
   }
   start.resume_from = dist.broadcast_object(start.resume_from).get<std::string>();
-  accept_config_changes(config, start.resume_from, start.run, options.allow_safe_changes(),
-                        dist.is_chief(), logger);
+  if (!start.resume_from.empty()) {
+    accept_config_changes(config, start.resume_from, start.run, options.allow_safe_changes(),
+                          dist.is_chief(), logger);
+  }
   return start;
 }
 

@@ -17,6 +17,10 @@ namespace crucible::train {
 void check_runnable(const ExperimentConfig& config, const TrialFactory& factory,
                     const DistributedContext& dist = DistributedContext());
 
+// `config` as one process evaluates it (trainer validate, predict): a checkpoint of a run on any
+// number of slots restores into one process, whose batches hold global_batch_size records.
+ExperimentConfig in_one_process(ExperimentConfig config);
+
 // The run a fit writes into.
 struct RunStart {
   RunDir run;
@@ -24,9 +28,12 @@ struct RunStart {
 };
 
 // Opens the run of `options` on every rank of options.distributed(). The chief creates the run
-// directory (options.output_dir() or a new one), or for options.resume_dir() opens it, removes
-// the checkpoints whose writing was cut short and picks the newest good one; it opens `logger`
-// on the run's log. Every rank learns the path and the checkpoint. On resume the config is
+// directory (options.output_dir() or a new one), or opens it to continue it: for
+// options.resume_dir(), or for an output_dir that already holds a run of `config`
+// (holds_run_of). A continued run loses the checkpoints whose writing was cut short and resumes
+// from the newest good one; one that has no checkpoint starts again from batch 0, its metrics
+// cleared and its config.yaml rewritten to `config`. The chief opens `logger` on the run's log.
+// Every rank learns the path and the checkpoint. On resume from a checkpoint the config is
 // compared with the checkpoint's: changes are refused with a UsageError listing them unless all
 // are safe (config::is_safe_change) and options.allow_safe_changes(); accepted ones rewrite
 // config.yaml. Throws UsageError when resume_dir is combined with output_dir or warm_start.

@@ -41,8 +41,9 @@ Trainer Trainer::from_checkpoint(const std::string& dir) {
 FitResult Trainer::fit(const FitOptions& options) { return train::fit(config_, factory_, options); }
 
 MetricValues Trainer::validate(const std::string& checkpoint_dir) {
-  train::check_runnable(config_, factory_);
-  train::TrialSession session(config_, factory_);
+  const ExperimentConfig config = train::in_one_process(config_);
+  train::check_runnable(config, factory_);
+  train::TrialSession session(config, factory_);
   checkpoint::load(checkpoint_dir, session.contents());
   return session.validate();
 }

@@ -15,8 +15,9 @@ std::string json_type_name(const nlohmann::json& value) {
 
 void throw_json_type_error(const std::string& what, const nlohmann::json& value,
                            const std::string& expected) {
-  throw ConfigError(what + " is " + json_type_name(value) + " " + value.dump() + ", expected " +
-                    expected);
+  // A null has no value to show beside its type.
+  const std::string held = value.is_null() ? "null" : json_type_name(value) + " " + value.dump();
+  throw ConfigError(what + " is " + held + ", expected " + expected);
 }
 
 }  // namespace crucible::detail

@@ -31,9 +31,11 @@ void Logger::info(const std::string& line) {
 
 void Logger::warn(const std::string& line) { write("WARN", line, true); }
 
-void Logger::write(const char* level, const std::string& line, bool to_stderr) {
+void Logger::error(const std::string& line) { write("ERROR", line, true, false); }
+
+void Logger::write(const char* level, const std::string& line, bool to_stderr, bool console) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (console_) {
+  if (console_ && console) {
     (to_stderr ? std::cerr : std::cout) << (to_stderr ? "warning: " : "") << line << std::endl;
   }
   if (file_.is_open()) {

@@ -16,9 +16,11 @@ class Logger {
   void console_warnings_only();
   void info(const std::string& line);
   void warn(const std::string& line);
+  // Records the error a run ends with in the file only: the caller reports it to the user.
+  void error(const std::string& line);
 
  private:
-  void write(const char* level, const std::string& line, bool to_stderr);
+  void write(const char* level, const std::string& line, bool to_stderr, bool console = true);
   std::mutex mu_;
   std::ofstream file_;
   bool console_ = true;

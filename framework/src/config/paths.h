@@ -1,0 +1,21 @@
+#pragma once
+
+// Where an experiment file's relative paths point.
+
+#include <string>
+
+#include <crucible/config.h>
+
+namespace crucible::config {
+
+// The absolute directory of the file `config` was read from (config.source_path). A relative path
+// in an experiment file, from the file or from --set, is relative to it: a library path in
+// `entrypoint` (then to the working directory, as load_trial documents) and
+// checkpoint_storage.host_path.
+std::string config_dir(const ExperimentConfig& config);
+
+// <host_path>/<name> as an absolute path: the folder a new run or experiment of `config` gets its
+// directory in.
+std::string runs_dir(const ExperimentConfig& config);
+
+}  // namespace crucible::config
