@@ -29,6 +29,25 @@ TEST_CASE("bad batch access names what is there", "[data]") {
   CHECK_THROWS_AS(Batch::dict({{"x", torch::ones({1})}, {"x", torch::ones({1})}}), crucible::Error);
 }
 
+TEST_CASE("a batch element feeds a plain module, a Sequential and an AnyModule", "[data]") {
+  torch::manual_seed(3);
+  torch::nn::Linear linear(3, 2);
+  torch::nn::Sequential sequential(linear, torch::nn::ReLU());
+  torch::nn::AnyModule any(linear);
+  Batch b{torch::randn({4, 3}), torch::zeros({4})};
+  const Batch& constant = b;
+  const torch::Tensor expected = linear->forward(b[0].tensor());
+  CHECK(linear->forward(b[0]).equal(expected));  // forward(Tensor): the implicit conversion
+  CHECK(sequential->forward(b[0]).equal(torch::relu(expected)));                  // a Batch&
+  CHECK(sequential->forward(constant[0]).equal(torch::relu(expected)));           // a const Batch&
+  CHECK(sequential->forward(Batch(b[0].tensor())).equal(torch::relu(expected)));  // a Batch
+  CHECK(any.forward(b[0]).equal(expected));
+  CHECK(any.forward(constant[0]).equal(expected));
+  CHECK(any.any_forward(b[0]).get<torch::Tensor>().equal(expected));
+  // A list or dict is not one tensor: the error says what it is.
+  CHECK_THROWS_WITH(sequential->forward(b), Catch::Contains("expected a tensor, this is a list"));
+}
+
 TEST_CASE("to() moves every leaf and keeps the structure", "[data]") {
   Batch b = Batch::dict({{"a", Batch{torch::ones({2}, torch::kFloat), torch::ones({1})}}});
   Batch moved = b.to(torch::Device(torch::kCPU));

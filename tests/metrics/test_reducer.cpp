@@ -110,3 +110,24 @@ TEST_CASE("training means: the first non-finite batch, skipped values, counts, s
   CHECK(old.flush() == crucible::MetricValues{{"loss", 2.5}});
   CHECK(old.empty());
 }
+
+TEST_CASE("metrics may be plain numbers beside tensors", "[metrics]") {
+  const crucible::Metrics first = {
+      {"loss", torch::tensor(0.5)}, {"accuracy", 0.75}, {"count", 3}, {"ok", true}};
+  CHECK(first.at("accuracy").dtype() == torch::kDouble);
+  CHECK(first.at("count").item<double>() == 3.0);
+  CHECK(first.at("loss").dtype() == torch::kFloat);  // a tensor stays as it is
+  metrics::ValidationAccumulator validation(EvaluationReducer(ReduceOp::kAvg));
+  validation.add(first, 2, 0);
+  validation.add({{"loss", 1.5}, {"accuracy", 0.25f}, {"count", int64_t{5}}, {"ok", false}}, 2, 1);
+  const crucible::MetricValues v = validation.result();
+  CHECK(v.at("loss") == 1.0);
+  CHECK(v.at("accuracy") == 0.5);
+  CHECK(v.at("count") == 4.0);
+  CHECK(v.at("ok") == 0.5);
+  metrics::TrainingAccumulator training;
+  training.add(first, 0);
+  training.add({{"loss", 2.5}, {"accuracy", 1}, {"count", 1}, {"ok", 1}}, 1);
+  CHECK(training.flush() ==
+        crucible::MetricValues{{"loss", 1.5}, {"accuracy", 0.875}, {"count", 2.0}, {"ok", 1.0}});
+}

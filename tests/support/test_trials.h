@@ -23,11 +23,6 @@ inline int64_t read_int64(torch::serialize::InputArchive& archive, const char* k
   return t.item<int64_t>();
 }
 
-// Integer hyperparameter `name`, or `fallback` when the experiment does not set it.
-inline int64_t hparam_or(const TrialContext& ctx, const std::string& name, int64_t fallback) {
-  return ctx.hparams().contains(name) ? ctx.hparam<int64_t>(name) : fallback;
-}
-
 // Dataset whose example i is {x = [i], y = [2 i]}: batch contents reveal the indices.
 inline std::shared_ptr<TensorDataset> index_dataset(int64_t n) {
   auto x = torch::arange(n, torch::kFloat).unsqueeze(1);
@@ -45,24 +40,30 @@ class RecordingTrial : public Trial {
     int64_t batch_idx, epoch_idx;
     bool epoch_start, epoch_end;
     std::vector<int64_t> indices;
-    double lr;  // the learning rate this batch trained with
+    double lr;               // the learning rate this batch trained with
+    int64_t recorded_batch;  // ctx.current_train_batch() in train_batch
   };
 
   // Optional hyperparameter step_mode: every_batch | every_optimizer_step | every_epoch | manual
   // wraps a LambdaLR(lr = 0.001 * (1 / (1 + steps))); manual steps it after every batch whose
-  // batch_idx + 1 is a multiple of hyperparameter manual_every (default 4).
+  // batch_idx + 1 is a multiple of hyperparameter manual_every (default 4). With hyperparameter
+  // scheduler: torch_step it is LibTorch's own torch::optim::StepLR(step_size 3, gamma 0.5).
   explicit RecordingTrial(TrialContext& ctx)
       : ctx_(ctx),
         model_(ctx.wrap_model(torch::nn::Linear(1, 1))),
         opt_(ctx.wrap_optimizer(torch::optim::SGD(model_->parameters(), 0.001))) {
     if (!ctx.hparams().contains("step_mode")) return;
-    const auto mode = ctx.hparam<std::string>("step_mode");
-    scheduler_ = ctx.wrap_lr_scheduler(
-        lr::LambdaLR(opt_, [](int64_t s) { return 1.0 / static_cast<double>(1 + s); }),
-        mode == "every_batch"            ? StepMode::kEveryBatch
-        : mode == "every_optimizer_step" ? StepMode::kEveryOptimizerStep
-        : mode == "every_epoch"          ? StepMode::kEveryEpoch
-                                         : StepMode::kManual);
+    const auto name = ctx.hparam<std::string>("step_mode");
+    const StepMode mode = name == "every_batch"            ? StepMode::kEveryBatch
+                          : name == "every_optimizer_step" ? StepMode::kEveryOptimizerStep
+                          : name == "every_epoch"          ? StepMode::kEveryEpoch
+                                                           : StepMode::kManual;
+    if (ctx.hparam("scheduler", "lambda") == "torch_step") {
+      torch_scheduler_ = ctx.wrap_lr_scheduler(torch::optim::StepLR(*opt_, 3, 0.5), mode);
+    } else {
+      scheduler_ = ctx.wrap_lr_scheduler(
+          lr::LambdaLR(opt_, [](int64_t s) { return 1.0 / static_cast<double>(1 + s); }), mode);
+    }
   }
 
   DataLoader build_training_data_loader() override {
@@ -79,41 +80,42 @@ class RecordingTrial : public Trial {
     std::vector<int64_t> idx;
     for (int64_t i = 0; i < x.size(0); ++i) idx.push_back(x[i][0].item<int64_t>());
     calls().push_back({batch_idx, epoch_idx, ctx_.is_epoch_start(), ctx_.is_epoch_end(), idx,
-                       opt_->param_groups()[0].options().get_lr()});
+                       opt_->param_groups()[0].options().get_lr(), ctx_.current_train_batch()});
     ++trained_;
-    if (scheduler_ && ctx_.hparam<std::string>("step_mode") == "manual" &&
-        (batch_idx + 1) % hparam_or(ctx_, "manual_every", 4) == 0) {
-      scheduler_->step();
+    if ((scheduler_ || torch_scheduler_) && ctx_.hparam<std::string>("step_mode") == "manual" &&
+        (batch_idx + 1) % ctx_.hparam<int64_t>("manual_every", 4) == 0) {
+      scheduler_ ? scheduler_->step() : torch_scheduler_->step();
     }
     const bool failing_rank =
-        hparam_or(ctx_, "fail_rank", ctx_.distributed().rank()) == ctx_.distributed().rank();
-    if (batch_idx == hparam_or(ctx_, "fail_at", -1) && failing_rank) {
+        ctx_.hparam<int64_t>("fail_rank", ctx_.distributed().rank()) == ctx_.distributed().rank();
+    if (batch_idx == ctx_.hparam<int64_t>("fail_at", -1) && failing_rank) {
       throw std::runtime_error("injected failure");
     }
-    while (batch_idx == hparam_or(ctx_, "hang_at", -1) && failing_rank) {
+    while (batch_idx == ctx_.hparam<int64_t>("hang_at", -1) && failing_rank) {
       std::this_thread::sleep_for(std::chrono::hours(1));
     }
     const double scale = static_cast<double>(ctx_.hparam<int64_t>("records"));
     auto loss = torch::mse_loss(model_->forward(x / scale), batch[1].tensor() / scale);
-    const int64_t nan_from = hparam_or(ctx_, "nan_grad_from", -1);
-    if (batch_idx == hparam_or(ctx_, "nan_grad_at", -1) ||
+    const int64_t nan_from = ctx_.hparam<int64_t>("nan_grad_from", -1);
+    if (batch_idx == ctx_.hparam<int64_t>("nan_grad_at", -1) ||
         (nan_from >= 0 && batch_idx >= nan_from)) {
       loss = loss * std::nan("");
     }
     ctx_.backward(loss);
-    if (batch_idx == hparam_or(ctx_, "stop_at", -1) && failing_rank) {
+    if (batch_idx == ctx_.hparam<int64_t>("stop_at", -1) && failing_rank) {
       ctx_.set_stop_requested("stop_at reached");
     }
     ctx_.step_optimizer(opt_);
-    if (batch_idx == hparam_or(ctx_, "nan_at", -1)) loss = loss * std::nan("");
+    if (batch_idx == ctx_.hparam<int64_t>("nan_at", -1)) loss = loss * std::nan("");
     return {{"loss", loss}};
   }
 
   // x is the example index, so the reduced values are known in closed form.
   Metrics evaluate_batch(Batch& batch, int64_t) override {
+    evaluated_at().emplace_back(ctx_.current_train_batch(), ctx_.current_train_epoch());
     const torch::Tensor& x = batch[0];
     return {{"avg_x", x.mean()},
-            {"sum_len", torch::tensor(static_cast<double>(x.size(0)))},
+            {"sum_len", x.size(0)},  // a plain number
             {"max_x", x.max()},
             {"min_x", x.min()}};
   }
@@ -135,6 +137,13 @@ class RecordingTrial : public Trial {
     return value;
   }
 
+  // The training position (current_train_batch, current_train_epoch) each evaluate_batch call
+  // of this process saw, in order.
+  static std::vector<std::pair<int64_t, int64_t>>& evaluated_at() {
+    static std::vector<std::pair<int64_t, int64_t>> all;
+    return all;
+  }
+
   // Every train_batch call of every RecordingTrial in this process, in order.
   static std::vector<Call>& calls() {
     static std::vector<Call> all;
@@ -149,6 +158,7 @@ class RecordingTrial : public Trial {
   torch::nn::Linear model_;
   Optimizer opt_;
   std::shared_ptr<lr::LambdaLR> scheduler_;
+  std::shared_ptr<torch::optim::StepLR> torch_scheduler_;
   int64_t trained_ = 0;
 };
 
@@ -293,7 +303,7 @@ class ResumableTrial : public Trial {
     ctx_.step_optimizer(opt_);
     ctx_.step_optimizer(head_opt_);
     ++seen_;
-    return {{"loss", loss}, {"seen", torch::tensor(static_cast<double>(seen_))}};
+    return {{"loss", loss}, {"seen", seen_}};  // a plain number
   }
   Metrics evaluate_batch(Batch& batch, int64_t) override {
     return {{"loss", torch::mse_loss(model_->forward(batch[0].tensor()), batch[1])}};
@@ -497,8 +507,8 @@ class SearchTrial : public Trial {
   explicit SearchTrial(TrialContext& ctx)
       : ctx_(ctx),
         model_(ctx.wrap_model(torch::nn::Sequential(
-            torch::nn::Linear(8, hparam_or(ctx_, "hidden", 8)), torch::nn::Tanh(),
-            torch::nn::Linear(hparam_or(ctx_, "hidden", 8), 1)))),
+            torch::nn::Linear(8, ctx_.hparam<int64_t>("hidden", 8)), torch::nn::Tanh(),
+            torch::nn::Linear(ctx_.hparam<int64_t>("hidden", 8), 1)))),
         opt_(
             ctx.wrap_optimizer(torch::optim::SGD(model_->parameters(), ctx.hparam<double>("lr")))) {
     if (ctx.hparams().contains("invalid_above") &&
@@ -515,9 +525,9 @@ class SearchTrial : public Trial {
     return DataLoader(std::make_shared<JitteredDataset>(64, 8), DataLoaderOptions(32));
   }
   Metrics train_batch(Batch& batch, int64_t, int64_t batch_idx) override {
-    const int64_t sleep_ms = hparam_or(ctx_, "sleep_ms", 0);
+    const int64_t sleep_ms = ctx_.hparam<int64_t>("sleep_ms", 0);
     if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
-    if (batch_idx == hparam_or(ctx_, "fail_at", -1)) {
+    if (batch_idx == ctx_.hparam<int64_t>("fail_at", -1)) {
       const std::string once =
           ctx_.hparams().contains("fail_once") ? ctx_.hparam<std::string>("fail_once") : "";
       if (once.empty() || !std::ifstream(once)) {
@@ -525,7 +535,7 @@ class SearchTrial : public Trial {
         throw std::runtime_error("injected failure at batch " + std::to_string(batch_idx));
       }
     }
-    if (batch_idx == hparam_or(ctx_, "sigterm_at", -1)) {
+    if (batch_idx == ctx_.hparam<int64_t>("sigterm_at", -1)) {
       const auto once = ctx_.hparam<std::string>("sigterm_once");
       if (!std::ifstream(once)) {
         std::ofstream(once) << "signalled\n";

@@ -34,6 +34,15 @@ TEST_CASE("hparam<T> is typed and names the hyperparameter on error", "[train]")
                                     "hyperparameters (it has: act, global_batch_size, layers, "
                                     "lr, none, sizes)"));
   CHECK_THROWS_AS(f.ctx.hparam<bool>("layers"), crucible::ConfigError);
+  // With a default: the file's value when present (typed as strictly), else the default.
+  CHECK(f.ctx.hparam("lr", 0.9) == 0.1);
+  CHECK(f.ctx.hparam("momentum", 0.9) == 0.9);
+  CHECK(f.ctx.hparam<int64_t>("depth", 4) == 4);
+  CHECK(f.ctx.hparam("act", "tanh") == "relu");
+  CHECK(f.ctx.hparam("activation", "tanh") == std::string("tanh"));
+  CHECK(f.ctx.hparam<std::vector<int>>("widths", {8, 8}) == std::vector<int>{8, 8});
+  CHECK_THROWS_WITH(f.ctx.hparam("act", 1.0),
+                    "hyperparameter 'act' is string \"relu\", expected float");
   CHECK(f.ctx.global_batch_size() == 12);
   CHECK(f.ctx.per_slot_batch_size() == 12);
 }

@@ -170,8 +170,8 @@ scheduling_unit: 5
 }
 
 TEST_CASE(
-    "resuming a directory without a run is a usage error; an output_dir run of the same "
-    "config continues, of another is refused",
+    "resuming a directory without a run is a usage error, and an output_dir run of the "
+    "same config continues but one of another is refused",
     "[train]") {
   TempDir tmp;
   auto config = recording_config("max_length: {batches: 2}\n");
@@ -232,23 +232,18 @@ TEST_CASE("LR schedulers step per their mode: the rate of every batch, by hand",
   }
 }
 
-TEST_CASE("a resumed run steps an epoch scheduler as the uninterrupted run does", "[train]") {
-  // 13 batches per epoch, an optimizer step every 5 batches (after batches 4, 9, 14, ...): a
-  // checkpoint after batch 10 falls in epoch 0 after its last optimizer step, so only the
-  // checkpointed optimizer counters say that the epoch's end must step the scheduler.
-  TempDir tmp;
-  auto config = recording_config(
-      "max_length: {batches: 30}\nmin_checkpoint_period: {batches: 10}\n",
-      {"hyperparameters.step_mode=every_epoch", "optimizations.aggregation_frequency=5"});
+namespace {
+
+// Fits `config` (30 batches, checkpoints every 10) into <tmp>/full, then resumes a copy of it
+// cut back to its checkpoint after batch 10; checks that the resumed batches train with the
+// rates of the uninterrupted run and end with its weights. Returns the uninterrupted run's calls.
+std::vector<RecordingTrial::Call> check_resumed_rates(const crucible::ExperimentConfig& config,
+                                                      const TempDir& tmp) {
   fit_recording(config, tmp / "full");
   const auto full = RecordingTrial::calls();
   copy_tree(tmp / "full", tmp / "cut");
   util::remove_all(tmp / "cut/checkpoints/batch-0000000020");
   util::remove_all(tmp / "cut/checkpoints/batch-0000000030");
-  const auto meta =
-      nlohmann::json::parse(read_file(tmp / "cut/checkpoints/batch-0000000010/metadata.json"));
-  CHECK(meta["optimizer_steps"] == nlohmann::json::array({2}));
-
   RecordingTrial::calls().clear();
   crucible::Trainer(config, crucible::TrialFactory::of<RecordingTrial>("RecordingTrial"))
       .fit(crucible::FitOptions().resume_dir(tmp / "cut").console(false));
@@ -258,7 +253,88 @@ TEST_CASE("a resumed run steps an epoch scheduler as the uninterrupted run does"
     INFO("batch " << resumed[i].batch_idx);
     CHECK(resumed[i].lr == full[i + 10].lr);
   }
-  CHECK(full[13].lr == Approx(0.001 / 2));  // the end of epoch 0 stepped the scheduler
   CHECK(read_file(tmp / "cut/checkpoints/batch-0000000030/model_0.pt") ==
         read_file(tmp / "full/checkpoints/batch-0000000030/model_0.pt"));
+  return full;
+}
+
+}  // namespace
+
+TEST_CASE("a resumed run steps an epoch scheduler as the uninterrupted run does", "[train]") {
+  // 13 batches per epoch, an optimizer step every 5 batches (after batches 4, 9, 14, ...): a
+  // checkpoint after batch 10 falls in epoch 0 after its last optimizer step, so only the
+  // checkpointed optimizer counters say that the epoch's end must step the scheduler.
+  TempDir tmp;
+  auto config = recording_config(
+      "max_length: {batches: 30}\nmin_checkpoint_period: {batches: 10}\n",
+      {"hyperparameters.step_mode=every_epoch", "optimizations.aggregation_frequency=5"});
+  const auto full = check_resumed_rates(config, tmp);
+  const auto meta =
+      nlohmann::json::parse(read_file(tmp / "cut/checkpoints/batch-0000000010/metadata.json"));
+  CHECK(meta["optimizer_steps"] == nlohmann::json::array({2}));
+  CHECK(full[13].lr == Approx(0.001 / 2));  // the end of epoch 0 stepped the scheduler
+}
+
+TEST_CASE("LibTorch's own StepLR steps per its mode and resumes from a checkpoint", "[train]") {
+  // The rates LibTorch's StepLR(step_size 3, gamma 0.5) gives, stepped by hand after each batch.
+  torch::nn::Linear reference_model(1, 1);
+  torch::optim::SGD reference(reference_model->parameters(), 0.001);
+  torch::optim::StepLR reference_schedule(reference, 3, 0.5);
+  std::vector<double> expected;
+  for (int b = 0; b < 30; ++b) {
+    expected.push_back(reference.param_groups()[0].options().get_lr());
+    reference_schedule.step();
+  }
+  REQUIRE(expected[29] < expected[0] / 100);
+  TempDir tmp;
+  auto config = recording_config(
+      "max_length: {batches: 30}\nmin_checkpoint_period: {batches: 10}\n",
+      {"hyperparameters.step_mode=every_batch", "hyperparameters.scheduler=torch_step"});
+  const auto full = check_resumed_rates(config, tmp);
+  for (size_t b = 0; b < full.size(); ++b) {
+    INFO("batch " << b);
+    CHECK(full[b].lr == expected[b]);
+  }
+  // The checkpoint holds the LibTorch scheduler's own step count and the rates.
+  const auto meta =
+      nlohmann::json::parse(read_file(tmp / "cut/checkpoints/batch-0000000010/metadata.json"));
+  CHECK(meta["schedulers"] ==
+        nlohmann::json::array({{{"step_count", 10}, {"rates", {expected[10]}}}}));
+}
+
+TEST_CASE("a LibTorch scheduler over an optimizer that was not wrapped is refused", "[train]") {
+  struct UnwrappedTrial : RecordingTrial {
+    explicit UnwrappedTrial(crucible::TrialContext& ctx) : RecordingTrial(ctx) {
+      ctx.wrap_lr_scheduler(torch::optim::StepLR(sgd_, 1, 0.5), crucible::StepMode::kEveryBatch);
+    }
+    torch::nn::Linear other_{1, 1};
+    torch::optim::SGD sgd_{other_->parameters(), 0.1};
+  };
+  TempDir tmp;
+  CHECK_THAT(error_of([&] {
+               fit_recording<UnwrappedTrial>(recording_config("max_length: {batches: 1}\n"),
+                                             tmp / "run");
+             }),
+             Catch::Contains("the LibTorch scheduler's optimizer was not wrapped"));
+}
+
+TEST_CASE("outside train_batch the counters say how many batches were trained", "[train]") {
+  TempDir tmp;
+  // 13 batches an epoch; validations after 10 and 20 batches, 7 validation batches each.
+  auto config =
+      recording_config("max_length: {batches: 20}\n",
+                       {"min_validation_period.batches=10", "min_checkpoint_period.batches=10"});
+  RecordingTrial::evaluated_at().clear();
+  fit_recording(config, tmp / "run");
+  using P = std::pair<int64_t, int64_t>;
+  std::vector<P> expected(7, P{10, 0});
+  expected.insert(expected.end(), 7, P{20, 1});
+  CHECK(RecordingTrial::evaluated_at() == expected);
+  // Inside train_batch: the batch being trained.
+  for (const auto& call : RecordingTrial::calls()) CHECK(call.recorded_batch == call.batch_idx);
+  // trainer validate: the batches the checkpoint was trained for.
+  RecordingTrial::evaluated_at().clear();
+  crucible::Trainer(config, crucible::TrialFactory::of<RecordingTrial>("RecordingTrial"))
+      .validate(tmp / "run/checkpoints/batch-0000000010");
+  CHECK(RecordingTrial::evaluated_at() == std::vector<P>(7, P{10, 0}));
 }

@@ -13,7 +13,9 @@ namespace crucible {
 
 // A batch or a single example: a tensor, a list of batches, or a string-keyed dict of batches,
 // nested in any mix. `b[0]` and `b["image"]` select children; a tensor leaf converts to
-// torch::Tensor implicitly, so `model->forward(b[0])` reads like LibTorch code.
+// torch::Tensor implicitly, so `model->forward(b[0])` reads like LibTorch code, for a module
+// whose forward takes a tensor and, through the specializations below, for
+// torch::nn::Sequential and torch::nn::AnyModule given one Batch argument.
 class Batch {
  public:
   enum class Kind { kNone, kTensor, kList, kDict };
@@ -77,3 +79,23 @@ class Batch {
 };
 
 }  // namespace crucible
+
+namespace torch::nn {
+
+// A Batch passed alone to Sequential::forward or AnyModule::forward / any_forward reaches the
+// module as its tensor, as it does when passed to a forward(torch::Tensor). Throws crucible::Error
+// when it is not a tensor leaf.
+template <>
+inline AnyValue AnyModule::any_forward<const crucible::Batch&>(const crucible::Batch& batch) {
+  return any_forward(batch.tensor());
+}
+template <>
+inline AnyValue AnyModule::any_forward<crucible::Batch&>(crucible::Batch& batch) {
+  return any_forward(batch.tensor());
+}
+template <>
+inline AnyValue AnyModule::any_forward<crucible::Batch>(crucible::Batch&& batch) {
+  return any_forward(batch.tensor());
+}
+
+}  // namespace torch::nn

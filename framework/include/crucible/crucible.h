@@ -5,6 +5,7 @@
 #include <crucible/callback.h>
 #include <crucible/config.h>
 #include <crucible/data.h>
+#include <crucible/datasets.h>
 #include <crucible/distributed.h>
 #include <crucible/early_stopping.h>
 #include <crucible/errors.h>

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <torch/torch.h>
@@ -11,9 +12,22 @@
 
 namespace crucible {
 
-// Metrics of one batch (or of a whole evaluation): name -> scalar tensor. Tensors may stay on the
-// device; Crucible reads them at reporting boundaries only.
-using Metrics = std::map<std::string, torch::Tensor>;
+// One metric of a batch: a one-element tensor, or a plain number (bool, integer or floating
+// point), which becomes a 0-dimensional double tensor on the CPU. A tensor is kept as it is (it
+// may stay on the device, with no host synchronisation per batch); Crucible reads it at reporting
+// boundaries only.
+class MetricValue : public torch::Tensor {
+ public:
+  MetricValue() = default;
+  MetricValue(torch::Tensor tensor) : torch::Tensor(std::move(tensor)) {}  // NOLINT
+  template <class Number, std::enable_if_t<std::is_arithmetic_v<Number>, int> = 0>
+  MetricValue(Number number)  // NOLINT(google-explicit-constructor)
+      : torch::Tensor(torch::scalar_tensor(static_cast<double>(number), torch::kDouble)) {}
+};
+
+// Metrics of one batch (or of a whole evaluation): name -> value, `return {{"loss", loss},
+// {"accuracy", 0.5}};`.
+using Metrics = std::map<std::string, MetricValue>;
 
 // Reduced metrics: one number per name. A validation's result (Trainer::validate,
 // FitResult::last_validation, Callback::on_validation_end) and a training report's means.

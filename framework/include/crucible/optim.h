@@ -69,8 +69,9 @@ class LRScheduler {
   virtual double factor(int64_t /*step*/) const { return 1.0; }
   // See observe_validation.
   virtual void on_validation(const MetricValues& /*metrics*/) {}
-  // Writes rate(base, step_count()) into every param group.
-  void apply();
+  // Writes rate(base, step_count()) into every param group. A scheduler whose rates come from
+  // elsewhere (a wrapped torch::optim::LRScheduler) overrides it.
+  virtual void apply();
 
  private:
   Optimizer optimizer_;

@@ -63,6 +63,8 @@ class Trainer {
   // with `stopped` set; a second SIGINT exits the process at once with kExitInterrupted.
   FitResult fit(const FitOptions& options = FitOptions());
 
+  // validate and predict run in this process, on one slot, whatever number of slots the run
+  // trained on (batches of global_batch_size records).
   // Restores checkpoint `dir` and runs the trial's validation; returns the reduced metrics.
   MetricValues validate(const std::string& checkpoint_dir);
 

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include <torch/torch.h>
@@ -70,11 +71,26 @@ class TrialContext {
   }
 
   // Takes ownership of a scheduler and steps it per `mode`. Returns it for kManual stepping and
-  // inspection. Its optimizer must have been wrapped.
+  // inspection. Its optimizer must have been wrapped (for a LibTorch scheduler: built on
+  // *optimizer, the wrapped one); throws Error otherwise. S is a crucible::LRScheduler
+  // (crucible::lr::...) or a torch::optim::LRScheduler subclass (torch::optim::StepLR, or one of
+  // the trial's own): Crucible calls its step() per `mode`, and a checkpoint keeps its step count
+  // and its optimizer's rates. LibTorch 2.x's
+  // torch::optim::ReduceLROnPlateauScheduler is refused at compile time: it keeps its state
+  // private, so no checkpoint could restore it (crucible::lr::ReduceLROnPlateau does the same).
   template <class S>
   std::shared_ptr<S> wrap_lr_scheduler(S scheduler, StepMode mode) {
+    static_assert(
+        std::is_base_of_v<LRScheduler, S> || std::is_base_of_v<torch::optim::LRScheduler, S>,
+        "wrap_lr_scheduler takes a crucible::LRScheduler or a torch::optim::LRScheduler "
+        "subclass. torch::optim::ReduceLROnPlateauScheduler keeps its state private, so "
+        "a checkpoint could not restore it: use crucible::lr::ReduceLROnPlateau");
     auto owned = std::make_shared<S>(std::move(scheduler));
-    register_lr_scheduler(owned, mode);
+    if constexpr (std::is_base_of_v<LRScheduler, S>) {
+      register_lr_scheduler(owned, mode);
+    } else {
+      register_torch_lr_scheduler(owned, mode);
+    }
     return owned;
   }
 
@@ -130,6 +146,17 @@ class TrialContext {
   T hparam(const std::string& name) const {
     return detail::json_as<T>(hparam_value(name), "hyperparameter '" + name + "'");
   }
+  // As hparam<T>(name), but `default_value` when the experiment file has no hyperparameter
+  // `name`. One that is present with another type still throws ConfigError naming it.
+  template <class T>
+  T hparam(const std::string& name, const T& default_value) const {
+    const nlohmann::json* value = find_hparam(name);
+    return value ? detail::json_as<T>(*value, "hyperparameter '" + name + "'") : default_value;
+  }
+  // hparam("act", "relu"): a string default gives a std::string.
+  std::string hparam(const std::string& name, const char* default_value) const {
+    return hparam<std::string>(name, std::string(default_value));
+  }
   // All hyperparameters of this trial.
   const nlohmann::json& hparams() const;
 
@@ -143,7 +170,14 @@ class TrialContext {
   // True while the current batch is the first / last of its epoch.
   bool is_epoch_start() const;
   bool is_epoch_end() const;
-  // The batch being trained (batches trained before it) and its epoch.
+  // The training position. Inside train_batch (and the training epoch callbacks around it): the
+  // index of the batch being trained, which is the number of batches trained before it.
+  // Everywhere else (evaluate_batch, evaluate_full_dataset, the validation, checkpoint and
+  // training-end callbacks, predict_batch): the number of batches trained so far, so the
+  // validation after 150 batches reads 150; under `trainer validate` and `trainer predict`, the
+  // batches the checkpoint was trained for; 0 in the constructor of a new run (the checkpoint's
+  // count once a resumed run is restored). current_train_epoch() is current_train_batch() divided
+  // by the epoch length (the epoch being trained, or the number of whole epochs trained).
   int64_t current_train_batch() const;
   int64_t current_train_epoch() const;
 
@@ -168,8 +202,11 @@ class TrialContext {
   void register_model(std::shared_ptr<torch::nn::Module> model);
   void register_optimizer(Optimizer optimizer);
   void register_lr_scheduler(std::shared_ptr<LRScheduler> scheduler, StepMode mode);
+  void register_torch_lr_scheduler(std::shared_ptr<torch::optim::LRScheduler> scheduler,
+                                   StepMode mode);
   void register_reducer(const std::string& name, std::shared_ptr<MetricReducer> reducer);
   const nlohmann::json& hparam_value(const std::string& name) const;
+  const nlohmann::json* find_hparam(const std::string& name) const;  // nullptr when absent
 
   friend struct detail::TrialContextAccess;  // the trainer builds it (train/trial_state.h)
   explicit TrialContext(detail::TrialState* state) : state_(state) {}

@@ -1,5 +1,6 @@
 #include "checkpoint/tensor_files.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <set>
@@ -193,6 +194,105 @@ void write_safetensors(const NamedTensors& tensors,
   for (const auto& t : data) {
     if (t.nbytes() > 0) sink(t.data_ptr(), t.nbytes());
   }
+}
+
+namespace {
+
+uint64_t header_length(const std::string& bytes) {
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+  return n;
+}
+
+}  // namespace
+
+bool looks_like_safetensors(const std::string& bytes) {
+  return bytes.size() >= 10 && header_length(bytes) <= bytes.size() - 8 && bytes[8] == '{';
+}
+
+NamedTensors read_safetensors(const std::string& bytes, const std::string& source) {
+  if (!looks_like_safetensors(bytes)) {
+    throw TrainingError(fmt::format("{}: not a safetensors file", source));
+  }
+  const uint64_t length = header_length(bytes);
+  const nlohmann::json header =
+      nlohmann::json::parse(bytes.substr(8, length), nullptr, /*allow_exceptions=*/false);
+  if (!header.is_object()) {
+    throw TrainingError(fmt::format("{}: the safetensors header is not a JSON object", source));
+  }
+  const uint64_t data_size = bytes.size() - 8 - length;
+  std::vector<std::pair<uint64_t, std::pair<std::string, torch::Tensor>>> tensors;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    const auto malformed = [&](const std::string& why) {
+      return TrainingError(fmt::format("{}: tensor '{}': {}", source, name, why));
+    };
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+        !entry.contains("data_offsets")) {
+      throw malformed("needs dtype, shape and data_offsets");
+    }
+    const std::string dtype = entry["dtype"].is_string() ? entry["dtype"].get<std::string>() : "";
+    const DtypeNames* names = nullptr;
+    for (const auto& d : kDtypes) {
+      if (*d.safetensors && dtype == d.safetensors) names = &d;
+    }
+    if (!names) throw malformed("unknown dtype " + entry["dtype"].dump());
+    std::vector<int64_t> shape;
+    for (const auto& d : entry["shape"]) {
+      if (!d.is_number_unsigned()) throw malformed("shape " + entry["shape"].dump());
+      shape.push_back(d.get<int64_t>());
+    }
+    const auto& offsets = entry["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned()) {
+      throw malformed("data_offsets " + offsets.dump());
+    }
+    const uint64_t begin = offsets[0], end = offsets[1];
+    torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(names->type));
+    if (begin > end || end > data_size || end - begin != t.nbytes()) {
+      throw malformed(
+          fmt::format("data_offsets [{}, {}] do not hold {} bytes within the {} of "
+                      "the file's data",
+                      begin, end, t.nbytes(), data_size));
+    }
+    if (t.nbytes() > 0) std::memcpy(t.data_ptr(), bytes.data() + 8 + length + begin, t.nbytes());
+    tensors.push_back({begin, {name, t}});
+  }
+  std::stable_sort(tensors.begin(), tensors.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  NamedTensors out;
+  for (auto& [offset, named] : tensors) out.push_back(std::move(named));
+  return out;
+}
+
+NamedTensors read_torch_dict(const std::string& bytes, const std::string& source) {
+  c10::IValue value;
+  try {
+    value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+  } catch (const std::exception& e) {
+    const std::string why = message_without_trace(e);
+    // Python pickles a dict of one entry with SETITEM (0x73), which LibTorch 1.x cannot read.
+    if (why.find("Unknown opcode for unpickling at 0x73") != std::string::npos) {
+      throw TrainingError(fmt::format(
+          "{}: this LibTorch's unpickler cannot read a dict of one entry (pickle opcode SETITEM); "
+          "save two or more tensors in it, or save it as safetensors",
+          source));
+    }
+    throw TrainingError(fmt::format("{}: not a file torch.save wrote ({})", source, why));
+  }
+  if (!value.isGenericDict()) {
+    throw TrainingError(
+        fmt::format("{}: holds a {}, not a dict of tensors", source, value.tagKind()));
+  }
+  NamedTensors out;
+  for (const auto& entry : value.toGenericDict()) {
+    if (!entry.key().isString() || !entry.value().isTensor()) {
+      throw TrainingError(fmt::format("{}: the dict maps {} to {}; expected names to tensors",
+                                      source, entry.key().tagKind(), entry.value().tagKind()));
+    }
+    out.emplace_back(entry.key().toStringRef(), entry.value().toTensor());
+  }
+  return out;
 }
 
 }  // namespace crucible::checkpoint

@@ -34,4 +34,17 @@ void write_safetensors(const NamedTensors& tensors,
                        const std::vector<std::pair<std::string, std::string>>& metadata,
                        const ByteSink& sink);
 
+// Whether `bytes` begin as a safetensors file does: a header length that fits, then a JSON object.
+bool looks_like_safetensors(const std::string& bytes);
+
+// The tensors of a safetensors file's `bytes`, in data order, on the CPU; the dtypes
+// write_safetensors writes. Throws TrainingError naming `source` when the header or a tensor's
+// extent is malformed or a dtype unknown.
+NamedTensors read_safetensors(const std::string& bytes, const std::string& source);
+
+// The tensors of a torch.save'd dict of name -> tensor (the zip format), in the dict's order.
+// Throws TrainingError naming `source` when the bytes are not that, or, on a LibTorch whose
+// unpickler lacks the SETITEM opcode (1.13), when the dict has a single entry.
+NamedTensors read_torch_dict(const std::string& bytes, const std::string& source);
+
 }  // namespace crucible::checkpoint

@@ -10,7 +10,8 @@
 namespace crucible::metrics {
 namespace {
 
-std::string key_list(const std::map<std::string, torch::Tensor>& m) {
+template <class Map>
+std::string key_list(const Map& m) {
   std::string out;
   for (const auto& [k, v] : m) out += (out.empty() ? "" : ", ") + k;
   return "{" + out + "}";

@@ -166,6 +166,7 @@ class FitLoop {
       each_callback("on_training_epoch_end",
                     [&](Callback& c) { c.on_training_epoch_end(epoch_idx); });
     }
+    trial.batch_idx = state_.batches;  // outside train_batch: the batches trained
   }
 
   // Reports the metrics of batch `batch_idx` with the trainer's own (grad_norm, skipped_steps),
@@ -296,6 +297,7 @@ class FitLoop {
           dir, gpus, torch::cuda::device_count()));
     }
     state_.batches = meta.batches;
+    session_->state().batch_idx = meta.batches;
     const checkpoint::TrainerState& saved = meta.trainer_state;
     state_.last_validation = saved.last_validation;
     state_.validated_at = saved.validated_at;

@@ -23,7 +23,8 @@ int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& o
         factory_.name));
   }
   train::TrialSession session(config, factory_);
-  checkpoint::load(checkpoint_dir, session.contents());
+  const checkpoint::Metadata meta = checkpoint::load(checkpoint_dir, session.contents());
+  detail::set_trained_position(session.state(), meta.batches, meta.epochs);
   Trial& trial = session.trial();
   DataLoader loader = train::call_trial(train::named("build_predict_data_loader"),
                                         [&] { return trial.build_predict_data_loader(); });

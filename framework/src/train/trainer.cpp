@@ -44,7 +44,8 @@ MetricValues Trainer::validate(const std::string& checkpoint_dir) {
   const ExperimentConfig config = train::in_one_process(config_);
   train::check_runnable(config, factory_);
   train::TrialSession session(config, factory_);
-  checkpoint::load(checkpoint_dir, session.contents());
+  const checkpoint::Metadata meta = checkpoint::load(checkpoint_dir, session.contents());
+  detail::set_trained_position(session.state(), meta.batches, meta.epochs);
   return session.validate();
 }
 

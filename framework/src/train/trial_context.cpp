@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "train/autocast.h"
+#include "train/torch_lr_scheduler.h"
 #include "train/trial_state.h"
 
 namespace crucible {
@@ -50,6 +51,19 @@ void TrialContext::register_lr_scheduler(std::shared_ptr<LRScheduler> scheduler,
   }
   scheduler->set_step_count(scheduler->step_count());  // the rates of its current step
   state_->schedulers.push_back({std::move(scheduler), mode});
+}
+
+void TrialContext::register_torch_lr_scheduler(std::shared_ptr<torch::optim::LRScheduler> scheduler,
+                                               StepMode mode) {
+  if (!scheduler) throw Error("wrap_lr_scheduler: the scheduler is null");
+  Optimizer optimizer = train::optimizer_of(*scheduler, state_->optimizers);
+  if (!optimizer) {
+    throw Error(
+        "wrap_lr_scheduler: the LibTorch scheduler's optimizer was not wrapped with "
+        "wrap_optimizer; wrap the optimizer first and build the scheduler on *the result");
+  }
+  register_lr_scheduler(
+      std::make_shared<train::TorchLRScheduler>(std::move(optimizer), std::move(scheduler)), mode);
 }
 
 void TrialContext::register_reducer(const std::string& name,
@@ -131,6 +145,11 @@ const nlohmann::json& TrialContext::hparam_value(const std::string& name) const 
                     name, names));
   }
   return *it;
+}
+
+const nlohmann::json* TrialContext::find_hparam(const std::string& name) const {
+  auto it = state_->hparams.find(name);
+  return it == state_->hparams.end() ? nullptr : &*it;
 }
 
 const nlohmann::json& TrialContext::hparams() const { return state_->hparams; }

@@ -1,5 +1,8 @@
 #include "train/trial_state.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "train/autocast.h"
 #include "train/grad_clip.h"
 
@@ -113,6 +116,14 @@ void step_schedulers_after_epoch(TrialState& state) {
       s.scheduler->step();
     }
   }
+}
+
+void set_trained_position(TrialState& state, int64_t batches, double epochs) {
+  state.batch_idx = batches;
+  // The schedule's epoch length, which the checkpoint gives as batches over epochs; before the
+  // first whole epoch any length above `batches` reads epoch 0.
+  state.epoch_len =
+      epochs >= 1 ? std::max<int64_t>(1, std::llround(batches / epochs)) : batches + 1;
 }
 
 }  // namespace crucible::detail

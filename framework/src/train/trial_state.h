@@ -44,7 +44,9 @@ struct TrialState {
   std::vector<Scheduler> schedulers;
   std::map<std::string, std::shared_ptr<MetricReducer>> reducers;  // by metric name
 
-  int64_t batch_idx = 0;  // the batch being trained
+  // Inside train_batch the batch being trained; elsewhere the number of batches trained
+  // (TrialContext::current_train_batch).
+  int64_t batch_idx = 0;
   int64_t epoch_len = 1;
   train::OptimizerSteps steps;
   // Dynamic loss scaling under fp16 mixed precision; null otherwise.
@@ -75,6 +77,10 @@ void step_schedulers_after_batch(TrialState& state);
 // Steps, after the last batch of an epoch, the kEveryEpoch schedulers whose optimizer stepped in
 // that epoch.
 void step_schedulers_after_epoch(TrialState& state);
+
+// Makes the trial's counters read `batches` trained over `epochs` epochs of the schedule, as
+// outside train_batch (trainer validate and predict, from a checkpoint's metadata).
+void set_trained_position(TrialState& state, int64_t batches, double epochs);
 
 // The trainer's way to make the TrialContext of `state`, which must outlive it.
 struct TrialContextAccess {
