@@ -257,6 +257,20 @@ TEST_CASE("two concurrent trials finish sooner than the same two one after the o
         rows_with(rows_of(tmp / "concurrent"), "validated"));
 }
 
+TEST_CASE("a search counts the cores its CPU affinity allows, not the machine's",
+          "[search][experiment]") {
+  TempDir tmp;
+  const std::string config =
+      search_config(tmp, "{name: grid, metric: validation_loss}",
+                    "lr: {type: double, minval: 0.02, maxval: 0.1, count: 2}");
+  const auto r =
+      run_command("taskset -c 0 " + kTrainer + " fit " + config + " --output " + (tmp / "exp"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("up to 1 trials at once"));
+  CHECK(rows_with(rows_of(tmp / "exp"), "completed").size() == 2);
+}
+
 TEST_CASE("an experiment SIGKILLed or SIGTERMed in its second rung resumes to the same decisions",
           "[search][experiment]") {
   TempDir tmp;

@@ -21,6 +21,7 @@
 
 #include "distributed/c10d_compat.h"
 #include "launch/process.h"
+#include "util/cpus.h"
 #include "util/error_text.h"
 
 namespace crucible::launch {
@@ -80,7 +81,7 @@ class Supervisor {
           {"MASTER_PORT", std::to_string(port)},
           {"CRUCIBLE_STORE_HOSTED", "1"}};
       if (!std::getenv("OMP_NUM_THREADS")) {
-        const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+        const auto cores = static_cast<int64_t>(util::allowed_cpus().size());
         vars["OMP_NUM_THREADS"] = std::to_string(std::max<int64_t>(1, cores / options_.slots));
       }
       spawn_worker(w, options_.command, environment_with(vars));

@@ -28,6 +28,7 @@
 #include "search/summary.h"
 #include "search/trial_process.h"
 #include "train/run_dir.h"
+#include "util/cpus.h"
 #include "util/file_system.h"
 #include "util/logger.h"
 
@@ -61,7 +62,8 @@ std::vector<Slot> slurm_slots(int64_t tasks, int64_t slots_per_trial) {
 }
 
 std::vector<Slot> local_slots(int64_t slots_per_trial) {
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const std::vector<int> allowed = util::allowed_cpus();
+  const int cores = static_cast<int>(allowed.size());
   const int gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
   const auto per_trial = static_cast<int>(slots_per_trial);
   const int count = std::max(1, gpus > 0 ? gpus / per_trial : cores / per_trial);
@@ -69,7 +71,9 @@ std::vector<Slot> local_slots(int64_t slots_per_trial) {
   std::vector<Slot> out(static_cast<size_t>(count));
   for (int k = 0; k < count; ++k) {
     Slot& s = out[static_cast<size_t>(k)];
-    for (int c = k * cores_each; c < (k + 1) * cores_each && c < cores; ++c) s.cpus.push_back(c);
+    for (int c = k * cores_each; c < (k + 1) * cores_each && c < cores; ++c) {
+      s.cpus.push_back(allowed[static_cast<size_t>(c)]);
+    }
     s.threads = std::max(1, cores_each / per_trial);
     for (int g = k * per_trial; gpus > 0 && g < (k + 1) * per_trial; ++g) {
       s.cuda_devices += (s.cuda_devices.empty() ? "" : ",") + std::to_string(g);
