@@ -9,11 +9,14 @@
 
 #include "config/diff.h"
 #include "config/suggest.h"
+#include "process.h"
 #include "util/file_system.h"
 
 namespace fs = crucible::util;
 using crucible::ConfigError;
 using crucible::parse_experiment_config;
+using crucible::testing::TempDir;
+using crucible::testing::write_file;
 
 namespace {
 
@@ -74,6 +77,18 @@ TEST_CASE("a missing experiment file names the path", "[config]") {
   const std::string message =
       error_of([] { crucible::load_experiment_config("/nonexistent/exp.yaml"); });
   CHECK_THAT(message, Catch::Contains("/nonexistent/exp.yaml: cannot open the experiment file"));
+}
+
+TEST_CASE("a file's relative host_path is made absolute against the file's directory", "[config]") {
+  TempDir tmp;
+  const std::string file = tmp / "experiments/exp.yaml";
+  fs::create_directories(tmp / "experiments");
+  write_file(file, std::string(kMinimal) + "checkpoint_storage: {host_path: ../runs}\n");
+  CHECK(crucible::load_experiment_config(file).checkpoint_storage.host_path == tmp / "runs");
+  CHECK(crucible::load_experiment_config(file, {"checkpoint_storage.host_path=out"})
+            .checkpoint_storage.host_path == tmp / "experiments/out");
+  CHECK(crucible::load_experiment_config(file, {"checkpoint_storage.host_path=/abs/x"})
+            .checkpoint_storage.host_path == "/abs/x");
 }
 
 TEST_CASE("defaults fill what the file omits", "[config]") {

@@ -1,3 +1,5 @@
+#include <fmt/format.h>
+
 #include "catch.h"
 
 #include "checkpoint/checkpoint.h"
@@ -332,9 +334,11 @@ TEST_CASE("outside train_batch the counters say how many batches were trained", 
   CHECK(RecordingTrial::evaluated_at() == expected);
   // Inside train_batch: the batch being trained.
   for (const auto& call : RecordingTrial::calls()) CHECK(call.recorded_batch == call.batch_idx);
-  // trainer validate: the batches the checkpoint was trained for.
-  RecordingTrial::evaluated_at().clear();
-  crucible::Trainer(config, crucible::TrialFactory::of<RecordingTrial>("RecordingTrial"))
-      .validate(tmp / "run/checkpoints/batch-0000000010");
-  CHECK(RecordingTrial::evaluated_at() == std::vector<P>(7, P{10, 0}));
+  // trainer validate: the batches the checkpoint was trained for, and their epoch.
+  crucible::Trainer trainer(config, crucible::TrialFactory::of<RecordingTrial>("RecordingTrial"));
+  for (const P& at : {P{10, 0}, P{20, 1}}) {
+    RecordingTrial::evaluated_at().clear();
+    trainer.validate(tmp / fmt::format("run/checkpoints/batch-{:010d}", at.first));
+    CHECK(RecordingTrial::evaluated_at() == std::vector<P>(7, at));
+  }
 }

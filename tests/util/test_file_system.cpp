@@ -20,6 +20,11 @@ TEST_CASE("paths are joined and split like the shell's", "[util]") {
   CHECK(util::file_name("a/b/") == "b");
   CHECK(util::absolute("x") == util::current_path() + "/x");
   CHECK(util::absolute("/x") == "/x");
+  CHECK(util::lexically_normal("/a/b/../c/./d/") == "/a/c/d");
+  CHECK(util::lexically_normal("/a/../../b") == "/b");
+  CHECK(util::lexically_normal("a/../../b") == "../b");
+  CHECK(util::lexically_normal("a/..") == ".");
+  CHECK(util::lexically_normal("configs/../runs") == "runs");
 }
 
 TEST_CASE("directories are made, listed and removed without following links", "[util]") {

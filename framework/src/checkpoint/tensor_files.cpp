@@ -238,9 +238,15 @@ NamedTensors read_safetensors(const std::string& bytes, const std::string& sourc
     }
     if (!names) throw malformed("unknown dtype " + entry["dtype"].dump());
     std::vector<int64_t> shape;
+    uint64_t elements = 1;
     for (const auto& d : entry["shape"]) {
-      if (!d.is_number_unsigned()) throw malformed("shape " + entry["shape"].dump());
+      // The element count may not pass the file's data: checked before anything is allocated.
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > data_size + 1 ||
+          (d.get<uint64_t>() > 0 && elements > (data_size + 1) / d.get<uint64_t>())) {
+        throw malformed("shape " + entry["shape"].dump() + " does not fit the file's data");
+      }
       shape.push_back(d.get<int64_t>());
+      elements *= d.get<uint64_t>();
     }
     const auto& offsets = entry["data_offsets"];
     if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
@@ -290,7 +296,7 @@ NamedTensors read_torch_dict(const std::string& bytes, const std::string& source
       throw TrainingError(fmt::format("{}: the dict maps {} to {}; expected names to tensors",
                                       source, entry.key().tagKind(), entry.value().tagKind()));
     }
-    out.emplace_back(entry.key().toStringRef(), entry.value().toTensor());
+    out.emplace_back(entry.key().toStringRef(), entry.value().toTensor().to(torch::kCPU));
   }
   return out;
 }

@@ -13,6 +13,7 @@
 
 #include "config/determined.h"
 #include "config/enum_names.h"
+#include "config/paths.h"
 #include "config/schema.h"
 #include "config/yaml_reader.h"
 
@@ -187,7 +188,9 @@ ExperimentConfig load_experiment_config(const std::string& path,
   }
   std::stringstream text;
   text << in.rdbuf();
-  return parse_experiment_config(text.str(), path, overrides);
+  ExperimentConfig config = parse_experiment_config(text.str(), path, overrides);
+  config::make_host_path_absolute(config);
+  return config;
 }
 
 }  // namespace crucible

@@ -8,10 +8,13 @@ std::string config_dir(const ExperimentConfig& config) {
   return util::parent_path(util::absolute(config.source_path));
 }
 
+void make_host_path_absolute(ExperimentConfig& config) {
+  std::string& host = config.checkpoint_storage.host_path;
+  host = util::lexically_normal(util::join(config_dir(config), host));
+}
+
 std::string runs_dir(const ExperimentConfig& config) {
-  const std::string& host = config.checkpoint_storage.host_path;
-  const std::string base = util::is_absolute(host) ? host : util::join(config_dir(config), host);
-  return util::join(util::canonical_or_absolute(base), config.name);
+  return util::join(util::absolute(config.checkpoint_storage.host_path), config.name);
 }
 
 }  // namespace crucible::config

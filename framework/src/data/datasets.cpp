@@ -66,6 +66,11 @@ torch::Tensor read_idx(const std::string& path, const std::string& missing_hint)
     unsigned char b[4];
     read_exact(f.get(), b, 4, path);
     shape.push_back((int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | b[3]);
+    // Each size is below 2^32: past 2^40 bytes the product is no dataset (and could overflow).
+    if (shape.back() > 0 && total > (int64_t{1} << 40) / shape.back()) {
+      throw TrainingError(fmt::format("{}: the shape {} is implausibly large", path,
+                                      c10::str(c10::IntArrayRef(shape))));
+    }
     total *= shape.back();
   }
   auto out = torch::empty(shape, torch::kUInt8);

@@ -52,9 +52,12 @@ std::optional<std::string> recorded_library(const std::string& lib, const std::s
   std::ifstream in(util::join(dir, kTrialLibraryFile));
   std::string path;
   if (!in || !std::getline(in, path) || !util::is_absolute(path)) return std::nullopt;
+  // An absolute library path names its file exactly; a relative one or a name is what the run
+  // resolved when it started.
   const std::string file = util::file_name(path);
-  const bool same = looks_like_path(lib) ? file == util::file_name(lib)
-                                         : file == "lib" + lib + ".so" || file == lib + ".so";
+  const bool same = util::is_absolute(lib) ? path == lib
+                    : looks_like_path(lib) ? file == util::file_name(lib)
+                                           : file == "lib" + lib + ".so" || file == lib + ".so";
   if (!same || !util::is_regular_file(path)) return std::nullopt;
   return path;
 }

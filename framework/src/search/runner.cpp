@@ -95,6 +95,7 @@ class Runner {
   Runner(const ExperimentConfig& config, const SearchOptions& options)
       : config_(config), options_(options), scheduler_(config) {
     config_.entrypoint = plugin::absolute_entrypoint(config.entrypoint, config::config_dir(config));
+    config::make_host_path_absolute(config_);
   }
 
   SearchResult run() {

@@ -79,10 +79,15 @@ class FitLoop {
     try {
       logger_.error(message_without_trace(e));
       if (!checkpoint::list(run_.path).empty()) return;
-      logger_.warn(fmt::format(
-          "{} holds no checkpoint: the run failed before its first. Rerunning the same command, "
-          "or `trainer fit --resume {}`, starts it from the beginning",
-          run_.path, run_.path));
+      // A rerun restarts this directory only when --output names it; a warm start is not
+      // recorded, so only the same command (with its --warm-start) repeats it.
+      const std::string again =
+          !options_.output_dir().empty() ? "Rerunning the same command starts it from the beginning"
+          : options_.warm_start().empty()
+              ? fmt::format("`trainer fit --resume {}` starts it from the beginning", run_.path)
+              : fmt::format("Rerun the command with --output {} to start it again", run_.path);
+      logger_.warn(fmt::format("{} holds no checkpoint: the run failed before its first. {}",
+                               run_.path, again));
     } catch (const std::exception&) {
       // The error being reported matters more than its record.
     }

@@ -1,5 +1,8 @@
 #include "train/run_start.h"
 
+#include <exception>
+#include <functional>
+
 #include <fmt/format.h>
 
 #include <crucible/errors.h>
@@ -65,6 +68,33 @@ void accept_config_changes(const ExperimentConfig& config, const std::string& di
   logger.info("accepted config changes:" + list);
 }
 
+// What `work` returns on the chief, on every rank of `dist`. When it throws on the chief, every
+// rank throws at once (the chief its own error; the others an Error with its message and exit
+// code) instead of the others waiting for a broadcast that never comes.
+nlohmann::json chief_then_broadcast(const DistributedContext& dist,
+                                    const std::function<nlohmann::json()>& work) {
+  nlohmann::json sent;
+  std::exception_ptr failure;
+  if (dist.is_chief()) {
+    try {
+      sent = {{"value", work()}};
+    } catch (const Error& e) {
+      failure = std::current_exception();
+      sent = {{"error", e.what()}, {"exit_code", e.exit_code()}};
+    } catch (const std::exception& e) {
+      failure = std::current_exception();
+      sent = {{"error", message_without_trace(e)}, {"exit_code", kExitTrainingFailed}};
+    }
+  }
+  const nlohmann::json got = dist.broadcast_object(sent);
+  if (failure) std::rethrow_exception(failure);
+  if (got.contains("error")) {
+    throw Error(fmt::format("rank 0 could not open the run: {}", got["error"].get<std::string>()),
+                got["exit_code"].get<int>());
+  }
+  return got["value"];
+}
+
 // Makes run `run`, which stopped before its first checkpoint, start again: its metrics go, and
 // its config.yaml becomes `config`.
 void restart_from_beginning(const ExperimentConfig& config, const RunDir& run,
@@ -92,32 +122,30 @@ RunStart start_run(const ExperimentConfig& config, const FitOptions& options,
   RunStart start;
   bool resuming = resume_asked;
   // The chief owns the run directory; the other ranks learn its path and read from it.
-  if (dist.is_chief()) {
+  if (!dist.is_chief()) logger.console_warnings_only();
+  const nlohmann::json opened = chief_then_broadcast(dist, [&]() -> nlohmann::json {
     const bool rerun = !resuming && holds_run_of(config, options.output_dir());
     resuming = resuming || rerun;
     start.run = resuming ? open_run_dir(rerun ? options.output_dir() : options.resume_dir())
                          : create_run_dir(config, options.output_dir());
     logger.open(start.run.log_file(), options.console());
     if (rerun) logger.info(start.run.path + " holds a run of this config: continuing it");
-  } else {
-    logger.console_warnings_only();
-  }
-  const nlohmann::json opened =
-      dist.broadcast_object({{"path", start.run.path}, {"resuming", resuming}});
+    return {{"path", start.run.path}, {"resuming", resuming}};
+  });
   start.run.path = opened["path"].get<std::string>();
   if (!opened["resuming"].get<bool>()) return start;
-  if (dist.is_chief()) {
-    for (const auto& dir : checkpoint::remove_unfinished(start.run.path)) {
-      logger.warn("removed " + dir + ", a checkpoint whose writing was cut short");
-    }
-    if (checkpoint::list(start.run.path).empty()) {
-      restart_from_beginning(config, start.run, logger);
-    } else {
-      start.resume_from =
-          checkpoint::newest_good(start.run.path, [&](const std::string& w) { logger.warn(w); });
-    }
-  }
-  start.resume_from = dist.broadcast_object(start.resume_from).get<std::string>();
+  start.resume_from =
+      chief_then_broadcast(dist, [&]() -> nlohmann::json {
+        for (const auto& dir : checkpoint::remove_unfinished(start.run.path)) {
+          logger.warn("removed " + dir + ", a checkpoint whose writing was cut short");
+        }
+        if (checkpoint::list(start.run.path).empty()) {
+          restart_from_beginning(config, start.run, logger);
+          return "";
+        }
+        return checkpoint::newest_good(start.run.path,
+                                       [&](const std::string& w) { logger.warn(w); });
+      }).get<std::string>();
   if (!start.resume_from.empty()) {
     accept_config_changes(config, start.resume_from, start.run, options.allow_safe_changes(),
                           dist.is_chief(), logger);

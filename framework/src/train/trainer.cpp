@@ -5,6 +5,7 @@
 #include <crucible/experiment.h>
 
 #include "checkpoint/checkpoint.h"
+#include "config/paths.h"
 #include "train/fit_loop.h"
 #include "train/run_start.h"
 #include "train/session.h"
@@ -13,7 +14,9 @@
 namespace crucible {
 
 Trainer::Trainer(ExperimentConfig config, TrialFactory factory)
-    : config_(std::move(config)), factory_(std::move(factory)) {}
+    : config_(std::move(config)), factory_(std::move(factory)) {
+  config::make_host_path_absolute(config_);
+}
 
 Trainer Trainer::from_checkpoint(const std::string& dir) {
   if (dir.empty()) throw UsageError("--checkpoint DIR is required");

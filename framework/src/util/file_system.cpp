@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 
 namespace crucible::util {
@@ -107,6 +108,23 @@ std::string current_path() {
 
 std::string absolute(const std::string& path) {
   return is_absolute(path) ? path : join(current_path(), path);
+}
+
+std::string lexically_normal(const std::string& path) {
+  const bool rooted = is_absolute(path);
+  std::vector<std::string> parts;
+  std::stringstream in(path);
+  for (std::string part; std::getline(in, part, '/');) {
+    if (part.empty() || part == ".") continue;
+    if (part == ".." && !parts.empty() && parts.back() != "..") {
+      parts.pop_back();
+    } else if (!(part == ".." && rooted)) {
+      parts.push_back(part);
+    }
+  }
+  std::string out = rooted ? "/" : "";
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? "/" : "") + parts[i];
+  return out.empty() ? "." : out;
 }
 
 std::string canonical_or_absolute(const std::string& path) {

@@ -36,6 +36,10 @@ std::string current_path();
 // `path` joined to the working directory when it is relative; no '.' or '..' is resolved.
 std::string absolute(const std::string& path);
 
+// `path` with "." components, empty components and "name/.." pairs removed, by its text alone
+// (no link is followed): "/a/b/../c/./d" is "/a/c/d". A relative path keeps its leading "..".
+std::string lexically_normal(const std::string& path);
+
 // The real path of `path` (symbolic links, '.' and '..' resolved) when it exists, else
 // absolute(path). Never throws.
 std::string canonical_or_absolute(const std::string& path);
