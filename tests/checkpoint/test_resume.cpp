@@ -224,3 +224,28 @@ TEST_CASE("a requeued command continues its --output run, and a run without a ch
                                      "from the beginning"));
   check_same_end(reference().run, early);
 }
+
+TEST_CASE("one process at a time writes a run: a second is refused, a killed one frees it",
+          "[checkpoint][resume]") {
+  reference();
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  const std::string command = kTrainer + " fit " + resumable_config(tmp, 50) + " --output " + run;
+  {
+    Child child(command, tmp / "log");
+    REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 2; }));
+    for (const std::string& second : {command, kTrainer + " fit --resume " + run}) {
+      auto refused = run_command(second);
+      INFO(refused.output);
+      CHECK(refused.exit_code == 2);
+      CHECK_THAT(refused.output, Catch::Contains(run + ": another process is writing this run"));
+    }
+    child.signal(SIGKILL);
+    CHECK(child.wait() == 128 + SIGKILL);
+  }
+  // The lock died with its holder: the requeued command continues the run to the same end.
+  auto rerun = run_command(command);
+  INFO(rerun.output);
+  REQUIRE(rerun.exit_code == 0);
+  check_same_end(reference().run, run);
+}

@@ -69,13 +69,45 @@ print(list(p.shape), round(float(p.sum(1).mean()), 4))
                             Catch::Contains("[10000, 10] 1.0"));
 }
 
-TEST_CASE("a checkpoint of a 2-slot run validates and predicts in one process", "[checkpoint]") {
+TEST_CASE(
+    "a checkpoint of a 2-slot run validates and predicts in one process, and with --slots 2 "
+    "in two",
+    "[checkpoint]") {
   TempDir tmp;
   const UsedCheckpoint used = fit_and_use(tmp, 10, "--slots 2");
   // The two ranks' validation, reduced exactly, is the one process's.
   CHECK(used.validated["validation_accuracy"].get<double>() ==
         Approx(used.fit_metrics["validation_accuracy"].get<double>()).epsilon(1e-6));
   CHECK_THAT(used.predicted, Catch::Contains("wrote 10000 predictions"));
+
+  // Two processes: rank 0's JSON alone on stdout, the same metrics.
+  auto validate = run_command(kTrainer + " validate --slots 2 --checkpoint " + used.checkpoint +
+                              " > " + (tmp / "two.json"));
+  INFO(validate.output);
+  REQUIRE(validate.exit_code == 0);
+  const auto two = nlohmann::json::parse(read_file(tmp / "two.json"));
+  for (const auto& [name, value] : used.validated.items()) {
+    CHECK(two.at(name).get<double>() == Approx(value.get<double>()).epsilon(1e-6));
+  }
+  auto predict = run_command(kTrainer + " predict --slots 2 --checkpoint " + used.checkpoint +
+                             " --output " + (tmp / "p2.pt"));
+  INFO(predict.output);
+  REQUIRE(predict.exit_code == 0);
+  CHECK(predict.output == "wrote 10000 predictions to " + (tmp / "p2.pt") + "\n");
+  // The rows in the loader's order: rank 1's batches between rank 0's.
+  const std::string script = tmp / "compare.py";
+  write_file(script, R"(import sys, torch
+a, b = (torch.load(f, weights_only=True)["predictions"] for f in sys.argv[1:3])
+print(list(b.shape), torch.allclose(a, b, atol=1e-6))
+)");
+  auto py = run_command(kPython + " " + script + " " + (tmp / "p.pt") + " " + (tmp / "p2.pt"));
+  INFO(py.output);
+  CHECK_THAT(py.output, Catch::Contains("[10000, 10] True"));
+
+  auto uneven = run_command(kTrainer + " validate --slots 3 --checkpoint " + used.checkpoint);
+  CHECK(uneven.exit_code == 2);
+  CHECK_THAT(uneven.output, Catch::Contains("evaluating on 3 slots") &&
+                                Catch::Contains("global_batch_size (32) is not a multiple of 3"));
 }
 
 TEST_CASE("warm start loads weights only: mismatches are listed", "[checkpoint]") {

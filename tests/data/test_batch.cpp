@@ -44,8 +44,39 @@ TEST_CASE("a batch element feeds a plain module, a Sequential and an AnyModule",
   CHECK(any.forward(b[0]).equal(expected));
   CHECK(any.forward(constant[0]).equal(expected));
   CHECK(any.any_forward(b[0]).get<torch::Tensor>().equal(expected));
-  // A list or dict is not one tensor: the error says what it is.
-  CHECK_THROWS_WITH(sequential->forward(b), Catch::Contains("expected a tensor, this is a list"));
+  // A list or dict is not one tensor: LibTorch's error names both types.
+  CHECK_THROWS_WITH(sequential->forward(b),
+                    Catch::Contains("at::Tensor") && Catch::Contains("crucible::Batch"));
+}
+
+namespace {
+
+// A module whose forward takes a whole Batch: the "image" of a dict, or a leaf's tensor.
+struct PickImageImpl : torch::nn::Module {
+  torch::Tensor forward(const Batch& batch) {
+    return batch.is_dict() ? batch["image"].tensor() : batch.tensor();
+  }
+};
+TORCH_MODULE(PickImage);
+
+}  // namespace
+
+TEST_CASE("a module taking a Batch gets a dict or list through Sequential and AnyModule",
+          "[data]") {
+  torch::manual_seed(3);
+  torch::nn::Linear linear(3, 2);
+  torch::nn::Sequential sequential(PickImage(), linear);
+  torch::nn::AnyModule any(PickImage{});
+  Batch b = Batch::dict({{"image", torch::randn({4, 3})}, {"label", torch::zeros({4})}});
+  const Batch& constant = b;
+  const torch::Tensor expected = linear->forward(b["image"]);
+  CHECK(sequential->forward(b).equal(expected));         // a Batch&
+  CHECK(sequential->forward(constant).equal(expected));  // a const Batch&
+  CHECK(sequential->forward(Batch(b)).equal(expected));  // a Batch
+  CHECK(any.forward(b).equal(b["image"].tensor()));
+  CHECK(any.any_forward(constant).get<torch::Tensor>().equal(b["image"].tensor()));
+  // A tensor leaf reaches it as a tensor, which a Batch parameter does not take.
+  CHECK_THROWS_WITH(any.forward(b["image"]), Catch::Contains("crucible::Batch"));
 }
 
 TEST_CASE("to() moves every leaf and keeps the structure", "[data]") {

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <csignal>
 #include <fstream>
+#include <ostream>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <crucible/crucible.h>
@@ -112,7 +114,8 @@ class RecordingTrial : public Trial {
 
   // x is the example index, so the reduced values are known in closed form.
   Metrics evaluate_batch(Batch& batch, int64_t) override {
-    evaluated_at().emplace_back(ctx_.current_train_batch(), ctx_.current_train_epoch());
+    evaluated_at().push_back({ctx_.current_train_batch(), ctx_.current_train_epoch(),
+                              ctx_.is_epoch_start(), ctx_.is_epoch_end()});
     const torch::Tensor& x = batch[0];
     return {{"avg_x", x.mean()},
             {"sum_len", x.size(0)},  // a plain number
@@ -137,10 +140,21 @@ class RecordingTrial : public Trial {
     return value;
   }
 
-  // The training position (current_train_batch, current_train_epoch) each evaluate_batch call
-  // of this process saw, in order.
-  static std::vector<std::pair<int64_t, int64_t>>& evaluated_at() {
-    static std::vector<std::pair<int64_t, int64_t>> all;
+  // The training position each evaluate_batch call of this process saw, in order.
+  struct Position {
+    int64_t batch, epoch;  // current_train_batch(), current_train_epoch()
+    bool epoch_start, epoch_end;
+    bool operator==(const Position& o) const {
+      return std::tie(batch, epoch, epoch_start, epoch_end) ==
+             std::tie(o.batch, o.epoch, o.epoch_start, o.epoch_end);
+    }
+    friend std::ostream& operator<<(std::ostream& out, const Position& p) {
+      return out << "{batch " << p.batch << ", epoch " << p.epoch << ", start " << p.epoch_start
+                 << ", end " << p.epoch_end << "}";
+    }
+  };
+  static std::vector<Position>& evaluated_at() {
+    static std::vector<Position> all;
     return all;
   }
 

@@ -322,23 +322,30 @@ TEST_CASE("a LibTorch scheduler over an optimizer that was not wrapped is refuse
 
 TEST_CASE("outside train_batch the counters say how many batches were trained", "[train]") {
   TempDir tmp;
-  // 13 batches an epoch; validations after 10 and 20 batches, 7 validation batches each.
+  // 13 batches an epoch; validations and checkpoints after 13 batches (an epoch's end) and 20
+  // (mid-epoch, the end of training), 7 validation batches each.
   auto config =
       recording_config("max_length: {batches: 20}\n",
-                       {"min_validation_period.batches=10", "min_checkpoint_period.batches=10"});
+                       {"min_validation_period.batches=13", "min_checkpoint_period.batches=13"});
   RecordingTrial::evaluated_at().clear();
   fit_recording(config, tmp / "run");
-  using P = std::pair<int64_t, int64_t>;
-  std::vector<P> expected(7, P{10, 0});
-  expected.insert(expected.end(), 7, P{20, 1});
+  using P = RecordingTrial::Position;
+  const P after_epoch{13, 1, true, true};
+  const P mid_epoch{20, 1, false, false};
+  std::vector<P> expected(7, after_epoch);
+  expected.insert(expected.end(), 7, mid_epoch);
   CHECK(RecordingTrial::evaluated_at() == expected);
-  // Inside train_batch: the batch being trained.
-  for (const auto& call : RecordingTrial::calls()) CHECK(call.recorded_batch == call.batch_idx);
+  // Inside train_batch: the batch being trained, and whether it starts or ends its epoch.
+  for (const auto& call : RecordingTrial::calls()) {
+    CHECK(call.recorded_batch == call.batch_idx);
+    CHECK(call.epoch_start == (call.batch_idx % 13 == 0));
+    CHECK(call.epoch_end == (call.batch_idx % 13 == 12));
+  }
   // trainer validate: the batches the checkpoint was trained for, and their epoch.
   crucible::Trainer trainer(config, crucible::TrialFactory::of<RecordingTrial>("RecordingTrial"));
-  for (const P& at : {P{10, 0}, P{20, 1}}) {
+  for (const P& at : {after_epoch, mid_epoch}) {
     RecordingTrial::evaluated_at().clear();
-    trainer.validate(tmp / fmt::format("run/checkpoints/batch-{:010d}", at.first));
+    trainer.validate(tmp / fmt::format("run/checkpoints/batch-{:010d}", at.batch));
     CHECK(RecordingTrial::evaluated_at() == std::vector<P>(7, at));
   }
 }

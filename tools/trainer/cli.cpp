@@ -74,17 +74,22 @@ process joins the run their variables describe instead. resources.distributed_ti
 (default 300; $CRUCIBLE_DIST_TIMEOUT overrides it) bounds every wait for another rank.
 )";
 
-constexpr const char* kValidateUsage = R"(usage: trainer validate --checkpoint DIR
+constexpr const char* kValidateUsage = R"(usage: trainer validate --checkpoint DIR [--slots N]
 
 Restores checkpoint DIR (a run's checkpoints/batch-<N>) with the config it was written with,
-runs the trial's validation and prints the reduced metrics as JSON.
+runs the trial's validation and prints the reduced metrics as JSON. A checkpoint of a run on any
+number of slots evaluates in one process; --slots N shares the batches between N processes of
+this machine (N must divide global_batch_size). Under torchrun, mpirun or srun each process
+joins the evaluation their variables describe instead.
 )";
 
-constexpr const char* kPredictUsage = R"(usage: trainer predict --checkpoint DIR [--output FILE]
+constexpr const char* kPredictUsage =
+    R"(usage: trainer predict --checkpoint DIR [--output FILE] [--slots N]
 
 Restores checkpoint DIR, runs the trial's predict_batch over build_predict_data_loader() (by
 default the validation data) and writes {"predictions": tensor} to FILE (default
-predictions.pt), readable with torch.load in Python and torch::pickle_load in C++.
+predictions.pt), readable with torch.load in Python and torch::pickle_load in C++. --slots N
+shares the batches between N processes, as for validate; the rows keep the loader's order.
 )";
 
 constexpr const char* kCheckUsage = R"(usage: trainer check CONFIG [--set KEY=VALUE]...
@@ -160,7 +165,8 @@ Args parse(const std::vector<std::string>& args) {
       a.output = value("--output");
     } else if (flag == "--resume" && a.command == "fit") {
       a.resume = value("--resume");
-    } else if (flag == "--slots" && a.command == "fit") {
+    } else if (flag == "--slots" &&
+               (a.command == "fit" || a.command == "validate" || a.command == "predict")) {
       a.slots = positive(value("--slots"), "--slots");
     } else if (flag == "--nnodes" && a.command == "fit") {
       a.nnodes = positive(value("--nnodes"), "--nnodes");
@@ -211,17 +217,34 @@ int fit(const Args& a) {
   return result.exit_code;
 }
 
+EvaluationOptions evaluation_options(const Args& a) {
+  if (a.checkpoint.empty()) throw UsageError("--checkpoint DIR is required");
+  EvaluationOptions options;
+  options.checkpoint(a.checkpoint).slots(a.slots);
+  if (!a.output.empty()) options.predictions_file(a.output);
+  return options;
+}
+
+// Prints a launched worker's failure; returns the exit code.
+int finish(const EvaluationResult& result) {
+  if (!result.failure.empty()) std::cerr << "error: " << result.failure << "\n";
+  return result.exit_code;
+}
+
 int validate(const Args& a) {
-  const MetricValues metrics = Trainer::from_checkpoint(a.checkpoint).validate(a.checkpoint);
-  std::cout << nlohmann::json(metrics).dump(2) << "\n";
-  return kExitOk;
+  const EvaluationResult result = run_validation(evaluation_options(a));
+  if (result.metrics) std::cout << nlohmann::json(*result.metrics).dump(2) << "\n";
+  return finish(result);
 }
 
 int predict(const Args& a) {
-  const std::string output = a.output.empty() ? "predictions.pt" : a.output;
-  const int64_t rows = Trainer::from_checkpoint(a.checkpoint).predict(a.checkpoint, output);
-  std::cout << "wrote " << rows << " predictions to " << output << "\n";
-  return kExitOk;
+  const EvaluationOptions options = evaluation_options(a);
+  const EvaluationResult result = run_prediction(options);
+  if (result.predictions) {
+    std::cout << "wrote " << *result.predictions << " predictions to " << options.predictions_file()
+              << "\n";
+  }
+  return finish(result);
 }
 
 int check(const Args& a) {

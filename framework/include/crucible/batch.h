@@ -15,7 +15,7 @@ namespace crucible {
 // nested in any mix. `b[0]` and `b["image"]` select children; a tensor leaf converts to
 // torch::Tensor implicitly, so `model->forward(b[0])` reads like LibTorch code, for a module
 // whose forward takes a tensor and, through the specializations below, for
-// torch::nn::Sequential and torch::nn::AnyModule given one Batch argument.
+// torch::nn::Sequential and torch::nn::AnyModule given one Batch argument (see there).
 class Batch {
  public:
   enum class Kind { kNone, kTensor, kList, kDict };
@@ -83,19 +83,23 @@ class Batch {
 namespace torch::nn {
 
 // A Batch passed alone to Sequential::forward or AnyModule::forward / any_forward reaches the
-// module as its tensor, as it does when passed to a forward(torch::Tensor). Throws crucible::Error
-// when it is not a tensor leaf.
+// module as its tensor when it is a tensor leaf, as it does when passed to a
+// forward(torch::Tensor); a list or dict reaches it as the Batch itself, for a module whose
+// forward takes a const crucible::Batch&. A module taking a Batch therefore gets a tensor leaf as
+// a tensor through these two; call its forward directly to give it the leaf as a Batch.
 template <>
 inline AnyValue AnyModule::any_forward<const crucible::Batch&>(const crucible::Batch& batch) {
-  return any_forward(batch.tensor());
+  if (batch.is_tensor()) return any_forward(batch.tensor());
+  // A const rvalue selects the primary template, which holds a copy of the Batch.
+  return any_forward(static_cast<const crucible::Batch&&>(batch));
 }
 template <>
 inline AnyValue AnyModule::any_forward<crucible::Batch&>(crucible::Batch& batch) {
-  return any_forward(batch.tensor());
+  return any_forward(static_cast<const crucible::Batch&>(batch));
 }
 template <>
 inline AnyValue AnyModule::any_forward<crucible::Batch>(crucible::Batch&& batch) {
-  return any_forward(batch.tensor());
+  return any_forward(static_cast<const crucible::Batch&>(batch));
 }
 
 }  // namespace torch::nn

@@ -90,6 +90,46 @@ struct ExperimentResult {
 // returned, not thrown.
 ExperimentResult run_experiment(const ExperimentOptions& options);
 
+// Evaluating a checkpoint the way `trainer validate` and `trainer predict` do.
+struct EvaluationOptions {
+  // A run's checkpoints/batch-<N>: the config it was written with and its trial are used
+  // (Trainer::from_checkpoint).
+  TORCH_ARG(std::string, checkpoint);
+  // Processes of this machine that share the batches; absent: one, or as many as an outside
+  // launcher started.
+  TORCH_ARG(std::optional<int64_t>, slots);
+  // run_prediction: the file rank 0 writes.
+  TORCH_ARG(std::string, predictions_file) = "predictions.pt";
+  // The command every launched worker runs, as ExperimentOptions::worker_command: it must call
+  // the same function with these same options. Empty: this process's own command line.
+  TORCH_ARG(std::vector<std::string>, worker_command);
+};
+
+struct EvaluationResult {
+  // kExitOk, or the exit code of the first launched worker that failed, with `failure` naming
+  // its rank, exit status and output tail.
+  int exit_code = kExitOk;
+  std::string failure;
+  // Set only in the process that reports the outcome: the process that evaluated alone, or rank
+  // 0 of the evaluating ranks; unset in the other ranks and in a process that only launched the
+  // workers.
+  std::optional<MetricValues> metrics;  // run_validation: the reduced validation metrics
+  std::optional<int64_t> predictions;   // run_prediction: the rows written
+};
+
+// Restores options.checkpoint() and runs Trainer::validate / Trainer::predict on it:
+//   - in a process an outside launcher started (torchrun, mpirun, srun, or the built-in
+//     launcher), on the ranks it started, after joining them (join_launched_run);
+//   - otherwise, with slots > 1, by starting `slots` workers on this machine, each running
+//     worker_command, and waiting for them: rank 0's stdout passes through unprefixed, every
+//     rank's stderr is prefixed with "[rank R] ", and one failure stops them all;
+//   - otherwise in this process.
+// Throws UsageError when slots is below 1, differs from an outside launcher's count or does not
+// divide global_batch_size, and the errors of Trainer::from_checkpoint, validate and predict; a
+// worker's failure is returned, not thrown.
+EvaluationResult run_validation(const EvaluationOptions& options);
+EvaluationResult run_prediction(const EvaluationOptions& options);
+
 // The factory of the trial `config.entrypoint` names ("<library>:<TrialClass>"). A library given
 // by name (lib<name>.so) is looked up in $CRUCIBLE_TRIAL_PATH (colon-separated), `search_dir`
 // (default: the directory of config.source_path), the running program's directory and

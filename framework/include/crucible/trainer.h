@@ -63,16 +63,25 @@ class Trainer {
   // with `stopped` set; a second SIGINT exits the process at once with kExitInterrupted.
   FitResult fit(const FitOptions& options = FitOptions());
 
-  // validate and predict run in this process, on one slot, whatever number of slots the run
-  // trained on (batches of global_batch_size records).
-  // Restores checkpoint `dir` and runs the trial's validation; returns the reduced metrics.
-  MetricValues validate(const std::string& checkpoint_dir);
+  // validate and predict run on the ranks of `dist` (default: this process alone), whatever
+  // number of slots the run trained on. Their batches hold global_batch_size records in all,
+  // which must be a multiple of dist.size() (else UsageError); rank r takes batches r,
+  // r + size, r + 2 size, ... Every rank of `dist` must make the same call.
+  // Restores checkpoint `dir` and runs the trial's validation; returns the reduced metrics, the
+  // same on every rank.
+  MetricValues validate(const std::string& checkpoint_dir,
+                        const DistributedContext& dist = DistributedContext());
 
-  // Restores checkpoint `dir`, runs predict_batch over build_predict_data_loader() and writes
-  // {"predictions": Tensor} to `output_file` in torch.save's format (Python: torch.load, with
-  // weights_only=True too; C++: torch::pickle_load).
-  // Returns the number of rows written.
-  int64_t predict(const std::string& checkpoint_dir, const std::string& output_file);
+  // Restores checkpoint `dir`, runs predict_batch over build_predict_data_loader() and, on rank
+  // 0, writes {"predictions": Tensor}, the rows in the loader's order whatever the number of
+  // ranks, to `output_file` in torch.save's format (Python: torch.load, with weights_only=True
+  // too; C++: torch::pickle_load). predict_batch must return tensors of one dtype and one shape
+  // past the first dimension. Returns the number of rows written, on every rank.
+  int64_t predict(const std::string& checkpoint_dir, const std::string& output_file,
+                  const DistributedContext& dist = DistributedContext());
+
+  // The config this trainer runs: as given, host_path made absolute.
+  const ExperimentConfig& config() const { return config_; }
 
  private:
   ExperimentConfig config_;

@@ -167,7 +167,11 @@ class TrialContext {
   torch::Device device() const;
   Batch to_device(const Batch& batch) const;
 
-  // True while the current batch is the first / last of its epoch.
+  // Inside train_batch (and the training epoch callbacks around it): whether the batch being
+  // trained is the first / last of its epoch. Everywhere else: whether the next batch to train
+  // starts an epoch (the batches trained so far are a whole number of epochs, none included) /
+  // whether the last batch trained ended one (a whole, nonzero number of epochs), so the
+  // validation that follows an epoch's last batch reads both true.
   bool is_epoch_start() const;
   bool is_epoch_end() const;
   // The training position. Inside train_batch (and the training epoch callbacks around it): the

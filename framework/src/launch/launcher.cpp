@@ -153,7 +153,12 @@ class Supervisor {
   }
 
   void emit(Worker& w, size_t stream, const std::string& line) {
-    (stream == 0 ? out_ : err_) << "[rank " << w.rank << "] " << line << std::endl;
+    if (stream == 0) {
+      if (options_.prefix_stdout) out_ << "[rank " << w.rank << "] ";
+      out_ << line << std::endl;
+    } else {
+      err_ << "[rank " << w.rank << "] " << line << std::endl;
+    }
     w.tail.push_back(line);
     while (w.tail.size() > options_.tail_lines) w.tail.pop_front();
   }

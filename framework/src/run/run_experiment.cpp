@@ -1,8 +1,6 @@
 #include <crucible/experiment.h>
 
-#include <fstream>
 #include <iostream>
-#include <iterator>
 
 #include <fmt/format.h>
 
@@ -10,28 +8,13 @@
 #include "distributed/rendezvous.h"
 #include "launch/launcher.h"
 #include "plugin/loader.h"
+#include "run/own_command.h"
 #include "search/runner.h"
 #include "search/scheduler.h"
 #include "util/file_system.h"
 
 namespace crucible {
 namespace {
-
-// This process's command line, its program named by /proc/self/exe.
-std::vector<std::string> own_command_line() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::string> args;
-  for (size_t start = 0; start < all.size();) {
-    const size_t end = all.find('\0', start);
-    args.push_back(all.substr(start, end - start));
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  if (args.empty()) args.emplace_back();
-  args[0] = util::read_symlink("/proc/self/exe");
-  return args;
-}
 
 // Runs this node's share of the run's `slots` workers under the built-in launcher.
 ExperimentResult launch_workers(const ExperimentOptions& o, int64_t slots) {
@@ -46,7 +29,7 @@ ExperimentResult launch_workers(const ExperimentOptions& o, int64_t slots) {
         slots, o.nnodes()));
   }
   launch::LaunchOptions options;
-  options.command = o.worker_command().empty() ? own_command_line() : o.worker_command();
+  options.command = o.worker_command().empty() ? run::own_command_line() : o.worker_command();
   options.slots = slots / o.nnodes();
   options.nnodes = o.nnodes();
   options.node_rank = o.node_rank();

@@ -139,10 +139,12 @@ class Runner {
     const bool resuming = rerun || !options_.resume_dir.empty();
     if (resuming) {
       dir_ = rerun ? options_.output_dir : options_.resume_dir;
+      lock_ = train::lock_run_dir(dir_);
     } else {
       dir_ = options_.output_dir.empty()
                  ? util::join(config::runs_dir(config_), train::new_run_id())
                  : options_.output_dir;
+      lock_ = train::lock_run_dir(dir_);
       util::create_directories(util::join(dir_, "trials"));
       checkpoint::replace_atomically(util::join(dir_, "config.yaml"), to_yaml(config_));
     }
@@ -367,6 +369,7 @@ class Runner {
   Scheduler scheduler_;
   std::optional<int64_t> slurm_tasks_;  // set inside a Slurm allocation
   std::string dir_;
+  std::shared_ptr<util::FileLock> lock_;  // held while the search writes dir_
   util::Logger logger_;
   std::optional<ExperimentLog> log_;
   std::vector<Slot> slots_;

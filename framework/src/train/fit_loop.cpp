@@ -149,6 +149,7 @@ class FitLoop {
     detail::TrialState& trial = session_->state();
     const int64_t batch_idx = state_.batches;
     trial.batch_idx = batch_idx;
+    trial.training_batch = true;
     trial.steps.begin_batch();
     const int64_t epoch_idx = schedule_.epoch_of(batch_idx);
     if (batch_idx % schedule_.epoch_len == 0) {
@@ -172,6 +173,7 @@ class FitLoop {
                     [&](Callback& c) { c.on_training_epoch_end(epoch_idx); });
     }
     trial.batch_idx = state_.batches;  // outside train_batch: the batches trained
+    trial.training_batch = false;
   }
 
   // Reports the metrics of batch `batch_idx` with the trainer's own (grad_norm, skipped_steps),
@@ -256,6 +258,7 @@ class FitLoop {
     check_runnable(config_, factory_, dist_);
     const RunStart start = start_run(config_, options_, logger_);
     run_ = start.run;
+    run_lock_ = start.lock;
     const torch::Device device = dist::rank_device(dist_.local_rank());
     logger_.info(fmt::format(
         "{} run {}: trial {} on {}{}", start.resume_from.empty() ? "new" : "resuming", run_.path,
@@ -342,6 +345,7 @@ class FitLoop {
   const DistributedContext& dist_;
 
   RunDir run_;
+  std::shared_ptr<util::FileLock> run_lock_;  // the chief's, while it writes the run
   util::Logger logger_;
   std::unique_ptr<TrialSession> session_;
   DataLoader train_loader_;

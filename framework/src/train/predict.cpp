@@ -1,5 +1,6 @@
 #include <crucible/trainer.h>
 
+#include <algorithm>
 #include <vector>
 
 #include <fmt/format.h>
@@ -13,41 +14,119 @@
 #include "train/session.h"
 
 namespace crucible {
+namespace {
 
-int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& output_file) {
-  const ExperimentConfig config = train::in_one_process(config_);
-  train::check_runnable(config, factory_);
+// What rank r tells the others of its predictions: the rows of each of its batches, and the
+// dtype and trailing shape of its rows (null when it has no batch).
+nlohmann::json describe(const std::vector<torch::Tensor>& outputs) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& t : outputs) rows.push_back(t.dim() == 0 ? 1 : t.size(0));
+  nlohmann::json d = {{"rows", rows}, {"shape", nullptr}, {"dtype", nullptr}};
+  if (!outputs.empty()) {
+    const torch::Tensor& t = outputs.front();
+    d["shape"] = t.dim() == 0 ? std::vector<int64_t>{} : t.sizes().slice(1).vec();
+    d["dtype"] = static_cast<int>(t.scalar_type());
+  }
+  return d;
+}
+
+// Every rank's predictions, on every rank, in the order of their global batch indices: rank r's
+// k-th output is batch k * size + r. Throws TrainingError when there is none, or when ranks'
+// rows differ in dtype or trailing shape.
+torch::Tensor gather_in_order(const DistributedContext& dist,
+                              const std::vector<torch::Tensor>& outputs) {
+  std::vector<torch::Tensor> rows;
+  for (const auto& t : outputs) rows.push_back(t.dim() == 0 ? t.reshape({1}) : t);
+  const std::vector<nlohmann::json> all = dist.allgather_object(describe(outputs));
+  int64_t first = -1;
+  for (int64_t r = 0; r < dist.size(); ++r) {
+    if (all[r]["shape"].is_null()) continue;
+    if (first < 0) {
+      first = r;
+    } else if (all[r]["shape"] != all[first]["shape"] || all[r]["dtype"] != all[first]["dtype"]) {
+      throw TrainingError(fmt::format(
+          "predict_batch returned rows of shape {} and dtype {} on rank {} but of shape {} and "
+          "dtype {} on rank {}; every batch's rows must agree",
+          all[r]["shape"].dump(), all[r]["dtype"].dump(), r, all[first]["shape"].dump(),
+          all[first]["dtype"].dump(), first));
+    }
+  }
+  if (first < 0) throw TrainingError("build_predict_data_loader yielded no batch to predict");
+  if (dist.size() == 1) return torch::cat(rows, 0);
+  std::vector<int64_t> shape = all[first]["shape"].get<std::vector<int64_t>>();
+  const auto dtype = static_cast<torch::ScalarType>(all[first]["dtype"].get<int>());
+  int64_t longest = 0;
+  for (const auto& d : all) {
+    int64_t n = 0;
+    for (const auto& b : d["rows"]) n += b.get<int64_t>();
+    longest = std::max(longest, n);
+  }
+  shape.insert(shape.begin(), longest);
+  // Padded to the longest rank's rows, since allgather takes one shape from every rank.
+  torch::Tensor padded = torch::zeros(shape, torch::TensorOptions().dtype(dtype));
+  if (!rows.empty()) {
+    const torch::Tensor mine = torch::cat(rows, 0);
+    padded.narrow(0, 0, mine.size(0)).copy_(mine);
+  }
+  const std::vector<torch::Tensor> gathered = dist.allgather(padded);
+  std::vector<torch::Tensor> ordered;
+  std::vector<int64_t> offset(static_cast<size_t>(dist.size()), 0);
+  for (size_t k = 0;; ++k) {
+    bool any = false;
+    for (int64_t r = 0; r < dist.size(); ++r) {
+      const auto& batch_rows = all[r]["rows"];
+      if (k >= batch_rows.size()) continue;
+      any = true;
+      const int64_t n = batch_rows[k].get<int64_t>();
+      ordered.push_back(gathered[r].narrow(0, offset[r], n));
+      offset[r] += n;
+    }
+    if (!any) break;
+  }
+  return torch::cat(ordered, 0);
+}
+
+}  // namespace
+
+int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& output_file,
+                         const DistributedContext& dist) {
+  const ExperimentConfig config = train::for_evaluation(config_, dist.size());
+  train::check_runnable(config, factory_, dist);
   if (!factory_.overrides_predict_batch) {
     throw PluginError(fmt::format(
         "trial {} does not implement predict_batch(batch, batch_idx), which trainer predict runs",
         factory_.name));
   }
-  train::TrialSession session(config, factory_);
+  train::TrialSession session(config, factory_, dist);
   const checkpoint::Metadata meta = checkpoint::load(checkpoint_dir, session.contents());
   detail::set_trained_position(session.state(), meta.batches, meta.epochs);
   Trial& trial = session.trial();
   DataLoader loader = train::call_trial(train::named("build_predict_data_loader"),
                                         [&] { return trial.build_predict_data_loader(); });
+  loader.shard(dist.rank(), dist.size(), ShardMode::kStrideBatches);
   loader.set_device(session.state().device);
   std::vector<torch::Tensor> outputs;
   for (auto& m : session.state().models) m->eval();
   {
     torch::NoGradGuard no_grad;
-    int64_t idx = 0;
+    int64_t k = 0;
     for (Batch& batch : loader) {
+      const int64_t idx = k * dist.size() + dist.rank();
       outputs.push_back(
           train::call_trial([&] { return fmt::format("predict_batch (batch {})", idx); },
                             [&] { return trial.predict_batch(batch, idx); })
               .detach()
               .to(torch::kCPU));
-      ++idx;
+      ++k;
     }
   }
-  const torch::Tensor all = torch::cat(outputs, 0);
-  try {
-    checkpoint::write_durably(output_file, checkpoint::torch_dict_bytes({{"predictions", all}}));
-  } catch (const std::exception& e) {
-    throw TrainingError(fmt::format("cannot write predictions: {}", e.what()));
+  const torch::Tensor all = gather_in_order(dist, outputs);
+  if (dist.is_chief()) {
+    try {
+      checkpoint::write_durably(output_file, checkpoint::torch_dict_bytes({{"predictions", all}}));
+    } catch (const std::exception& e) {
+      throw TrainingError(fmt::format("cannot write predictions: {}", e.what()));
+    }
   }
   return all.size(0);
 }

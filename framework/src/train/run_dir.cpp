@@ -7,6 +7,7 @@
 #include <ctime>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -81,6 +82,29 @@ RunDir open_run_dir(const std::string& path) {
     throw UsageError(fmt::format("--resume {}: not a run directory (no config.yaml in it)", path));
   }
   return run;
+}
+
+std::shared_ptr<util::FileLock> lock_run_dir(const std::string& dir) {
+  std::unique_ptr<util::FileLock> lock;
+  const std::string path = util::join(dir, ".lock");
+  try {
+    util::create_directories(dir);
+    // A process killed a moment ago (a killed search's trials) may still be exiting.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (!(lock = util::FileLock::try_lock(path)) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } catch (const std::exception& e) {
+    throw TrainingError(fmt::format("cannot lock {}: {}", dir, e.what()));
+  }
+  if (!lock) {
+    throw UsageError(fmt::format(
+        "{}: another process is writing this run (it holds {}); wait for it to end or stop it, "
+        "or choose another --output",
+        dir, path));
+  }
+  return lock;
 }
 
 bool holds_run_of(const ExperimentConfig& config, const std::string& dir) {

@@ -1,8 +1,11 @@
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include <crucible/config.h>
+
+#include "util/file_lock.h"
 
 namespace crucible::train {
 
@@ -32,5 +35,11 @@ RunDir open_run_dir(const std::string& path);
 // "" or holds no config.yaml. Throws UsageError listing the differing keys when it holds one of
 // another config, and ConfigError when that config.yaml does not parse.
 bool holds_run_of(const ExperimentConfig& config, const std::string& dir);
+
+// Holds <dir>/.lock, creating `dir` when missing, for as long as the returned lock lives (or the
+// process): one process at a time writes a run or an experiment. Waits up to 2 s for a holder
+// that is exiting; throws UsageError when another process still holds it, TrainingError when
+// `dir` or the lock cannot be made.
+std::shared_ptr<util::FileLock> lock_run_dir(const std::string& dir);
 
 }  // namespace crucible::train

@@ -11,6 +11,7 @@
 #include "checkpoint/file_io.h"
 #include "config/diff.h"
 #include "metrics/jsonl_sink.h"
+#include "util/file_system.h"
 
 namespace crucible::train {
 
@@ -33,8 +34,14 @@ void check_runnable(const ExperimentConfig& config, const TrialFactory& factory,
   factory.check_evaluation_methods();
 }
 
-ExperimentConfig in_one_process(ExperimentConfig config) {
-  config.resources.slots_per_trial = 1;
+ExperimentConfig for_evaluation(ExperimentConfig config, int64_t slots) {
+  if (config.global_batch_size() % slots != 0) {
+    throw UsageError(fmt::format(
+        "evaluating on {} slots: the run's hyperparameters.global_batch_size ({}) is not a "
+        "multiple of {}; choose a number of slots that divides it",
+        slots, config.global_batch_size(), slots));
+  }
+  config.resources.slots_per_trial = slots;
   return config;
 }
 
@@ -124,10 +131,16 @@ RunStart start_run(const ExperimentConfig& config, const FitOptions& options,
   // The chief owns the run directory; the other ranks learn its path and read from it.
   if (!dist.is_chief()) logger.console_warnings_only();
   const nlohmann::json opened = chief_then_broadcast(dist, [&]() -> nlohmann::json {
+    // Locked before it is read: a directory given by the user, unless it holds no run to resume.
+    const std::string& given = resume_asked ? options.resume_dir() : options.output_dir();
+    if (!given.empty() && (!resume_asked || util::exists(util::join(given, "config.yaml")))) {
+      start.lock = lock_run_dir(given);
+    }
     const bool rerun = !resuming && holds_run_of(config, options.output_dir());
     resuming = resuming || rerun;
     start.run = resuming ? open_run_dir(rerun ? options.output_dir() : options.resume_dir())
                          : create_run_dir(config, options.output_dir());
+    if (!start.lock) start.lock = lock_run_dir(start.run.path);
     logger.open(start.run.log_file(), options.console());
     if (rerun) logger.info(start.run.path + " holds a run of this config: continuing it");
     return {{"path", start.run.path}, {"resuming", resuming}};

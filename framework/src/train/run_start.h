@@ -17,20 +17,25 @@ namespace crucible::train {
 void check_runnable(const ExperimentConfig& config, const TrialFactory& factory,
                     const DistributedContext& dist = DistributedContext());
 
-// `config` as one process evaluates it (trainer validate, predict): a checkpoint of a run on any
-// number of slots restores into one process, whose batches hold global_batch_size records.
-ExperimentConfig in_one_process(ExperimentConfig config);
+// `config` as `slots` processes evaluate it (trainer validate, predict): a checkpoint of a run
+// on any number of slots restores into any number of processes, whose batches hold
+// global_batch_size records in all. Throws UsageError when global_batch_size is not a multiple
+// of `slots`.
+ExperimentConfig for_evaluation(ExperimentConfig config, int64_t slots);
 
 // The run a fit writes into.
 struct RunStart {
   RunDir run;
   std::string resume_from;  // the checkpoint a resumed run continues from; "" for a new run
+  // On the chief, the run's lock (lock_run_dir): keep it for as long as the fit writes the run.
+  std::shared_ptr<util::FileLock> lock;
 };
 
 // Opens the run of `options` on every rank of options.distributed(). The chief creates the run
 // directory (options.output_dir() or a new one), or opens it to continue it: for
 // options.resume_dir(), or for an output_dir that already holds a run of `config`
-// (holds_run_of). A continued run loses the checkpoints whose writing was cut short and resumes
+// (holds_run_of), after locking it (lock_run_dir: UsageError when another process holds it).
+// A continued run loses the checkpoints whose writing was cut short and resumes
 // from the newest good one; one that has no checkpoint starts again from batch 0, its metrics
 // cleared and its config.yaml rewritten to `config`. The chief opens `logger` on the run's log.
 // Every rank learns the path and the checkpoint. On resume from a checkpoint the config is

@@ -43,10 +43,10 @@ Trainer Trainer::from_checkpoint(const std::string& dir) {
 
 FitResult Trainer::fit(const FitOptions& options) { return train::fit(config_, factory_, options); }
 
-MetricValues Trainer::validate(const std::string& checkpoint_dir) {
-  const ExperimentConfig config = train::in_one_process(config_);
-  train::check_runnable(config, factory_);
-  train::TrialSession session(config, factory_);
+MetricValues Trainer::validate(const std::string& checkpoint_dir, const DistributedContext& dist) {
+  const ExperimentConfig config = train::for_evaluation(config_, dist.size());
+  train::check_runnable(config, factory_, dist);
+  train::TrialSession session(config, factory_, dist);
   const checkpoint::Metadata meta = checkpoint::load(checkpoint_dir, session.contents());
   detail::set_trained_position(session.state(), meta.batches, meta.epochs);
   return session.validate();

@@ -166,7 +166,10 @@ Batch TrialContext::to_device(const Batch& batch) const { return batch.to(state_
 
 bool TrialContext::is_epoch_start() const { return state_->batch_idx % state_->epoch_len == 0; }
 
-bool TrialContext::is_epoch_end() const { return (state_->batch_idx + 1) % state_->epoch_len == 0; }
+bool TrialContext::is_epoch_end() const {
+  if (state_->training_batch) return (state_->batch_idx + 1) % state_->epoch_len == 0;
+  return state_->batch_idx > 0 && state_->batch_idx % state_->epoch_len == 0;
+}
 
 int64_t TrialContext::current_train_batch() const { return state_->batch_idx; }
 

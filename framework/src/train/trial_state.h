@@ -47,6 +47,9 @@ struct TrialState {
   // Inside train_batch the batch being trained; elsewhere the number of batches trained
   // (TrialContext::current_train_batch).
   int64_t batch_idx = 0;
+  // True from a training batch's epoch-start callbacks to its epoch-end callbacks, train_batch
+  // between them: batch_idx is then the batch being trained.
+  bool training_batch = false;
   int64_t epoch_len = 1;
   train::OptimizerSteps steps;
   // Dynamic loss scaling under fp16 mixed precision; null otherwise.
