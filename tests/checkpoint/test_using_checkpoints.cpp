@@ -135,6 +135,49 @@ TEST_CASE("warm start loads weights only: mismatches are listed", "[checkpoint]"
                                   Catch::Contains("unexpected weight [1, 1]"));
 }
 
+TEST_CASE(
+    "searcher.source_trial_id and source_checkpoint_uuid warm start a new run, not a resumed one",
+    "[checkpoint]") {
+  TempDir tmp;
+  auto base = run_command(kTrainer + " fit " + kConfigs + "/linear.yaml --quiet --output " +
+                          (tmp / "base"));
+  REQUIRE(base.exit_code == 0);
+  const std::string ckpt = tmp / "base/checkpoints/batch-0000000252";
+  const std::string first = " --set perform_initial_validation=true --set max_length.batches=1";
+  // Determined's keys, here paths: the run's newest good checkpoint, or a checkpoint.
+  for (const std::string& source :
+       {"source_trial_id=" + (tmp / "base"), "source_checkpoint_uuid=" + ckpt}) {
+    INFO(source);
+    const std::string out = tmp / ("warm-" + source.substr(0, source.find('=')));
+    auto warm = run_command(kTrainer + " fit " + kConfigs + "/linear.yaml --output " + out +
+                            " --set searcher." + source + first);
+    INFO(warm.output);
+    REQUIRE(warm.exit_code == 0);
+    CHECK_THAT(warm.output, Catch::Contains("model weights from " + ckpt));
+    const auto rows = read_metrics(out + "/metrics.jsonl");
+    REQUIRE(rows.front()["type"] == "validation");
+    CHECK(rows.front()["metrics"]["validation_weight"].get<double>() == Approx(2.5).margin(0.03));
+    // Continued from its own checkpoint, the run keeps its weights.
+    auto more = run_command(kTrainer + " fit --resume " + out +
+                            " --set max_length.batches=2 --allow-safe-changes");
+    INFO(more.output);
+    REQUIRE(more.exit_code == 0);
+    CHECK_THAT(more.output, !Catch::Contains("model weights from"));
+  }
+  auto missing =
+      run_command(kTrainer + " fit " + kConfigs + "/linear.yaml --output " + (tmp / "missing") +
+                  " --set searcher.source_trial_id=" + (tmp / "nowhere") + first);
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.output, Catch::Contains("searcher.source_trial_id: " + (tmp / "nowhere") +
+                                             " is not a run directory"));
+  auto both = run_command(kTrainer + " check " + kConfigs + "/linear.yaml --set " +
+                          "searcher.source_trial_id=a --set searcher.source_checkpoint_uuid=b");
+  CHECK(both.exit_code == 2);
+  CHECK_THAT(both.output, Catch::Contains("searcher.source_checkpoint_uuid") &&
+                              Catch::Contains("give source_trial_id or source_checkpoint_uuid, "
+                                              "not both"));
+}
+
 TEST_CASE("trainer validate and predict refuse what they cannot use", "[checkpoint]") {
   auto missing = run_command(kTrainer + " validate --checkpoint /nonexistent/ckpt");
   CHECK(missing.exit_code == 2);

@@ -252,7 +252,8 @@ crucible::ExperimentConfig every_member_set() {
   hyperparameters["act"].type = HyperparameterSpec::Type::kCategorical;
   hyperparameters["act"].vals = {"relu", 1, false};
   auto& [searcher_name, metric, smaller_is_better, max_trials, max_concurrent_trials, mode, divisor,
-         max_rungs, bracket_rungs, max_time, time_metric, searcher_length] = searcher;
+         max_rungs, bracket_rungs, max_time, time_metric, searcher_length, source_trial_id,
+         source_checkpoint_uuid] = searcher;
   searcher_name = "adaptive_asha";
   metric = "accuracy";
   smaller_is_better = false;
@@ -265,16 +266,19 @@ crucible::ExperimentConfig every_member_set() {
   max_time = 600;
   time_metric = "batches";
   searcher_length = {crucible::LengthUnit::kEpochs, 3};
+  source_trial_id = "/tmp/source run";
+  source_checkpoint_uuid = "";  // one of the two
   max_length = {crucible::LengthUnit::kRecords, 1000};
   records_per_epoch = 500;
   min_validation_period = {crucible::LengthUnit::kBatches, 7};
   min_checkpoint_period = {crucible::LengthUnit::kEpochs, 1};
   perform_initial_validation = true;
   checkpoint_policy = crucible::CheckpointPolicy::kNone;
-  auto& [host_path, save_trial_best, save_trial_latest] = checkpoint_storage;
+  auto& [host_path, save_trial_best, save_trial_latest, save_experiment_best] = checkpoint_storage;
   host_path = "/tmp/r";
   save_trial_best = 2;
   save_trial_latest = 3;
+  save_experiment_best = 4;
   auto& [slots_per_trial, distributed_timeout_seconds, distributed_backend] = resources;
   slots_per_trial = 3;
   distributed_timeout_seconds = 0.1;
@@ -379,6 +383,7 @@ TEST_CASE("the keys safe on resume are those the schema marks", "[config]") {
   CHECK(safe == std::vector<std::string>{
                     "description", "max_length", "min_validation_period", "min_checkpoint_period",
                     "checkpoint_storage.save_trial_best", "checkpoint_storage.save_trial_latest",
+                    "checkpoint_storage.save_experiment_best",
                     "resources.distributed_timeout_seconds",
                     "optimizations.gradient_as_bucket_view", "scheduling_unit", "max_restarts"});
   using crucible::config::is_safe_change;

@@ -2,11 +2,13 @@
 // invalid hyperparameters, concurrency, and an experiment killed and resumed.
 #include <csignal>
 #include <map>
+#include <set>
 
 #include <crucible/errors.h>
 #include <fmt/format.h>
 
 #include "catch.h"
+#include "checkpoint/checkpoint.h"
 #include "process.h"
 #include "search/scheduler.h"
 #include "slurm_cluster.h"
@@ -117,6 +119,60 @@ TEST_CASE("trainer fit runs a 2x2 grid as 4 trials in an experiment directory",
   CHECK(output.substr(first_row, 5) == fmt::format("{:>5}", best));
   CHECK(util::exists(exp + "/config.yaml"));
   CHECK(util::exists(exp + "/experiment.log"));
+}
+
+TEST_CASE(
+    "a search warm starts every trial from source_trial_id, and its end keeps the experiment's "
+    "save_experiment_best best checkpoints beside each trial's own",
+    "[search][experiment]") {
+  TempDir tmp;
+  // A run to start from: the same trial on one lr.
+  auto source = fit(search_config(tmp, "{name: single, metric: validation_loss}", "lr: 0.05"),
+                    tmp / "source");
+  INFO(source.output);
+  REQUIRE(source.exit_code == 0);
+  const std::string exp = tmp / "exp";
+  search_ok(tmp, "{name: grid, metric: validation_loss, source_trial_id: " + (tmp / "source") + "}",
+            "lr: {type: double, minval: 0.02, maxval: 0.1, count: 2}",
+            "min_validation_period: {batches: 4}\ncheckpoint_policy: all\n"
+            "checkpoint_storage: {save_trial_best: 1, save_trial_latest: 1, "
+            "save_experiment_best: 3}\n");
+  // Every trial's checkpoints, validated at 4, 8, 12 and 16 batches, by their metric.
+  std::map<std::string, double> metric;
+  std::vector<std::string> runs;
+  for (const char* id : {"1", "2"}) {
+    const std::string run = exp + "/trials/" + id;
+    runs.push_back(run);
+    CHECK_THAT(read_file(run + "/trainer.log"),
+               Catch::Contains("model weights from " + tmp / "source/checkpoints/batch-"));
+    for (const auto& row : read_metrics(run + "/metrics.jsonl")) {
+      if (row["type"] != "validation") continue;
+      metric[run + fmt::format("/checkpoints/batch-{:010d}", row["batches"].get<int64_t>())] =
+          row["metrics"]["validation_loss"].get<double>();
+    }
+  }
+  REQUIRE(metric.size() == 8);
+  // What must remain: each trial's newest and best, and the 3 best over both trials.
+  std::set<std::string> trial_kept, expected;
+  for (const std::string& run : runs) {
+    std::string best;
+    for (const auto& [dir, value] : metric) {
+      if (dir.rfind(run + "/", 0) == 0 && (best.empty() || value < metric[best])) best = dir;
+    }
+    trial_kept.insert(best);
+    trial_kept.insert(run + "/checkpoints/batch-0000000016");
+  }
+  std::vector<std::pair<double, std::string>> ranked;
+  for (const auto& [dir, value] : metric) ranked.emplace_back(value, dir);
+  std::sort(ranked.begin(), ranked.end());
+  expected = trial_kept;
+  for (size_t i = 0; i < 3; ++i) expected.insert(ranked[i].second);
+  CHECK(expected.size() > trial_kept.size());  // the experiment's best keep one more
+  std::set<std::string> kept;
+  for (const std::string& run : runs) {
+    for (const std::string& dir : crucible::checkpoint::list(run)) kept.insert(dir);
+  }
+  CHECK(kept == expected);
 }
 
 TEST_CASE("random search: a rerun draws the same hyperparameters and gets the same metrics",

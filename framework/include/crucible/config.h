@@ -54,6 +54,12 @@ struct SearcherConfig {
   int64_t max_time = 0;
   std::string time_metric;
   Length max_length;
+  // Warm start of a new run, or of every trial of a search (Determined's keys, here paths; made
+  // absolute against the experiment file's directory): the model weights of the newest good
+  // checkpoint of run directory source_trial_id, or of checkpoint directory
+  // source_checkpoint_uuid. "" = none; at most one is set. --warm-start takes precedence.
+  std::string source_trial_id;
+  std::string source_checkpoint_uuid;
 };
 
 enum class CheckpointPolicy { kBest, kAll, kNone };
@@ -62,6 +68,10 @@ struct CheckpointStorageConfig {
   std::string host_path = "runs";
   int64_t save_trial_best = 1;
   int64_t save_trial_latest = 1;
+  // A search keeps, at its end, the experiment's this many best checkpoints over all trials
+  // beside each trial's save_trial_best and save_trial_latest (while it runs, a trial keeps
+  // max(save_trial_best, save_experiment_best) best).
+  int64_t save_experiment_best = 0;
 };
 
 // Which c10d process group carries CUDA tensors (CPU tensors always go over Gloo).

@@ -15,18 +15,20 @@ bool operator==(const HyperparameterSpec& a, const HyperparameterSpec& b) {
 
 bool operator==(const SearcherConfig& a, const SearcherConfig& b) {
   const auto& [name, metric, smaller_is_better, max_trials, max_concurrent_trials, mode, divisor,
-               max_rungs, bracket_rungs, max_time, time_metric, max_length] = a;
+               max_rungs, bracket_rungs, max_time, time_metric, max_length, source_trial_id,
+               source_checkpoint_uuid] = a;
   return std::tie(name, metric, smaller_is_better, max_trials, max_concurrent_trials, mode, divisor,
-                  max_rungs, bracket_rungs, max_time, time_metric,
-                  max_length) == std::tie(b.name, b.metric, b.smaller_is_better, b.max_trials,
-                                          b.max_concurrent_trials, b.mode, b.divisor, b.max_rungs,
-                                          b.bracket_rungs, b.max_time, b.time_metric, b.max_length);
+                  max_rungs, bracket_rungs, max_time, time_metric, max_length, source_trial_id,
+                  source_checkpoint_uuid) ==
+         std::tie(b.name, b.metric, b.smaller_is_better, b.max_trials, b.max_concurrent_trials,
+                  b.mode, b.divisor, b.max_rungs, b.bracket_rungs, b.max_time, b.time_metric,
+                  b.max_length, b.source_trial_id, b.source_checkpoint_uuid);
 }
 
 bool operator==(const CheckpointStorageConfig& a, const CheckpointStorageConfig& b) {
-  const auto& [host_path, save_trial_best, save_trial_latest] = a;
-  return std::tie(host_path, save_trial_best, save_trial_latest) ==
-         std::tie(b.host_path, b.save_trial_best, b.save_trial_latest);
+  const auto& [host_path, save_trial_best, save_trial_latest, save_experiment_best] = a;
+  return std::tie(host_path, save_trial_best, save_trial_latest, save_experiment_best) ==
+         std::tie(b.host_path, b.save_trial_best, b.save_trial_latest, b.save_experiment_best);
 }
 
 bool operator==(const ResourcesConfig& a, const ResourcesConfig& b) {

@@ -143,6 +143,11 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
                 fmt::format("'{}': Crucible counts a trial's length in batches, records or epochs",
                             s.time_metric));
   }
+  if (!s.source_trial_id.empty() && !s.source_checkpoint_uuid.empty()) {
+    source.fail("searcher.source_checkpoint_uuid", root["searcher"]["source_checkpoint_uuid"],
+                "a warm start comes from one place: give source_trial_id or "
+                "source_checkpoint_uuid, not both");
+  }
   if (c.global_batch_size() % c.resources.slots_per_trial != 0) {
     source.fail("hyperparameters.global_batch_size", root["hyperparameters"]["global_batch_size"],
                 fmt::format("{} is not divisible by resources.slots_per_trial ({})",
@@ -189,7 +194,7 @@ ExperimentConfig load_experiment_config(const std::string& path,
   std::stringstream text;
   text << in.rdbuf();
   ExperimentConfig config = parse_experiment_config(text.str(), path, overrides);
-  config::make_host_path_absolute(config);
+  config::make_paths_absolute(config);
   return config;
 }
 

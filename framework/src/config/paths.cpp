@@ -8,9 +8,12 @@ std::string config_dir(const ExperimentConfig& config) {
   return util::parent_path(util::absolute(config.source_path));
 }
 
-void make_host_path_absolute(ExperimentConfig& config) {
-  std::string& host = config.checkpoint_storage.host_path;
-  host = util::lexically_normal(util::join(config_dir(config), host));
+void make_paths_absolute(ExperimentConfig& config) {
+  const std::string dir = config_dir(config);
+  for (std::string* path : {&config.checkpoint_storage.host_path, &config.searcher.source_trial_id,
+                            &config.searcher.source_checkpoint_uuid}) {
+    if (!path->empty()) *path = util::lexically_normal(util::join(dir, *path));
+  }
 }
 
 std::string runs_dir(const ExperimentConfig& config) {

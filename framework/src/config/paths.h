@@ -14,10 +14,11 @@ namespace crucible::config {
 // checkpoint_storage.host_path.
 std::string config_dir(const ExperimentConfig& config);
 
-// Makes config.checkpoint_storage.host_path absolute against config_dir(config) and normal, so
-// that the config a run records means the same from any working directory. Idempotent.
-// load_experiment_config, Trainer and a search apply it.
-void make_host_path_absolute(ExperimentConfig& config);
+// Makes the config's paths absolute against config_dir(config) and normal
+// (checkpoint_storage.host_path, and searcher.source_trial_id and source_checkpoint_uuid when
+// set), so that the config a run records means the same from any working directory.
+// Idempotent. load_experiment_config, Trainer and a search apply it.
+void make_paths_absolute(ExperimentConfig& config);
 
 // <host_path>/<name> as an absolute path: the folder a new run or experiment of `config` gets its
 // directory in. A host_path still relative is relative to the working directory.

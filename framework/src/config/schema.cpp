@@ -310,6 +310,14 @@ std::vector<Key> build_schema() {
       length("searcher.max_length", member(&C::searcher, &SearcherConfig::max_length), 0,
              "a trial's length, Determined's older form of max_time (also the top-level max_length "
              "when that is absent); 0 = unset"),
+      text("searcher.source_trial_id", member(&C::searcher, &SearcherConfig::source_trial_id),
+           Text::kOptional,
+           "warm start: a run directory (a trial's trials/<id>) whose newest good checkpoint's "
+           "model weights start a new run or every trial"),
+      text("searcher.source_checkpoint_uuid",
+           member(&C::searcher, &SearcherConfig::source_checkpoint_uuid), Text::kOptional,
+           "warm start: a checkpoint directory whose model weights start a new run or every "
+           "trial"),
       safe(required(length("max_length", member(&C::max_length), 1,
                            "how long to train: {batches|epochs|records: n}"))),
       integer("records_per_epoch", member(&C::records_per_epoch), 0,
@@ -334,6 +342,11 @@ std::vector<Key> build_schema() {
       safe(integer("checkpoint_storage.save_trial_latest",
                    member(&C::checkpoint_storage, &CheckpointStorageConfig::save_trial_latest), 0,
                    "how many of the newest checkpoints retention keeps")),
+      safe(integer("checkpoint_storage.save_experiment_best",
+                   member(&C::checkpoint_storage, &CheckpointStorageConfig::save_experiment_best),
+                   0,
+                   "a search: how many of the best checkpoints over all trials its end keeps "
+                   "beside each trial's own")),
       integer("resources.slots_per_trial", member(&C::resources, &ResourcesConfig::slots_per_trial),
               1, "processes that train one trial"),
       safe(number("resources.distributed_timeout_seconds",

@@ -24,6 +24,7 @@
 #include "launch/process.h"
 #include "plugin/loader.h"
 #include "search/experiment_log.h"
+#include "search/experiment_retention.h"
 #include "search/scheduler.h"
 #include "search/summary.h"
 #include "search/trial_process.h"
@@ -95,7 +96,7 @@ class Runner {
   Runner(const ExperimentConfig& config, const SearchOptions& options)
       : config_(config), options_(options), scheduler_(config) {
     config_.entrypoint = plugin::absolute_entrypoint(config.entrypoint, config::config_dir(config));
-    config::make_host_path_absolute(config_);
+    config::make_paths_absolute(config_);
   }
 
   SearchResult run() {
@@ -120,6 +121,16 @@ class Runner {
         return r;
       }
       wait_for_exit();
+    }
+    std::vector<std::string> trial_runs;
+    for (const auto& [id, t] : scheduler_.trials()) {
+      const std::string run = TrialFiles(dir_, id).run_dir;
+      if (util::exists(run)) trial_runs.push_back(run);
+    }
+    for (const std::string& dir : keep_experiment_best(config_, trial_runs)) {
+      logger_.info(fmt::format(
+          "removed {}: kept by neither its trial's retention nor the experiment's {} best",
+          relative(dir), config_.checkpoint_storage.save_experiment_best));
     }
     const SearchResult r = result();
     const std::string table = summary_table(scheduler_, config_.searcher.metric);

@@ -34,6 +34,8 @@ ExperimentConfig trial_config(const ExperimentConfig& experiment, const nlohmann
   SearcherConfig single;
   single.metric = experiment.searcher.metric;
   single.smaller_is_better = experiment.searcher.smaller_is_better;
+  single.source_trial_id = experiment.searcher.source_trial_id;
+  single.source_checkpoint_uuid = experiment.searcher.source_checkpoint_uuid;
   c.searcher = single;
   c.max_length = length;
   return c;

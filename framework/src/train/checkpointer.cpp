@@ -18,19 +18,25 @@ void Checkpointer::track_existing() {
   for (const auto& dir : checkpoint::list(run_.path)) track(dir);
 }
 
-void Checkpointer::track(const std::string& dir) {
+std::optional<checkpoint::Entry> retention_entry(const std::string& dir,
+                                                 const std::string& metric) {
   checkpoint::Metadata meta;
   try {
     meta = checkpoint::metadata(dir);
   } catch (const checkpoint::DamagedCheckpoint&) {
-    return;  // damaged: never counted, never deleted here
+    return std::nullopt;
   }
   checkpoint::Entry entry{dir, meta.batches, std::nullopt};
   const checkpoint::TrainerState& state = meta.trainer_state;
   if (state.validated_at == entry.batches) {
-    entry.metric = metrics::find_validation_metric(state.last_validation, config_.searcher.metric);
+    entry.metric = metrics::find_validation_metric(state.last_validation, metric);
   }
-  checkpoints_.push_back(entry);
+  return entry;
+}
+
+void Checkpointer::track(const std::string& dir) {
+  // A damaged one is never counted, never deleted here.
+  if (auto entry = retention_entry(dir, config_.searcher.metric)) checkpoints_.push_back(*entry);
 }
 
 void Checkpointer::forget(const std::string& dir) {
@@ -100,7 +106,8 @@ void Checkpointer::save(TrialSession& session, FitState& state, const metrics::P
 void Checkpointer::apply_retention() {
   const auto& storage = config_.checkpoint_storage;
   for (const auto& dir :
-       checkpoint::to_delete(checkpoints_, storage.save_trial_latest, storage.save_trial_best,
+       checkpoint::to_delete(checkpoints_, storage.save_trial_latest,
+                             std::max(storage.save_trial_best, storage.save_experiment_best),
                              config_.searcher.smaller_is_better)) {
     try {
       util::remove_all(dir);

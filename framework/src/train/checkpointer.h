@@ -2,6 +2,7 @@
 
 // A fit's checkpoints: their metadata, and which of them retention keeps.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,10 @@
 #include "util/logger.h"
 
 namespace crucible::train {
+
+// Checkpoint `dir` as retention sees it: its metric is `metric` (searcher.metric) of the
+// validation made at exactly its weights. nullopt when the checkpoint is damaged.
+std::optional<checkpoint::Entry> retention_entry(const std::string& dir, const std::string& metric);
 
 // Writes the checkpoints of one run (the chief writes, every rank takes part) and deletes those
 // that checkpoint_storage's retention counts no longer keep.

@@ -20,6 +20,7 @@
 #include "train/stop_signals.h"
 #include "train/stop_vote.h"
 #include "train/test_mode.h"
+#include "train/warm_start.h"
 #include "util/logger.h"
 
 namespace crucible::train {
@@ -268,9 +269,15 @@ class FitLoop {
                           detail::DistributedAccess::collectives(dist_)->backend_for(device))
             : ""));
     session_ = std::make_unique<TrialSession>(config_, factory_, dist_);
-    if (!options_.warm_start().empty()) {
-      checkpoint::load_weights(options_.warm_start(), session_->contents().models);
-      logger_.info("model weights from " + options_.warm_start());
+    // A run continued from a checkpoint has its own weights.
+    const std::string warm =
+        start.resume_from.empty()
+            ? warm_start_checkpoint(config_, options_.warm_start(),
+                                    [&](const std::string& w) { logger_.warn(w); })
+            : "";
+    if (!warm.empty()) {
+      checkpoint::load_weights(warm, session_->contents().models);
+      logger_.info("model weights from " + warm);
     }
     Trial& trial = session_->trial();
     train_loader_ = call_trial(named("build_training_data_loader"),

@@ -15,7 +15,7 @@ namespace crucible {
 
 Trainer::Trainer(ExperimentConfig config, TrialFactory factory)
     : config_(std::move(config)), factory_(std::move(factory)) {
-  config::make_host_path_absolute(config_);
+  config::make_paths_absolute(config_);
 }
 
 Trainer Trainer::from_checkpoint(const std::string& dir) {

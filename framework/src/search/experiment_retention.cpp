@@ -1,0 +1,53 @@
+#include "search/experiment_retention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/retention.h"
+#include "train/checkpointer.h"
+#include "util/file_system.h"
+
+namespace crucible::search {
+
+std::vector<std::string> keep_experiment_best(const ExperimentConfig& config,
+                                              const std::vector<std::string>& run_dirs) {
+  const CheckpointStorageConfig& storage = config.checkpoint_storage;
+  if (storage.save_experiment_best == 0) return {};
+  const bool smaller = config.searcher.smaller_is_better;
+  std::vector<std::vector<checkpoint::Entry>> runs;
+  std::vector<checkpoint::Entry> ranked;
+  for (const std::string& run : run_dirs) {
+    runs.emplace_back();
+    for (const std::string& dir : checkpoint::list(run)) {
+      const auto entry = train::retention_entry(dir, config.searcher.metric);
+      if (!entry) continue;
+      runs.back().push_back(*entry);
+      if (entry->metric && !std::isnan(*entry->metric)) ranked.push_back(*entry);
+    }
+  }
+  std::sort(ranked.begin(), ranked.end(),
+            [&](const checkpoint::Entry& a, const checkpoint::Entry& b) {
+              if (*a.metric != *b.metric)
+                return smaller ? *a.metric < *b.metric : *a.metric > *b.metric;
+              return a.dir < b.dir;
+            });
+  std::set<std::string> experiment_best;
+  for (size_t i = 0; i < ranked.size() && i < static_cast<size_t>(storage.save_experiment_best);
+       ++i) {
+    experiment_best.insert(ranked[i].dir);
+  }
+  std::vector<std::string> deleted;
+  for (const auto& entries : runs) {
+    for (const std::string& dir : checkpoint::to_delete(entries, storage.save_trial_latest,
+                                                        storage.save_trial_best, smaller)) {
+      if (experiment_best.count(dir)) continue;
+      util::remove_all(dir);
+      deleted.push_back(dir);
+    }
+  }
+  return deleted;
+}
+
+}  // namespace crucible::search

@@ -1,0 +1,21 @@
+#pragma once
+
+// What a search's end keeps of its trials' checkpoints.
+
+#include <string>
+#include <vector>
+
+#include <crucible/config.h>
+
+namespace crucible::search {
+
+// With checkpoint_storage.save_experiment_best N > 0, deletes each checkpoint of the trials'
+// `run_dirs` that is neither kept by its own trial's retention (save_trial_latest newest,
+// save_trial_best best, the newest and the single best always) nor among the N best over all
+// trials (by searcher.metric; equal metrics by path). Damaged checkpoints are left alone. Returns
+// the deleted directories; none when N is 0, as each trial then kept only its own. Requires that
+// no trial is running.
+std::vector<std::string> keep_experiment_best(const ExperimentConfig& config,
+                                              const std::vector<std::string>& run_dirs);
+
+}  // namespace crucible::search

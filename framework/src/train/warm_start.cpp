@@ -1,0 +1,40 @@
+#include "train/warm_start.h"
+
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+
+#include "checkpoint/checkpoint.h"
+#include "util/file_system.h"
+
+namespace crucible::train {
+
+std::string warm_start_checkpoint(const ExperimentConfig& config, const std::string& given,
+                                  const std::function<void(const std::string&)>& warn) {
+  if (!given.empty()) return given;
+  const SearcherConfig& s = config.searcher;
+  if (!s.source_trial_id.empty()) {
+    if (!util::exists(util::join(s.source_trial_id, "config.yaml"))) {
+      throw ConfigError(fmt::format(
+          "{}: searcher.source_trial_id: {} is not a run directory (no config.yaml in it); "
+          "Crucible names a trial by its run directory, e.g. <experiment>/trials/3",
+          config.source_path, s.source_trial_id));
+    }
+    try {
+      return checkpoint::newest_good(s.source_trial_id, warn);
+    } catch (const Error& e) {
+      throw ConfigError(
+          fmt::format("{}: searcher.source_trial_id: {}", config.source_path, e.what()));
+    }
+  }
+  if (!s.source_checkpoint_uuid.empty() &&
+      !util::exists(util::join(s.source_checkpoint_uuid, "metadata.json"))) {
+    throw ConfigError(fmt::format(
+        "{}: searcher.source_checkpoint_uuid: {} is not a checkpoint (no metadata.json in it); "
+        "give a checkpoint directory, <run>/checkpoints/batch-<N>",
+        config.source_path, s.source_checkpoint_uuid));
+  }
+  return s.source_checkpoint_uuid;
+}
+
+}  // namespace crucible::train

@@ -1,0 +1,20 @@
+#pragma once
+
+// Where a new run's starting weights come from.
+
+#include <functional>
+#include <string>
+
+#include <crucible/config.h>
+
+namespace crucible::train {
+
+// The checkpoint whose model weights start a new run of `config`: `given` (--warm-start) when
+// set, else the newest good checkpoint of run directory searcher.source_trial_id, else checkpoint
+// searcher.source_checkpoint_uuid; "" when none is set. Damaged newer checkpoints of the source
+// run are reported through `warn` and skipped. Throws ConfigError naming the key when its path
+// holds no run, no checkpoint or no good one.
+std::string warm_start_checkpoint(const ExperimentConfig& config, const std::string& given,
+                                  const std::function<void(const std::string&)>& warn);
+
+}  // namespace crucible::train
