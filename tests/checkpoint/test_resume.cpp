@@ -238,7 +238,7 @@ TEST_CASE("one process at a time writes a run: a second is refused, a killed one
       auto refused = run_command(second);
       INFO(refused.output);
       CHECK(refused.exit_code == 2);
-      CHECK_THAT(refused.output, Catch::Contains(run + ": another process is writing this run"));
+      CHECK_THAT(refused.output, Catch::Contains(run + ": another process is writing it"));
     }
     child.signal(SIGKILL);
     CHECK(child.wait() == 128 + SIGKILL);

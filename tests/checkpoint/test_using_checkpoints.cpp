@@ -43,6 +43,20 @@ UsedCheckpoint fit_and_use(const TempDir& tmp, int batches, const std::string& a
   return used;
 }
 
+// What Python sees comparing prediction files a and b (torch.load with weights_only):
+// "shape [..] equal <bool> close <bool>", b's shape, close within 1e-6.
+std::string compare_predictions(const TempDir& tmp, const std::string& a, const std::string& b) {
+  const std::string script = tmp / "compare.py";
+  write_file(script, R"(import sys, torch
+a, b = (torch.load(f, weights_only=True)["predictions"] for f in sys.argv[1:3])
+print("shape", list(b.shape), "equal", torch.equal(a, b), "close", torch.allclose(a, b, atol=1e-6))
+)");
+  auto py = run_command(kPython + " " + script + " " + a + " " + b);
+  INFO(py.output);
+  CHECK(py.exit_code == 0);
+  return py.output;
+}
+
 }  // namespace
 
 TEST_CASE("the Fashion-MNIST CNN checkpoint: validate, predict, and Python reads it",
@@ -95,19 +109,42 @@ TEST_CASE(
   REQUIRE(predict.exit_code == 0);
   CHECK(predict.output == "wrote 10000 predictions to " + (tmp / "p2.pt") + "\n");
   // The rows in the loader's order: rank 1's batches between rank 0's.
-  const std::string script = tmp / "compare.py";
-  write_file(script, R"(import sys, torch
-a, b = (torch.load(f, weights_only=True)["predictions"] for f in sys.argv[1:3])
-print(list(b.shape), torch.allclose(a, b, atol=1e-6))
-)");
-  auto py = run_command(kPython + " " + script + " " + (tmp / "p.pt") + " " + (tmp / "p2.pt"));
-  INFO(py.output);
-  CHECK_THAT(py.output, Catch::Contains("[10000, 10] True"));
+  const std::string compared = compare_predictions(tmp, tmp / "p.pt", tmp / "p2.pt");
+  CHECK_THAT(compared, Catch::Contains("shape [10000, 10]") && Catch::Contains("close True"));
 
   auto uneven = run_command(kTrainer + " validate --slots 3 --checkpoint " + used.checkpoint);
   CHECK(uneven.exit_code == 2);
   CHECK_THAT(uneven.output, Catch::Contains("evaluating on 3 slots") &&
                                 Catch::Contains("global_batch_size (32) is not a multiple of 3"));
+}
+
+TEST_CASE("with more slots than batches, the slots without a batch validate and predict nothing",
+          "[checkpoint]") {
+  TempDir tmp;
+  // 10 validation samples: one batch of 32 in one process, of 16 with 2, so rank 1 has none.
+  auto fit =
+      run_command(kTrainer + " fit " + kConfigs + "/linear.yaml --quiet --output " + (tmp / "run") +
+                  " --set hyperparameters.validation_samples=10 --set max_length.batches=5");
+  INFO(fit.output);
+  REQUIRE(fit.exit_code == 0);
+  const std::string ckpt = tmp / "run/checkpoints/batch-0000000005";
+  nlohmann::json metrics[2];
+  for (int slots : {1, 2}) {
+    auto v = run_command(kTrainer + " validate --slots " + std::to_string(slots) +
+                         " --checkpoint " + ckpt + " > " + (tmp / "v.json"));
+    INFO(v.output);
+    REQUIRE(v.exit_code == 0);
+    metrics[slots - 1] = nlohmann::json::parse(read_file(tmp / "v.json"));
+    auto p = run_command(kTrainer + " predict --slots " + std::to_string(slots) + " --checkpoint " +
+                         ckpt + " --output " + (tmp / ("p" + std::to_string(slots) + ".pt")));
+    INFO(p.output);
+    REQUIRE(p.exit_code == 0);
+    CHECK_THAT(p.output, Catch::Contains("wrote 10 predictions"));
+  }
+  CHECK(metrics[1]["validation_loss"].get<double>() ==
+        Approx(metrics[0]["validation_loss"].get<double>()).epsilon(1e-6));
+  CHECK_THAT(compare_predictions(tmp, tmp / "p1.pt", tmp / "p2.pt"),
+             Catch::Contains("shape [10, 1] equal True"));
 }
 
 TEST_CASE("warm start loads weights only: mismatches are listed", "[checkpoint]") {

@@ -51,10 +51,10 @@ TEST_CASE("a batch element feeds a plain module, a Sequential and an AnyModule",
 
 namespace {
 
-// A module whose forward takes a whole Batch: the "image" of a dict, or a leaf's tensor.
+// A module whose forward takes a whole Batch: the "image" of a dict, the first of a list.
 struct PickImageImpl : torch::nn::Module {
   torch::Tensor forward(const Batch& batch) {
-    return batch.is_dict() ? batch["image"].tensor() : batch.tensor();
+    return batch.is_dict() ? batch["image"].tensor() : batch[0].tensor();
   }
 };
 TORCH_MODULE(PickImage);
@@ -75,6 +75,9 @@ TEST_CASE("a module taking a Batch gets a dict or list through Sequential and An
   CHECK(sequential->forward(Batch(b)).equal(expected));  // a Batch
   CHECK(any.forward(b).equal(b["image"].tensor()));
   CHECK(any.any_forward(constant).get<torch::Tensor>().equal(b["image"].tensor()));
+  const Batch list{b["image"], b["label"]};
+  CHECK(sequential->forward(list).equal(expected));
+  CHECK(any.forward(list).equal(b["image"].tensor()));
   // A tensor leaf reaches it as a tensor, which a Batch parameter does not take.
   CHECK_THROWS_WITH(any.forward(b["image"]), Catch::Contains("crucible::Batch"));
 }

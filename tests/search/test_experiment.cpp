@@ -381,6 +381,26 @@ TEST_CASE("an experiment SIGKILLed or SIGTERMed in its second rung resumes to th
   }
 }
 
+TEST_CASE("a second search on a running experiment's directory is refused",
+          "[search][experiment]") {
+  TempDir tmp;
+  const std::string config =
+      search_config(tmp, "{name: grid, metric: validation_loss}", "lr: 0.05, sleep_ms: 1000");
+  const std::string exp = tmp / "exp";
+  // 16 batches of a second each: still running when the second commands are done.
+  Child child(kTrainer + " fit " + config + " --output " + exp, tmp / "exp.out");
+  REQUIRE(wait_until([&] { return !rows_with(rows_of(exp), "created").empty(); }));
+  for (const std::string& second :
+       {kTrainer + " fit " + config + " --output " + exp, kTrainer + " fit --resume " + exp}) {
+    const auto refused = run_command(second);
+    INFO(refused.output);
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.output, Catch::Contains(exp + ": another process is writing it"));
+  }
+  child.signal(SIGKILL);
+  CHECK(child.wait() == 128 + SIGKILL);
+}
+
 TEST_CASE("inside a Slurm allocation the trials run as job steps", "[search][experiment][slurm]") {
   TempDir tmp;
   const SlurmCluster cluster(tmp / "slurm");

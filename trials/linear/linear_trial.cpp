@@ -40,6 +40,11 @@ class LinearTrial : public crucible::Trial {
             {"bias", model_->bias.reshape({})}};
   }
 
+  // The fitted line at each sample's x.
+  torch::Tensor predict_batch(crucible::Batch& batch, int64_t) override {
+    return model_->forward(batch[0]);
+  }
+
  private:
   crucible::DataLoader loader(int64_t n, uint64_t stream, bool shuffle) {
     auto data =

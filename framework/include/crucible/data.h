@@ -116,13 +116,15 @@ class DataLoader {
   // ceil(records / (batch_size x world)) batches (floor with drop_last); when the last global
   // batch is short, its records are split evenly and ranks short of records repeat records from
   // the start of the epoch's order, so every rank trains on the same number of batches.
-  // kStrideBatches: every record once; ranks may have one batch fewer than others.
+  // kStrideBatches: every record once; ranks may have one batch fewer than others, and a rank
+  // past the number of batches has none (iterating yields nothing; next() throws).
   void shard(int64_t rank, int64_t world, ShardMode mode);
 
   // Moves to `position` in O(1): nothing before it is read.
   void seek(DataPosition position);
   DataPosition position() const;
-  // The batch at position(), then advances by one.
+  // The batch at position(), then advances by one. Throws crucible::Error when this shard has no
+  // batch.
   Batch next();
 
   // The dataset indices of batch `batch` of epoch `epoch`.

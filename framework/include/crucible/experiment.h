@@ -121,8 +121,8 @@ struct EvaluationResult {
 //   - in a process an outside launcher started (torchrun, mpirun, srun, or the built-in
 //     launcher), on the ranks it started, after joining them (join_launched_run);
 //   - otherwise, with slots > 1, by starting `slots` workers on this machine, each running
-//     worker_command, and waiting for them: rank 0's stdout passes through unprefixed, every
-//     rank's stderr is prefixed with "[rank R] ", and one failure stops them all;
+//     worker_command, and waiting for them: rank 0's stdout passes through unprefixed, the rest
+//     of their output is prefixed with "[rank R] ", and one failure stops them all;
 //   - otherwise in this process.
 // Throws UsageError when slots is below 1, differs from an outside launcher's count or does not
 // divide global_batch_size, and the errors of Trainer::from_checkpoint, validate and predict; a

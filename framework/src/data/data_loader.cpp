@@ -299,6 +299,12 @@ DataPosition DataLoader::position() const { return impl_->position; }
 
 Batch DataLoader::next() {
   Impl& impl = *impl_;
+  if (impl.batches_per_epoch() == 0) {
+    throw Error(
+        fmt::format("DataLoader: rank {} of {} has no batch: {} records make {} batches of {}",
+                    impl.rank, impl.world, num_records(),
+                    impl.whole_batches(impl.options.batch_size()), impl.options.batch_size()));
+  }
   const DataPosition current = impl.position;
   impl.position = impl.advance(current, 1);
   if (!impl.stage) return impl.take_host(current);
@@ -328,7 +334,7 @@ DataLoader::Iterator::Iterator(DataLoader* loader, int64_t epoch, bool at_end)
 }
 
 void DataLoader::Iterator::fetch() {
-  if (loader_->position().epoch != epoch_) {
+  if (loader_->batches_per_epoch() == 0 || loader_->position().epoch != epoch_) {
     done_ = true;
     current_ = Batch();
     return;

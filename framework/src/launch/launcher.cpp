@@ -154,7 +154,7 @@ class Supervisor {
 
   void emit(Worker& w, size_t stream, const std::string& line) {
     if (stream == 0) {
-      if (options_.prefix_stdout) out_ << "[rank " << w.rank << "] ";
+      if (!(options_.plain_rank0_stdout && w.rank == 0)) out_ << "[rank " << w.rank << "] ";
       out_ << line << std::endl;
     } else {
       err_ << "[rank " << w.rank << "] " << line << std::endl;

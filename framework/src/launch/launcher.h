@@ -26,9 +26,10 @@ struct LaunchOptions {
   int master_port = 0;  // 0: node 0 picks a free one (only with nnodes 1)
   // After the first failure, how long the other workers get between SIGTERM and SIGKILL.
   std::chrono::milliseconds grace{10000};
-  // false: the workers' stdout lines pass through without the "[rank R] " prefix (stderr keeps
-  // it), for output that only one rank writes and that must stay parseable.
-  bool prefix_stdout = true;
+  // true: rank 0's stdout lines pass through without the "[rank R] " prefix (its stderr and the
+  // other ranks' output keep it), for a result that rank 0 alone prints and that must stay
+  // parseable.
+  bool plain_rank0_stdout = false;
   // Lines of each worker's output kept for the failure report.
   size_t tail_lines = 20;
 };
@@ -49,8 +50,8 @@ struct LaunchResult {
 c10::intrusive_ptr<c10d::TCPStore> serve_store(const std::string& host, int port);
 
 // Serves the rendezvous store (node 0), starts `slots` workers, writes each line of their stdout
-// to `out` and of their stderr to `err` prefixed with "[rank R] " (stdout unprefixed unless
-// prefix_stdout), and waits for them. When one
+// to `out` and of their stderr to `err` prefixed with "[rank R] " (but rank 0's stdout with
+// plain_rank0_stdout), and waits for them. When one
 // exits non-zero or is killed, the others get a second to fail too (the failure reported is then
 // one that was not caused by a lost peer), then SIGTERM and, after `grace`, SIGKILL. SIGTERM,
 // SIGUSR1 and SIGINT sent to the launcher are forwarded to every worker. Workers run in their own

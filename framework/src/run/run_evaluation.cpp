@@ -39,7 +39,7 @@ EvaluationResult evaluate(
     launch_options.command =
         options.worker_command().empty() ? run::own_command_line() : options.worker_command();
     launch_options.slots = slots;
-    launch_options.prefix_stdout = false;
+    launch_options.plain_rank0_stdout = true;
     const launch::LaunchResult launched = launch::launch(launch_options, std::cout, std::cerr);
     EvaluationResult result;
     result.exit_code = launched.exit_code;

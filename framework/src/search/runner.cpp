@@ -150,12 +150,12 @@ class Runner {
     const bool resuming = rerun || !options_.resume_dir.empty();
     if (resuming) {
       dir_ = rerun ? options_.output_dir : options_.resume_dir;
-      lock_ = train::lock_run_dir(dir_);
+      lock_ = train::lock_run_dir(dir_, [&](const std::string& w) { logger_.warn(w); });
     } else {
       dir_ = options_.output_dir.empty()
                  ? util::join(config::runs_dir(config_), train::new_run_id())
                  : options_.output_dir;
-      lock_ = train::lock_run_dir(dir_);
+      lock_ = train::lock_run_dir(dir_, [&](const std::string& w) { logger_.warn(w); });
       util::create_directories(util::join(dir_, "trials"));
       checkpoint::replace_atomically(util::join(dir_, "config.yaml"), to_yaml(config_));
     }

@@ -16,39 +16,52 @@
 namespace crucible {
 namespace {
 
-// What rank r tells the others of its predictions: the rows of each of its batches, and the
-// dtype and trailing shape of its rows (null when it has no batch).
-nlohmann::json describe(const std::vector<torch::Tensor>& outputs) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (const auto& t : outputs) rows.push_back(t.dim() == 0 ? 1 : t.size(0));
-  nlohmann::json d = {{"rows", rows}, {"shape", nullptr}, {"dtype", nullptr}};
-  if (!outputs.empty()) {
-    const torch::Tensor& t = outputs.front();
-    d["shape"] = t.dim() == 0 ? std::vector<int64_t>{} : t.sizes().slice(1).vec();
-    d["dtype"] = static_cast<int>(t.scalar_type());
+// What this rank tells the others of its predictions: the rows of each of its batches, and the
+// dtype and trailing shape of its rows (null when it has no batch), or the error of a batch whose
+// rows differ from its first batch's.
+nlohmann::json describe(const std::vector<torch::Tensor>& rows, int64_t rank, int64_t world) {
+  nlohmann::json counts = nlohmann::json::array();
+  for (const auto& t : rows) counts.push_back(t.size(0));
+  nlohmann::json d = {{"rows", counts}, {"shape", nullptr}, {"dtype", nullptr}};
+  if (rows.empty()) return d;
+  const torch::Tensor& first = rows.front();
+  d["shape"] = first.sizes().slice(1).vec();
+  d["dtype"] = static_cast<int>(first.scalar_type());
+  for (size_t k = 1; k < rows.size(); ++k) {
+    if (rows[k].sizes().slice(1) != first.sizes().slice(1) ||
+        rows[k].scalar_type() != first.scalar_type()) {
+      d["error"] = fmt::format(
+          "predict_batch returned rows of shape {} and dtype {} for batch {} but of shape {} "
+          "and dtype {} for batch {}; every batch's rows must agree",
+          c10::str(rows[k].sizes().slice(1)), c10::toString(rows[k].scalar_type()),
+          static_cast<int64_t>(k) * world + rank, c10::str(first.sizes().slice(1)),
+          c10::toString(first.scalar_type()), rank);
+      break;
+    }
   }
   return d;
 }
 
 // Every rank's predictions, on every rank, in the order of their global batch indices: rank r's
-// k-th output is batch k * size + r. Throws TrainingError when there is none, or when ranks'
-// rows differ in dtype or trailing shape.
+// k-th output is batch k * size + r. Throws TrainingError on every rank when there is none, or
+// when batches' rows differ in dtype or trailing shape.
 torch::Tensor gather_in_order(const DistributedContext& dist,
                               const std::vector<torch::Tensor>& outputs) {
   std::vector<torch::Tensor> rows;
   for (const auto& t : outputs) rows.push_back(t.dim() == 0 ? t.reshape({1}) : t);
-  const std::vector<nlohmann::json> all = dist.allgather_object(describe(outputs));
+  const std::vector<nlohmann::json> all =
+      dist.allgather_object(describe(rows, dist.rank(), dist.size()));
   int64_t first = -1;
   for (int64_t r = 0; r < dist.size(); ++r) {
+    if (all[r].contains("error")) throw TrainingError(all[r]["error"].get<std::string>());
     if (all[r]["shape"].is_null()) continue;
     if (first < 0) {
       first = r;
     } else if (all[r]["shape"] != all[first]["shape"] || all[r]["dtype"] != all[first]["dtype"]) {
       throw TrainingError(fmt::format(
-          "predict_batch returned rows of shape {} and dtype {} on rank {} but of shape {} and "
-          "dtype {} on rank {}; every batch's rows must agree",
-          all[r]["shape"].dump(), all[r]["dtype"].dump(), r, all[first]["shape"].dump(),
-          all[first]["dtype"].dump(), first));
+          "predict_batch returned rows of shape {} on rank {} but of shape {} on rank {} (or "
+          "another dtype); every batch's rows must agree",
+          all[r]["shape"].dump(), r, all[first]["shape"].dump(), first));
     }
   }
   if (first < 0) throw TrainingError("build_predict_data_loader yielded no batch to predict");
@@ -62,13 +75,15 @@ torch::Tensor gather_in_order(const DistributedContext& dist,
     longest = std::max(longest, n);
   }
   shape.insert(shape.begin(), longest);
-  // Padded to the longest rank's rows, since allgather takes one shape from every rank.
+  // Padded to the longest rank's rows, since allgather takes one shape from every rank, and sent
+  // as bytes, which every backend carries whatever the dtype.
   torch::Tensor padded = torch::zeros(shape, torch::TensorOptions().dtype(dtype));
   if (!rows.empty()) {
     const torch::Tensor mine = torch::cat(rows, 0);
     padded.narrow(0, 0, mine.size(0)).copy_(mine);
   }
-  const std::vector<torch::Tensor> gathered = dist.allgather(padded);
+  const std::vector<torch::Tensor> gathered =
+      dist.allgather(padded.reshape({-1}).view(torch::kUInt8));
   std::vector<torch::Tensor> ordered;
   std::vector<int64_t> offset(static_cast<size_t>(dist.size()), 0);
   for (size_t k = 0;; ++k) {
@@ -78,7 +93,7 @@ torch::Tensor gather_in_order(const DistributedContext& dist,
       if (k >= batch_rows.size()) continue;
       any = true;
       const int64_t n = batch_rows[k].get<int64_t>();
-      ordered.push_back(gathered[r].narrow(0, offset[r], n));
+      ordered.push_back(gathered[r].view(dtype).view(shape).narrow(0, offset[r], n));
       offset[r] += n;
     }
     if (!any) break;
@@ -103,6 +118,9 @@ int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& o
   Trial& trial = session.trial();
   DataLoader loader = train::call_trial(train::named("build_predict_data_loader"),
                                         [&] { return trial.build_predict_data_loader(); });
+  if (!loader.dataset()) {
+    throw TrainingError("build_predict_data_loader returned an empty DataLoader");
+  }
   loader.shard(dist.rank(), dist.size(), ShardMode::kStrideBatches);
   loader.set_device(session.state().device);
   std::vector<torch::Tensor> outputs;

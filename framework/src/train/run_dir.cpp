@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <system_error>
+
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -84,7 +87,8 @@ RunDir open_run_dir(const std::string& path) {
   return run;
 }
 
-std::shared_ptr<util::FileLock> lock_run_dir(const std::string& dir) {
+std::shared_ptr<util::FileLock> lock_run_dir(const std::string& dir,
+                                             const std::function<void(const std::string&)>& warn) {
   std::unique_ptr<util::FileLock> lock;
   const std::string path = util::join(dir, ".lock");
   try {
@@ -95,13 +99,23 @@ std::shared_ptr<util::FileLock> lock_run_dir(const std::string& dir) {
            std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+  } catch (const std::system_error& e) {
+    const int code = e.code().value();
+    if (code != ENOSYS && code != EOPNOTSUPP && code != ENOLCK) {
+      throw TrainingError(fmt::format("cannot lock {}: {}", dir, e.what()));
+    }
+    warn(
+        fmt::format("{}: the file system does not lock files ({}); make sure no other process "
+                    "writes this directory",
+                    dir, e.what()));
+    return nullptr;
   } catch (const std::exception& e) {
     throw TrainingError(fmt::format("cannot lock {}: {}", dir, e.what()));
   }
   if (!lock) {
     throw UsageError(fmt::format(
-        "{}: another process is writing this run (it holds {}); wait for it to end or stop it, "
-        "or choose another --output",
+        "{}: another process is writing it (it holds {}); wait for that process to end or stop "
+        "it",
         dir, path));
   }
   return lock;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -39,7 +40,9 @@ bool holds_run_of(const ExperimentConfig& config, const std::string& dir);
 // Holds <dir>/.lock, creating `dir` when missing, for as long as the returned lock lives (or the
 // process): one process at a time writes a run or an experiment. Waits up to 2 s for a holder
 // that is exiting; throws UsageError when another process still holds it, TrainingError when
-// `dir` or the lock cannot be made.
-std::shared_ptr<util::FileLock> lock_run_dir(const std::string& dir);
+// `dir` or the lock cannot be made. On a file system without flock, says so through `warn` and
+// returns null: the directory is then not locked.
+std::shared_ptr<util::FileLock> lock_run_dir(const std::string& dir,
+                                             const std::function<void(const std::string&)>& warn);
 
 }  // namespace crucible::train

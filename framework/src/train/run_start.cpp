@@ -131,16 +131,17 @@ RunStart start_run(const ExperimentConfig& config, const FitOptions& options,
   // The chief owns the run directory; the other ranks learn its path and read from it.
   if (!dist.is_chief()) logger.console_warnings_only();
   const nlohmann::json opened = chief_then_broadcast(dist, [&]() -> nlohmann::json {
+    const auto warn = [&](const std::string& w) { logger.warn(w); };
     // Locked before it is read: a directory given by the user, unless it holds no run to resume.
     const std::string& given = resume_asked ? options.resume_dir() : options.output_dir();
-    if (!given.empty() && (!resume_asked || util::exists(util::join(given, "config.yaml")))) {
-      start.lock = lock_run_dir(given);
-    }
+    const bool lock_first =
+        !given.empty() && (!resume_asked || util::exists(util::join(given, "config.yaml")));
+    if (lock_first) start.lock = lock_run_dir(given, warn);
     const bool rerun = !resuming && holds_run_of(config, options.output_dir());
     resuming = resuming || rerun;
     start.run = resuming ? open_run_dir(rerun ? options.output_dir() : options.resume_dir())
                          : create_run_dir(config, options.output_dir());
-    if (!start.lock) start.lock = lock_run_dir(start.run.path);
+    if (!lock_first) start.lock = lock_run_dir(start.run.path, warn);
     logger.open(start.run.log_file(), options.console());
     if (rerun) logger.info(start.run.path + " holds a run of this config: continuing it");
     return {{"path", start.run.path}, {"resuming", resuming}};

@@ -5,16 +5,13 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-#include <stdexcept>
+#include <system_error>
 
 namespace crucible::util {
 
 std::unique_ptr<FileLock> FileLock::try_lock(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
-  }
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot open " + path);
   int rc;
   do {
     rc = ::flock(fd, LOCK_EX | LOCK_NB);
@@ -23,7 +20,7 @@ std::unique_ptr<FileLock> FileLock::try_lock(const std::string& path) {
     const int error = errno;
     ::close(fd);
     if (error == EWOULDBLOCK) return nullptr;
-    throw std::runtime_error("cannot lock " + path + ": " + std::strerror(error));
+    throw std::system_error(error, std::generic_category(), "cannot lock " + path);
   }
   return std::unique_ptr<FileLock>(new FileLock(fd));
 }

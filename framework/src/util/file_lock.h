@@ -10,8 +10,9 @@ namespace crucible::util {
 class FileLock {
  public:
   // An exclusive flock(2) on `path`, created when missing (its parent must exist); null when
-  // another open file holds it, in this process or another. Throws std::runtime_error naming
-  // the path and the cause when the file cannot be opened or locked.
+  // another open file holds it, in this process or another. Throws std::system_error, its code
+  // the errno and its message naming the path, when the file cannot be opened or locked (a file
+  // system without flock: ENOSYS, EOPNOTSUPP or ENOLCK).
   static std::unique_ptr<FileLock> try_lock(const std::string& path);
   ~FileLock();
   FileLock(const FileLock&) = delete;
