@@ -1,6 +1,10 @@
 // The dataset readers on the real Fashion-MNIST files and on files Python writes here.
 #include "catch.h"
 
+#include <algorithm>
+#include <functional>
+#include <random>
+
 #include <crucible/datasets.h>
 #include <crucible/errors.h>
 
@@ -47,6 +51,9 @@ gzip.open(d + '/packed-idx2-ubyte.gz', 'wb').write(body)
 open(d + '/short-idx2-ubyte', 'wb').write(body[:-1])
 open(d + '/long-idx2-ubyte', 'wb').write(body + b'x')
 open(d + '/floats-idx2-ubyte', 'wb').write(struct.pack('>BBBB', 0, 0, 13, 1) + struct.pack('>I', 1))
+# A header claiming 80 GiB over 60 bytes: refused as truncated, nothing of that size allocated.
+open(d + '/huge-idx3-ubyte', 'wb').write(struct.pack('>BBBB', 0, 0, 8, 3) +
+                                          struct.pack('>III', 0xffffffff, 4, 5) + bytes(60))
 )");
   const auto expected = torch::arange(6, torch::kUInt8).reshape({2, 3});
   CHECK(crucible::read_idx(tmp / "plain-idx2-ubyte").equal(expected));
@@ -57,6 +64,8 @@ open(d + '/floats-idx2-ubyte', 'wb').write(struct.pack('>BBBB', 0, 0, 13, 1) + s
                     Catch::Contains("more bytes than its shape [2, 3] holds"));
   CHECK_THROWS_WITH(crucible::read_idx(tmp / "floats-idx2-ubyte"),
                     Catch::Contains("not an IDX file of unsigned bytes"));
+  CHECK_THROWS_WITH(crucible::read_idx(tmp / "huge-idx3-ubyte"),
+                    Catch::Contains("huge-idx3-ubyte: truncated or corrupt IDX file"));
   CHECK_THROWS_AS(crucible::read_idx(tmp / "missing"), crucible::TrainingError);
 }
 
@@ -146,4 +155,83 @@ torch.save([x, x], sys.argv[1] + '/list.pt')
   CHECK_THROWS_WITH(crucible::load_tensor_dataset(dir, {"x"}),
                     Catch::Contains("tensor 'x' is in both"));
   CHECK_THROWS_AS(crucible::read_tensor_file(dir + "/notes.txt"), crucible::TrainingError);
+}
+
+namespace {
+
+// Writes `count` damaged copies of `good` to `path` one after another, calls `read` on each, and
+// returns how many it refused. A refusal must be a TrainingError naming the file; any other
+// exception fails the test (a crash ends it). The damage is drawn from a fixed seed: a few bytes
+// overwritten, 8 bytes of 0xff (a huge length field), a truncation, or bytes inserted.
+int damaged_copies_refused(const std::string& good, const std::string& path, int count,
+                           const std::function<void(const std::string&)>& read) {
+  std::mt19937_64 rng(20261124);
+  const auto below = [&](size_t n) { return static_cast<size_t>(rng() % std::max<size_t>(n, 1)); };
+  int refused = 0;
+  for (int i = 0; i < count; ++i) {
+    std::string bad = good;
+    switch (i % 4) {
+      case 0:
+        for (size_t k = 0, n = 1 + below(4); k < n; ++k) bad[below(bad.size())] = char(rng());
+        break;
+      case 1: {
+        const size_t at = below(bad.size());
+        for (size_t k = at; k < std::min(at + 8, bad.size()); ++k) bad[k] = '\xff';
+        break;
+      }
+      case 2: bad.resize(below(bad.size())); break;
+      case 3: bad.insert(below(bad.size()), std::string(1 + below(16), char(rng()))); break;
+    }
+    write_file(path, bad);
+    try {
+      read(path);
+    } catch (const crucible::TrainingError& e) {
+      INFO("damage " << i << ": " << e.what());
+      CHECK_THAT(std::string(e.what()), Catch::Contains(path));
+      ++refused;
+    } catch (const std::exception& e) {
+      FAIL("damage " << i << " of " << path << " escaped as another exception: " << e.what());
+    }
+  }
+  return refused;
+}
+
+}  // namespace
+
+TEST_CASE("damaged IDX, CIFAR-10, torch.save and safetensors files are refused by name",
+          "[data]") {
+  TempDir tmp;
+  python(tmp.str(), R"(
+d = sys.argv[1]
+body = struct.pack('>BBBB', 0, 0, 8, 3) + struct.pack('>III', 3, 4, 5) + bytes(range(60))
+open(d + '/good-idx3-ubyte', 'wb').write(body)
+gzip.open(d + '/good-idx3-ubyte.gz', 'wb').write(body)
+open(d + '/good.bin', 'wb').write(bytes(range(256)) * 24 + bytes(range(2)))
+x = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+torch.save({'x': x, 'y': torch.tensor([1, 0, 1, 0])}, d + '/good.pt')
+data = x.numpy().tobytes()
+header = json.dumps({'x': {'dtype': 'F32', 'shape': [4, 3], 'data_offsets': [0, len(data)]}})
+open(d + '/good.safetensors', 'wb').write(struct.pack('<Q', len(header)) + header.encode() + data)
+)");
+  // Each good file reads, so that a refusal below is the damage's doing.
+  REQUIRE(crucible::read_idx(tmp / "good-idx3-ubyte").sizes() == torch::IntArrayRef({3, 4, 5}));
+  REQUIRE(crucible::read_idx(tmp / "good-idx3-ubyte.gz").sizes() == torch::IntArrayRef({3, 4, 5}));
+  REQUIRE(crucible::read_cifar10({tmp / "good.bin"}).second.size(0) == 2);
+  REQUIRE(crucible::read_tensor_file(tmp / "good.pt").size() == 2);
+  REQUIRE(crucible::read_tensor_file(tmp / "good.safetensors").at("x").equal(
+      torch::arange(12, torch::kFloat).reshape({4, 3})));
+
+  const auto idx = [](const std::string& p) { crucible::read_idx(p); };
+  const auto cifar = [](const std::string& p) { crucible::read_cifar10({p}); };
+  const auto tensors = [](const std::string& p) { crucible::read_tensor_file(p); };
+  const int n = 400;
+  // A truncation or insertion always breaks a file whose size its header fixes.
+  CHECK(damaged_copies_refused(read_file(tmp / "good-idx3-ubyte"), tmp / "bad-idx3-ubyte", n,
+                               idx) >= n / 2);
+  CHECK(damaged_copies_refused(read_file(tmp / "good-idx3-ubyte.gz"), tmp / "bad-idx3-ubyte.gz",
+                               n, idx) >= n / 2);
+  CHECK(damaged_copies_refused(read_file(tmp / "good.bin"), tmp / "bad.bin", n, cifar) >= n / 4);
+  CHECK(damaged_copies_refused(read_file(tmp / "good.pt"), tmp / "bad.pt", n, tensors) >= n / 2);
+  CHECK(damaged_copies_refused(read_file(tmp / "good.safetensors"), tmp / "bad.safetensors", n,
+                               tensors) >= n / 2);
 }

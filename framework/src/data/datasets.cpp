@@ -73,8 +73,17 @@ torch::Tensor read_idx(const std::string& path, const std::string& missing_hint)
     }
     total *= shape.back();
   }
+  // The header's size is not trusted for an allocation: the bytes are read in chunks, and the
+  // tensor is made only once the file has held them all.
+  std::string body;
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  while (static_cast<int64_t>(body.size()) < total) {
+    const size_t at = body.size();
+    body.resize(at + static_cast<size_t>(std::min(kChunk, total - static_cast<int64_t>(at))));
+    read_exact(f.get(), body.data() + at, body.size() - at, path);
+  }
   auto out = torch::empty(shape, torch::kUInt8);
-  read_exact(f.get(), out.data_ptr<uint8_t>(), static_cast<size_t>(total), path);
+  std::copy(body.begin(), body.end(), reinterpret_cast<char*>(out.data_ptr<uint8_t>()));
   unsigned char extra;
   if (gzread(f.get(), &extra, 1) != 0) {
     throw TrainingError(fmt::format("{}: more bytes than its shape {} holds", path,
