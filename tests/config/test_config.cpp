@@ -9,6 +9,7 @@
 
 #include "config/diff.h"
 #include "config/suggest.h"
+#include "damage.h"
 #include "process.h"
 #include "util/file_system.h"
 
@@ -407,6 +408,31 @@ TEST_CASE("every shipped config in configs/ is valid", "[config]") {
     ++n;
   }
   CHECK(n >= 4);
+}
+
+TEST_CASE("bytes that are not UTF-8 are refused at their line and column", "[config]") {
+  std::string text = kMinimal;
+  text.insert(text.find("0.01"), "\xFF");  // line 5, "  lr: 0.01"
+  CHECK(error_of([&] { parse_experiment_config(text, "x.yaml"); }) ==
+        "x.yaml:5:7: not UTF-8 text (byte 0xFF); save the file as UTF-8");
+  CHECK_THAT(error_of([&] { parse_experiment_config(kMinimal, "x.yaml", {"name=caf\xC3"}); }),
+             Catch::StartsWith("--set name=caf...: not UTF-8 text (byte 0xC3 at offset 8)"));
+  // Well-formed UTF-8 is a name like any other.
+  CHECK(parse_experiment_config(kMinimal, "x.yaml", {"name=caf\xC3\xA9"}).name == "caf\xC3\xA9");
+}
+
+TEST_CASE("damaged copies of the shipped configs are a ConfigError naming the file", "[config]") {
+  const std::string configs = fs::join(CRUCIBLE_SOURCE_DIR, "configs");
+  for (const auto& name : fs::list_directory(configs)) {
+    if (name.size() < 5 || name.compare(name.size() - 5, 5, ".yaml") != 0) continue;
+    const std::string source = "damaged/" + name;
+    const int refused = crucible::testing::damaged_copies_refused<ConfigError>(
+        crucible::testing::read_file(fs::join(configs, name)), source, 400,
+        [&](const std::string& text) { parse_experiment_config(text, source); });
+    INFO(name);
+    // A truncation that drops a required key, and most damage to a key's name, are refused.
+    CHECK(refused >= 100);
+  }
 }
 
 TEST_CASE("did-you-mean suggests only near keys", "[config]") {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "config/paths.h"
 #include "config/schema.h"
 #include "config/yaml_reader.h"
+#include "util/utf8.h"
 
 namespace crucible {
 
@@ -53,6 +55,11 @@ void apply_override(YAML::Node& root, const std::string& text, Source& source) {
         fmt::format("--set {}: expected KEY=VALUE, e.g. --set hyperparameters.lr=0.01", text));
   }
   const std::string key = text.substr(0, eq);
+  if (const auto bad = util::first_invalid_utf8(text)) {
+    throw ConfigError(fmt::format("--set {}...: not UTF-8 text (byte 0x{:02X} at offset {})",
+                                  text.substr(0, *bad), static_cast<unsigned char>(text[*bad]),
+                                  *bad));
+  }
   YAML::Node value;
   try {
     value = YAML::Load(text.substr(eq + 1));
@@ -162,6 +169,14 @@ ExperimentConfig parse_experiment_config(const std::string& yaml_text,
                                          const std::string& source_name,
                                          const std::vector<std::string>& overrides) {
   Source source(source_name);
+  // YAML is UTF-8 text; other bytes would reach the run's JSON files, which cannot hold them.
+  if (const auto bad = util::first_invalid_utf8(yaml_text)) {
+    const size_t line_start = yaml_text.rfind('\n', *bad) + 1;  // 0 when on the first line
+    const auto line = 1 + std::count(yaml_text.begin(), yaml_text.begin() + *bad, '\n');
+    throw ConfigError(
+        fmt::format("{}:{}:{}: not UTF-8 text (byte 0x{:02X}); save the file as UTF-8", source_name,
+                    line, *bad - line_start + 1, static_cast<unsigned char>(yaml_text[*bad])));
+  }
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
