@@ -2,6 +2,7 @@
 #include "catch.h"
 
 #include "checkpoint/checkpoint.h"
+#include "damage.h"
 #include "resumable_run.h"
 
 using namespace crucible::testing;
@@ -63,6 +64,40 @@ TEST_CASE("verification names what is wrong with a checkpoint", "[checkpoint]") 
     CHECK_THAT(damage_of(run + "/checkpoints/batch-0000000999"),
                Catch::Contains("no such directory"));
   }
+}
+
+TEST_CASE("metadata.json carries its own checksum: a damaged copy is refused or means the same",
+          "[checkpoint]") {
+  TempDir tmp;
+  const std::string last = finished_run(tmp) + "/checkpoints/batch-0000000128";
+  const std::string path = last + "/metadata.json";
+  const std::string good = read_file(path);
+  const nlohmann::json expected = ckpt::verify(last).to_json();
+  int accepted = 0;
+  const int refused =
+      damaged_copies_refused<ckpt::DamagedCheckpoint>(good, last, 400, [&](const std::string& bad) {
+        write_file(path, bad);
+        const nlohmann::json read = ckpt::verify(last).to_json();
+        // Only damage that leaves the JSON's content as written (blanks between tokens) passes.
+        CHECK(read == expected);
+        ++accepted;
+      });
+  CHECK(refused + accepted == 400);
+  CHECK(refused >= 360);
+
+  // One changed digit in a counter, the JSON still well-formed, is found by the checksum.
+  std::string bumped = good;
+  const auto at = bumped.find("\"batches\": 128");
+  REQUIRE(at != std::string::npos);
+  bumped.replace(at, 14, "\"batches\": 129");
+  write_file(path, bumped);
+  CHECK_THAT(damage_of(last), Catch::Contains("metadata.json fails its checksum"));
+
+  // A checkpoint from before metadata carried a checksum still verifies.
+  nlohmann::json older = nlohmann::json::parse(good);
+  REQUIRE(older.erase("metadata_crc32") == 1);
+  write_file(path, older.dump(2));
+  CHECK(ckpt::verify(last).to_json() == expected);
 }
 
 TEST_CASE("resume falls back from a damaged newest checkpoint, with a warning", "[checkpoint]") {

@@ -79,6 +79,10 @@ TEST_CASE("checkpoint metadata of the wrong shape is a damaged checkpoint naming
   json["validation"] = {1, 2};
   CHECK_THROWS_WITH(ckpt::Metadata::from_json(json, "ckpt/metadata.json"),
                     Catch::Contains("ckpt/metadata.json: 'validation' is [1,2], not metrics"));
+  json["validation"] = nlohmann::json::object();
+  json["files"] = {{"model_0.pt", 5}};
+  CHECK_THROWS_WITH(ckpt::Metadata::from_json(json, "ckpt/metadata.json"),
+                    Catch::Contains("the entry of file 'model_0.pt' is 5, not its size and crc32"));
   json.erase("files");
   CHECK_THROWS_WITH(ckpt::Metadata::from_json(json, "ckpt/metadata.json"),
                     Catch::Contains("ckpt/metadata.json lacks its file list"));

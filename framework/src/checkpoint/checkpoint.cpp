@@ -14,6 +14,15 @@ using util::first_line;
 
 namespace {
 
+// metadata.json's key for the CRC-32 of the compact dump of the rest of it, so that damage to the
+// metadata itself (a digit of a counter) is found as damage to the other files is.
+constexpr const char* kOwnChecksum = "metadata_crc32";
+
+nlohmann::json with_own_checksum(nlohmann::json meta) {
+  meta[kOwnChecksum] = crc32_hex(meta.dump());
+  return meta;
+}
+
 std::string indexed(const char* stem, size_t i, const char* extension = "pt") {
   return fmt::format("{}_{}.{}", stem, i, extension);
 }
@@ -231,7 +240,8 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
     metadata.parts = part_names(contents);
     metadata.cuda_devices = cuda_devices().size();
     metadata.files = files;
-    write_durably(util::join(tmp, "metadata.json"), metadata.to_json().dump(2) + "\n");
+    write_durably(util::join(tmp, "metadata.json"),
+                  with_own_checksum(metadata.to_json()).dump(2) + "\n");
     fsync_path(tmp);
     util::replace_directory(tmp, final_dir);
     fsync_path(checkpoints);
@@ -254,6 +264,16 @@ Metadata metadata(const std::string& dir) {
   } catch (const std::exception& e) {
     throw DamagedCheckpoint(fmt::format(
         "checkpoint {}: metadata.json is missing or unreadable ({})", dir, first_line(e)));
+  }
+  // Checkpoints written before metadata carried its own checksum have none to check.
+  if (meta.is_object() && meta.contains(kOwnChecksum)) {
+    const nlohmann::json written = meta[kOwnChecksum];
+    meta.erase(kOwnChecksum);
+    if (written != crc32_hex(meta.dump())) {
+      throw DamagedCheckpoint(
+          fmt::format("checkpoint {}: metadata.json fails its checksum (crc32 {}, it says {})", dir,
+                      crc32_hex(meta.dump()), written.dump()));
+    }
   }
   return Metadata::from_json(meta, "checkpoint " + dir + ": metadata.json");
 }

@@ -92,6 +92,10 @@ void DurableFile::finish() {
 
 std::string DurableFile::crc32_hex() const { return hex(crc_); }
 
+std::string crc32_hex(const std::string& bytes) {
+  return hex(crc32_update(crc32(0L, Z_NULL, 0), bytes.data(), bytes.size()));
+}
+
 void write_durably(const std::string& path, const std::vector<char>& bytes) {
   DurableFile file(path);
   file.write(bytes.data(), bytes.size());

@@ -50,6 +50,9 @@ struct FileSum {
 };
 FileSum sum_file(const std::string& path);
 
+// CRC-32 (zlib's) of `bytes`, as 8 lowercase hex digits.
+std::string crc32_hex(const std::string& bytes);
+
 // Atomically replaces `path` with `text` (temporary file, fsync, rename, fsync of the directory).
 void replace_atomically(const std::string& path, const std::string& text);
 

@@ -123,6 +123,16 @@ Metadata Metadata::from_json(const nlohmann::json& json, const std::string& path
   read(json, "parts", m.parts, path);
   read(json, "cuda_devices", m.cuda_devices, path);
   read(json, "files", m.files, path);
+  for (const auto& [name, entry] : m.files.items()) {
+    const bool has_size =
+        entry.is_object() && entry.contains("size") &&
+        (entry["size"].is_number_unsigned() ||
+         (entry["size"].is_number_integer() && entry["size"].get<int64_t>() >= 0));
+    if (!has_size || !entry.contains("crc32") || !entry["crc32"].is_string()) {
+      throw DamagedCheckpoint(fmt::format(
+          "{}: the entry of file '{}' is {}, not its size and crc32", path, name, entry.dump()));
+    }
+  }
   return m;
 }
 
