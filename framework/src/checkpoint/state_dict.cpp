@@ -7,6 +7,7 @@
 
 #include <crucible/errors.h>
 
+#include "checkpoint/zip_layout.h"
 #include "util/error_text.h"
 
 namespace crucible::checkpoint {
@@ -34,6 +35,7 @@ NamedTensors state_dict(const torch::nn::Module& module) {
 
 void load_state_dict(torch::nn::Module& module, const std::vector<char>& bytes,
                      const std::string& source) {
+  check_zip_layout(std::string_view(bytes.data(), bytes.size()), source);
   c10::IValue value;
   try {
     value = torch::pickle_load(bytes);

@@ -11,6 +11,8 @@
 
 #include <crucible/errors.h>
 
+#include "checkpoint/zip_layout.h"
+
 namespace crucible::checkpoint {
 
 namespace {
@@ -272,6 +274,7 @@ NamedTensors read_safetensors(const std::string& bytes, const std::string& sourc
 }
 
 NamedTensors read_torch_dict(const std::string& bytes, const std::string& source) {
+  check_zip_layout(bytes, source);
   c10::IValue value;
   try {
     value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
