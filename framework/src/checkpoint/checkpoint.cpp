@@ -269,10 +269,11 @@ Metadata metadata(const std::string& dir) {
   if (meta.is_object() && meta.contains(kOwnChecksum)) {
     const nlohmann::json written = meta[kOwnChecksum];
     meta.erase(kOwnChecksum);
-    if (written != crc32_hex(meta.dump())) {
+    const std::string actual = crc32_hex(meta.dump());
+    if (written != actual) {
       throw DamagedCheckpoint(
           fmt::format("checkpoint {}: metadata.json fails its checksum (crc32 {}, it says {})", dir,
-                      crc32_hex(meta.dump()), written.dump()));
+                      actual, written.dump()));
     }
   }
   return Metadata::from_json(meta, "checkpoint " + dir + ": metadata.json");

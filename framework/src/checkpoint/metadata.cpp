@@ -124,11 +124,10 @@ Metadata Metadata::from_json(const nlohmann::json& json, const std::string& path
   read(json, "cuda_devices", m.cuda_devices, path);
   read(json, "files", m.files, path);
   for (const auto& [name, entry] : m.files.items()) {
-    const bool has_size =
-        entry.is_object() && entry.contains("size") &&
-        (entry["size"].is_number_unsigned() ||
-         (entry["size"].is_number_integer() && entry["size"].get<int64_t>() >= 0));
-    if (!has_size || !entry.contains("crc32") || !entry["crc32"].is_string()) {
+    const bool well_formed = entry.is_object() && entry.contains("size") &&
+                             entry["size"].is_number_integer() && entry["size"] >= 0 &&
+                             entry.contains("crc32") && entry["crc32"].is_string();
+    if (!well_formed) {
       throw DamagedCheckpoint(fmt::format(
           "{}: the entry of file '{}' is {}, not its size and crc32", path, name, entry.dump()));
     }

@@ -91,9 +91,10 @@ void check_zip_layout(std::string_view bytes, const std::string& source) {
     const uint64_t end64 = b.le(locator + 8, 8);
     b.require_within(end64, kEnd64Size, 0, locator, "the zip64 end record");
     if (b.le(end64, 4) != kEnd64) b.fail("the zip64 end record has no signature");
-    entries = b.le(end64 + 32, 8);
-    directory_size = b.le(end64 + 40, 8);
-    directory = b.le(end64 + 48, 8);
+    // As miniz reads it: a zip64 value stands in only for a 32-bit field that is all ones.
+    if (entries == 0xFFFF) entries = b.le(end64 + 32, 8);
+    if (directory_size == 0xFFFFFFFF) directory_size = b.le(end64 + 40, 8);
+    if (directory == 0xFFFFFFFF) directory = b.le(end64 + 48, 8);
     directory_end_limit = end64;
   }
   b.require_within(directory, directory_size, 0, directory_end_limit, "the central directory");
