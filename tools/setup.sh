@@ -13,7 +13,7 @@ packages=(
   build-essential cmake ccache
   libtorch-dev libgloo-dev libopenblas0-pthread
   libyaml-cpp-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
-  catch2 python3-torch openmpi-bin
+  catch2 python3-torch python3-protobuf python3-crcmod openmpi-bin
   slurmd slurmctld slurm-client munge
   dataset-fashion-mnist
 )

@@ -45,10 +45,11 @@ else
   flavor=trixie
   components="main"
   # Beside the libraries, what the suite runs: Python with torch and safetensors (the weight
-  # tests), Open MPI and Slurm (the launcher tests), the dataset (the end-to-end tests).
+  # tests), protobuf and crcmod (the TensorBoard test), Open MPI and Slurm (the launcher tests),
+  # the dataset (the end-to-end tests).
   packages=("${common[@]}" libtorch-dev libgloo-dev libopenblas0-pthread python3-torch
-            python3-safetensors openmpi-bin slurmd slurmctld slurm-client munge
-            dataset-fashion-mnist)
+            python3-safetensors python3-protobuf python3-crcmod openmpi-bin slurmd slurmctld
+            slurm-client munge dataset-fashion-mnist)
   configure_args=()
 fi
 rootfs=$cache/$flavor-root

@@ -11,7 +11,6 @@
 #include "checkpoint/checkpoint.h"
 #include "distributed/backend.h"
 #include "distributed/collectives.h"
-#include "metrics/jsonl_sink.h"
 #include "train/checkpointer.h"
 #include "train/reporter.h"
 #include "train/run_start.h"
@@ -296,7 +295,7 @@ class FitLoop {
     checkpointer_ = std::make_unique<Checkpointer>(config_, factory_, run_, dist_, logger_);
     if (dist_.is_chief()) checkpointer_->track_existing();
     if (!start.resume_from.empty()) restore(start.resume_from);
-    if (dist_.is_chief()) reporter_.open(run_.metrics_file(), &logger_);
+    if (dist_.is_chief()) reporter_.open(run_, &logger_);
   }
 
   // Continues from checkpoint `dir`: the trial's contents, the fit's state, the pending
@@ -327,7 +326,7 @@ class FitLoop {
     state_.checkpointed_at = state_.batches;
     state_.checkpoint_validated = saved.validated_at == state_.batches;
     state_.last_checkpoint = dir;
-    if (dist_.is_chief()) metrics::truncate_metrics_file(run_.metrics_file(), state_.batches);
+    if (dist_.is_chief()) run_.keep_reports_until(state_.batches);
     const int64_t bpe = train_loader_.batches_per_epoch();
     train_loader_.seek({state_.batches / bpe, state_.batches % bpe});
     logger_.info(fmt::format("continuing from {} at batch {}", dir, state_.batches));

@@ -9,11 +9,13 @@
 #include "metrics/jsonl_sink.h"
 #include "metrics/log_sink.h"
 #include "metrics/metric_name.h"
+#include "metrics/tensorboard_sink.h"
 
 namespace crucible::train {
 
-void Reporter::open(const std::string& metrics_file, util::Logger* logger) {
-  sinks_.add(std::make_unique<metrics::JsonlSink>(metrics_file));
+void Reporter::open(const RunDir& run, util::Logger* logger) {
+  sinks_.add(std::make_unique<metrics::JsonlSink>(run.metrics_file()));
+  sinks_.add(std::make_unique<metrics::TensorBoardSink>(run.tensorboard_dir()));
   sinks_.add(std::make_unique<metrics::LogSink>(logger));
 }
 

@@ -14,6 +14,7 @@
 #include "metrics/report.h"
 #include "metrics/sink.h"
 #include "train/fit_state.h"
+#include "train/run_dir.h"
 #include "util/logger.h"
 
 namespace crucible::train {
@@ -31,8 +32,9 @@ class Reporter {
   // Batches per epoch, for naming the epoch of a batch in messages.
   void set_epoch_len(int64_t epoch_len) { epoch_len_ = epoch_len; }
 
-  // Starts writing reports to `metrics_file` (appended) and `logger`. Only the chief calls it.
-  void open(const std::string& metrics_file, util::Logger* logger);
+  // Starts writing reports to the metrics.jsonl and the TensorBoard event file of `run`
+  // (appended) and to `logger`. Only the chief calls it.
+  void open(const RunDir& run, util::Logger* logger);
   // Feeds every later report to `sink` as well.
   void add_sink(std::unique_ptr<metrics::MetricSink> sink) { sinks_.add(std::move(sink)); }
 

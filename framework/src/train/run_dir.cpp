@@ -20,12 +20,19 @@
 #include "checkpoint/file_io.h"
 #include "config/diff.h"
 #include "config/paths.h"
+#include "metrics/jsonl_sink.h"
+#include "metrics/tensorboard_sink.h"
 #include "plugin/loader.h"
 #include "util/file_system.h"
 
 namespace crucible::train {
 
 std::string RunDir::checkpoints() const { return checkpoint::checkpoints_dir(path); }
+
+void RunDir::keep_reports_until(int64_t batches) const {
+  metrics::truncate_metrics_file(metrics_file(), batches);
+  metrics::truncate_tensorboard(tensorboard_dir(), batches);
+}
 
 std::string new_run_id() {
   const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());

@@ -11,13 +11,20 @@
 namespace crucible::train {
 
 // A run directory: <host_path>/<name>/<run-id>/ holding config.yaml (the resolved config),
-// trainer.log, metrics.jsonl, checkpoints/ and trial_library (plugin::kTrialLibraryFile).
+// trainer.log, metrics.jsonl, tensorboard/, checkpoints/ and trial_library
+// (plugin::kTrialLibraryFile).
 struct RunDir {
   std::string path;
   std::string config_file() const { return path + "/config.yaml"; }
   std::string log_file() const { return path + "/trainer.log"; }
   std::string metrics_file() const { return path + "/metrics.jsonl"; }
+  std::string tensorboard_dir() const { return path + "/tensorboard"; }
   std::string checkpoints() const;  // checkpoint::checkpoints_dir(path)
+
+  // Drops the reports of batches after `batches` (-1: every report) from metrics.jsonl and the
+  // TensorBoard event file, with a torn tail a kill left; a run resuming from the checkpoint of
+  // `batches` then writes each report once. Throws TrainingError naming the file on failure.
+  void keep_reports_until(int64_t batches) const;
 };
 
 // A new run id: the UTC time and 16 random bits, "20261123-193509-1a2b".

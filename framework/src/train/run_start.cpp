@@ -10,7 +10,6 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_io.h"
 #include "config/diff.h"
-#include "metrics/jsonl_sink.h"
 #include "util/file_system.h"
 
 namespace crucible::train {
@@ -108,7 +107,7 @@ void restart_from_beginning(const ExperimentConfig& config, const RunDir& run,
                             util::Logger& logger) {
   logger.info(run.path +
               " has no checkpoint (it stopped before its first): training from the beginning");
-  metrics::truncate_metrics_file(run.metrics_file(), -1);
+  run.keep_reports_until(-1);
   checkpoint::replace_atomically(run.config_file(), to_yaml(config));
 }
 

@@ -4,11 +4,15 @@
 
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "catch.h"
+
+#include "metrics/tensorboard_sink.h"
 
 #include "process.h"
 
@@ -63,9 +67,23 @@ inline std::string resaved_optimizer(const std::string& file, torch::optim::Opti
   return bytes.str();
 }
 
+// The TensorBoard scalars of `run`, (step, tag, value) in the order written, without the timing
+// ones (which differ between equal runs).
+inline std::vector<std::tuple<int64_t, std::string, float>> tensorboard_scalars(
+    const std::string& run) {
+  std::vector<std::tuple<int64_t, std::string, float>> out;
+  const std::string file = metrics::event_file_in(run + "/tensorboard");
+  for (const auto& event : metrics::read_event_file(file)) {
+    for (const auto& s : event.scalars) {
+      if (s.tag.rfind("timing/", 0) != 0) out.emplace_back(event.step, s.tag, s.value);
+    }
+  }
+  return out;
+}
+
 // Asserts that two finished runs end bitwise identical: every file of the final checkpoint
 // (written after `final_batches` batches: weights, generator states, trial state), the
-// optimizers' states, and every metrics row.
+// optimizers' states, every metrics row and every TensorBoard scalar but the timing.
 inline void check_same_end(const std::string& reference, const std::string& run,
                            int64_t final_batches = 128) {
   const std::string last = "/checkpoints/batch-" + fmt::format("{:010d}", final_batches) + "/";
@@ -86,6 +104,10 @@ inline void check_same_end(const std::string& reference, const std::string& run,
   CHECK(same_sgd);
   CHECK(adam_a.state().size() == 4);  // Adam's moments for each of the 4 parameter tensors
   CHECK(read_file(run + "/metrics.jsonl") == read_file(reference + "/metrics.jsonl"));
+  const auto scalars = tensorboard_scalars(run);
+  CHECK(scalars.size() > 20);
+  const bool same_scalars = scalars == tensorboard_scalars(reference);
+  CHECK(same_scalars);
 }
 
 }  // namespace crucible::testing
