@@ -9,6 +9,7 @@
 #include "metrics/log_sink.h"
 #include "metrics/sink.h"
 #include "process.h"
+#include "resumable_run.h"
 
 using crucible::metrics::JsonlSink;
 using crucible::metrics::LogSink;
@@ -120,4 +121,49 @@ TEST_CASE("the log line carries the metrics and the timing", "[metrics]") {
                                    "loss=0.12346  (25.0 batches/s)"));
   CHECK_THAT(text, Catch::Contains("[validation] batch     200  epoch   2.00  validation_loss=0.5"
                                    "  (1.5s)"));
+}
+
+TEST_CASE("durations read as people write them", "[metrics]") {
+  using crucible::metrics::duration_text;
+  CHECK(duration_text(0.04) == "0.0s");
+  CHECK(duration_text(0.44) == "0.4s");
+  CHECK(duration_text(9.9) == "9.9s");
+  CHECK(duration_text(42.4) == "42s");
+  CHECK(duration_text(725) == "12m 05s");
+  CHECK(duration_text(3 * 3600 + 7 * 60 + 29) == "3h 07m");
+  CHECK(duration_text(-3) == "0.0s");
+}
+
+TEST_CASE("a training line gives the time left when it is known", "[metrics]") {
+  TempDir tmp;
+  const std::string log = tmp / "trainer.log";
+  {
+    crucible::util::Logger logger;
+    logger.open(log, /*console=*/false);
+    LogSink sink(&logger);
+    Report r = training_report(200, 0.5, 4);
+    r.seconds_left = 725;
+    sink.write(r);
+  }
+  CHECK_THAT(read_file(log), Catch::Contains("loss=0.5  (25.0 batches/s, 12m 05s left)"));
+}
+
+TEST_CASE("a fit's log estimates the time left and ends with a summary", "[metrics]") {
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  const auto fit =
+      run_command(kTrainer + " fit " + resumable_config(tmp, 0) + " --quiet --output " + run);
+  INFO(fit.output);
+  REQUIRE(fit.exit_code == 0);
+  const std::string log = read_file(run + "/trainer.log");
+  // Training lines before max_length (reports every 7 batches, the end at 128) estimate the rest.
+  const size_t at = log.find("[training  ] batch     126 ");
+  REQUIRE(at != std::string::npos);
+  CHECK_THAT(log.substr(at, log.find('\n', at) - at), Catch::EndsWith("s left)"));
+  CHECK_THAT(log, Catch::Contains("done: 128 batches; run directory " + run +
+                                  "\n"
+                                  "  this process: 128 batches in "));
+  CHECK_THAT(log, Catch::Contains("\n  last validation, at batch 128: validation_loss="));
+  CHECK_THAT(log, Catch::Contains("\n  best validation_loss: "));
+  CHECK_THAT(log, Catch::Contains("\n  TensorBoard: tensorboard --logdir " + run));
 }

@@ -13,7 +13,9 @@ void LogSink::write(const Report& report) {
   if (!report.reason.empty()) {
     line += report.reason;
   } else if (report.batches_per_second) {
-    line += fmt::format("  ({:.1f} batches/s)", *report.batches_per_second);
+    line += fmt::format("  ({:.1f} batches/s", *report.batches_per_second);
+    if (report.seconds_left) line += ", " + duration_text(*report.seconds_left) + " left";
+    line += ")";
   } else {
     line += fmt::format("  ({:.1f}s)", report.seconds);
   }

@@ -1,5 +1,10 @@
 #include "metrics/report.h"
 
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
 #include "util/name_table.h"
 
 namespace crucible::metrics {
@@ -9,6 +14,15 @@ const char* name_of(ReportKind kind) {
                                                  {ReportKind::kValidation, "validation"},
                                                  {ReportKind::kStopped, "stopped"}};
   return names.name(kind);
+}
+
+std::string duration_text(double seconds) {
+  seconds = std::max(seconds, 0.0);
+  if (seconds < 9.95) return fmt::format("{:.1f}s", seconds);
+  const auto s = static_cast<int64_t>(std::llround(seconds));
+  if (s < 60) return fmt::format("{}s", s);
+  if (s < 3600) return fmt::format("{}m {:02}s", s / 60, s % 60);
+  return fmt::format("{}h {:02}m", s / 3600, s % 3600 / 60);
 }
 
 }  // namespace crucible::metrics

@@ -35,7 +35,13 @@ struct Report {
   // over them.
   double seconds = 0;
   std::optional<double> batches_per_second;
+  // Training: the estimated seconds until max_length, at the mean pace of this process's batches
+  // so far (validation and checkpoints included); nullopt when there is no estimate.
+  std::optional<double> seconds_left;
   std::string reason;  // kStopped: why
 };
+
+// `seconds` for people: "0.4s", "42s", "12m 05s", "3h 07m".
+std::string duration_text(double seconds);
 
 }  // namespace crucible::metrics

@@ -67,8 +67,9 @@ class FitLoop {
     result.batches_trained = state_.batches;
     result.last_validation = state_.last_validation;
     result.last_checkpoint = state_.last_checkpoint;
-    logger_.info(fmt::format("{}: {} batches; run directory {}",
-                             result.stopped ? "stopped" : "done", state_.batches, run_.path));
+    logger_.info(fmt::format("{}: {} batches; run directory {}\n{}",
+                             result.stopped ? "stopped" : "done", state_.batches, run_.path,
+                             reporter_.summary(state_, run_.path)));
     return result;
   }
 
@@ -95,7 +96,7 @@ class FitLoop {
 
   // Returns true when a signal stopped training early (a trial's request sets stop_reason_).
   bool train() {
-    reporter_.restart_clock();
+    reporter_.start_training(state_.batches);
     if (config_.perform_initial_validation && state_.batches == 0 && state_.validated_at != 0) {
       validate();
     }
@@ -239,13 +240,13 @@ class FitLoop {
                         reporter_.training_state());
     each_callback("on_checkpoint_end",
                   [&](Callback& c) { c.on_checkpoint_end(state_.last_checkpoint); });
-    reporter_.exclude_time(std::chrono::steady_clock::now() - started);
+    reporter_.checkpoint_took(std::chrono::steady_clock::now() - started);
   }
 
   // One training batch, one validation batch, a checkpoint saved and restored.
   void test_mode() {
     logger_.info("test mode: 1 training batch, 1 validation batch, checkpoint round trip");
-    reporter_.restart_clock();
+    reporter_.start_training(state_.batches);
     train_one();
     report_training();
     validate(1);
@@ -289,8 +290,8 @@ class FitLoop {
     train_loader_.set_device(session_->state().device);
     schedule_ = Schedule::make(config_, train_loader_.batches_per_epoch());
     session_->state().epoch_len = schedule_.epoch_len;
-    reporter_.set_epoch_len(schedule_.epoch_len);
     max_batches_ = schedule_.to_batches(config_.max_length);
+    reporter_.set_length(schedule_.epoch_len, max_batches_);
 
     checkpointer_ = std::make_unique<Checkpointer>(config_, factory_, run_, dist_, logger_);
     if (dist_.is_chief()) checkpointer_->track_existing();

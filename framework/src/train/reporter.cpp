@@ -19,14 +19,26 @@ void Reporter::open(const RunDir& run, util::Logger* logger) {
   sinks_.add(std::make_unique<metrics::LogSink>(logger));
 }
 
+void Reporter::start_training(int64_t batches) {
+  restart_clock();
+  started_ = since_;
+  started_at_ = batches;
+}
+
 void Reporter::report_training(const FitState& state, const metrics::Progress& progress) {
   if (training_.empty()) return;
   const MetricValues values = metrics::average_across_ranks(dist_, training_.peek());
   const auto now = std::chrono::steady_clock::now();
   const double elapsed = std::chrono::duration<double>(now - since_).count();
   since_ = now;
+  std::optional<double> left;
+  const int64_t done = progress.batches - started_at_;
+  if (done > 0 && max_batches_ > progress.batches) {
+    left = std::chrono::duration<double>(now - started_).count() / static_cast<double>(done) *
+           static_cast<double>(max_batches_ - progress.batches);
+  }
   sinks_.write({metrics::ReportKind::kTraining, progress, values, elapsed,
-                static_cast<double>(training_.batches()) / elapsed, ""});
+                static_cast<double>(training_.batches()) / elapsed, left, ""});
   check_finite(values, state);
   training_.reset();
 }
@@ -58,13 +70,16 @@ void Reporter::check_finite(const MetricValues& values, const FitState& state) c
 
 void Reporter::report_validation(FitState& state, const MetricValues& values, double seconds,
                                  const metrics::Progress& progress) {
-  sinks_.write({metrics::ReportKind::kValidation, progress, values, seconds, std::nullopt, ""});
+  sinks_.write({metrics::ReportKind::kValidation, progress, values, seconds, std::nullopt,
+                std::nullopt, ""});
+  validation_seconds_ += seconds;
   state.last_validation = values;
   state.validated_at = state.batches;
 }
 
 void Reporter::report_stop(const metrics::Progress& progress, const std::string& reason) {
-  sinks_.write({metrics::ReportKind::kStopped, progress, {}, 0, std::nullopt, reason});
+  sinks_.write(
+      {metrics::ReportKind::kStopped, progress, {}, 0, std::nullopt, std::nullopt, reason});
 }
 
 bool Reporter::record_best(FitState& state) const {
@@ -81,6 +96,25 @@ bool Reporter::record_best(FitState& state) const {
       !state.best_metric || (smaller ? metric < *state.best_metric : metric > *state.best_metric);
   if (best) state.best_metric = metric;
   return best;
+}
+
+std::string Reporter::summary(const FitState& state, const std::string& run_dir) const {
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  const int64_t batches = state.batches - started_at_;
+  std::string text = fmt::format(
+      "  this process: {} batches in {} ({:.1f} batches/s), of which validation {} and "
+      "checkpoints {}",
+      batches, metrics::duration_text(seconds), seconds > 0 ? batches / seconds : 0.0,
+      metrics::duration_text(validation_seconds_), metrics::duration_text(checkpoint_seconds_));
+  if (state.validated_at >= 0) {
+    text += fmt::format("\n  last validation, at batch {}:", state.validated_at);
+    for (const auto& [name, v] : state.last_validation) text += fmt::format(" {}={:.5g}", name, v);
+  }
+  if (state.best_metric) {
+    text += fmt::format("\n  best {}: {:.5g}", config_.searcher.metric, *state.best_metric);
+  }
+  return text + "\n  TensorBoard: tensorboard --logdir " + run_dir;
 }
 
 }  // namespace crucible::train

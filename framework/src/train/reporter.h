@@ -29,8 +29,15 @@ class Reporter {
         dist_(dist),
         training_(config.optimizations.non_finite == NonFinitePolicy::kSkip) {}
 
-  // Batches per epoch, for naming the epoch of a batch in messages.
-  void set_epoch_len(int64_t epoch_len) { epoch_len_ = epoch_len; }
+  // Batches per epoch (for naming the epoch of a batch in messages) and the batch count training
+  // ends at (for the estimate of the time left).
+  void set_length(int64_t epoch_len, int64_t max_batches) {
+    epoch_len_ = epoch_len;
+    max_batches_ = max_batches;
+  }
+  // Starts the clocks when this process begins training, with `batches` already trained (a
+  // resumed run's checkpoint).
+  void start_training(int64_t batches);
 
   // Starts writing reports to the metrics.jsonl and the TensorBoard event file of `run`
   // (appended) and to `logger`. Only the chief calls it.
@@ -44,16 +51,17 @@ class Reporter {
   }
   // Adds n to the training count `name` (reported as its sum over the period).
   void add_training_count(const std::string& name, int64_t n) { training_.add_count(name, n); }
-  // Reports the training means since the last report with the batches per second since then,
-  // on every rank; nothing when no batch was added. Throws TrainingError, after reporting, when
-  // a mean is not finite (unless optimizations.non_finite is skip), naming the metric, the first
-  // batch with a non-finite value, its epoch and state.last_good_checkpoint().
+  // Reports the training means since the last report with the batches per second since then
+  // and the estimated time left, on every rank; nothing when no batch was added. Throws
+  // TrainingError, after reporting, when a mean is not finite (unless optimizations.non_finite is
+  // skip), naming the metric, the first batch with a non-finite value, its epoch and
+  // state.last_good_checkpoint().
   void report_training(const FitState& state, const metrics::Progress& progress);
   // Throws as report_training would, without reporting; every rank calls it.
   void check_training_finite(const FitState& state) const;
 
   // Reports validation `values`, which took `seconds`, and records them in `state`
-  // (last_validation, validated_at).
+  // (last_validation, validated_at) and the seconds in the summary's.
   void report_validation(FitState& state, const MetricValues& values, double seconds,
                          const metrics::Progress& progress);
   // Reports that training stops before max_length, and why.
@@ -65,9 +73,17 @@ class Reporter {
 
   // Starts the throughput clock afresh (after time not spent training, when nothing is pending).
   void restart_clock() { since_ = std::chrono::steady_clock::now(); }
-  // Leaves time not spent training out of the pending report's throughput: the clock starts
-  // `elapsed` later.
-  void exclude_time(std::chrono::steady_clock::duration elapsed) { since_ += elapsed; }
+  // A checkpoint took `elapsed`: left out of the pending report's throughput (the clock starts
+  // that much later) and counted in the summary's checkpoint time.
+  void checkpoint_took(std::chrono::steady_clock::duration elapsed) {
+    since_ += elapsed;
+    checkpoint_seconds_ += std::chrono::duration<double>(elapsed).count();
+  }
+
+  // The end-of-run lines for the log, after "done: ...": this process's batches, wall time and
+  // pace with the time spent validating and checkpointing; the last validation's metrics; the
+  // best searcher metric; how to open `run_dir` in TensorBoard.
+  std::string summary(const FitState& state, const std::string& run_dir) const;
 
   // The pending training sums of this rank, for checkpoints; and back.
   nlohmann::json training_state() const { return training_.state(); }
@@ -80,8 +96,15 @@ class Reporter {
   const DistributedContext& dist_;
   metrics::TrainingAccumulator training_;
   int64_t epoch_len_ = 1;
+  int64_t max_batches_ = 0;
   metrics::MetricSinks sinks_;
   std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
+  // This process's training: when it began, at which batch, and its time validating and
+  // checkpointing.
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  int64_t started_at_ = 0;
+  double validation_seconds_ = 0;
+  double checkpoint_seconds_ = 0;
 };
 
 }  // namespace crucible::train
