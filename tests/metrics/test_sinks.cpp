@@ -58,6 +58,19 @@ struct RecordingSink : MetricSink {
   std::string name_;
 };
 
+// What a LogSink writes to a log file for `reports`.
+std::string logged(const std::vector<Report>& reports) {
+  TempDir tmp;
+  const std::string log = tmp / "trainer.log";
+  {
+    crucible::util::Logger logger;
+    logger.open(log, /*console=*/false);
+    LogSink sink(&logger);
+    for (const auto& r : reports) sink.write(r);
+  }
+  return read_file(log);
+}
+
 }  // namespace
 
 TEST_CASE("every sink gets every report, in the order the sinks were added", "[metrics]") {
@@ -107,16 +120,8 @@ TEST_CASE("a metrics file that cannot be opened is an error naming it", "[metric
 }
 
 TEST_CASE("the log line carries the metrics and the timing", "[metrics]") {
-  TempDir tmp;
-  const std::string log = tmp / "trainer.log";
-  {
-    crucible::util::Logger logger;
-    logger.open(log, /*console=*/false);
-    LogSink sink(&logger);
-    sink.write(training_report(200, 0.123456, 4));
-    sink.write(validation_report(200, 2.0, 1.5));
-  }
-  const std::string text = read_file(log);
+  const std::string text =
+      logged({training_report(200, 0.123456, 4), validation_report(200, 2.0, 1.5)});
   CHECK_THAT(text, Catch::Contains("[training  ] batch     200  epoch  20.00  accuracy=0.5 "
                                    "loss=0.12346  (25.0 batches/s)"));
   CHECK_THAT(text, Catch::Contains("[validation] batch     200  epoch   2.00  validation_loss=0.5"
@@ -135,26 +140,14 @@ TEST_CASE("durations read as people write them", "[metrics]") {
 }
 
 TEST_CASE("a training line gives the time left when it is known", "[metrics]") {
-  TempDir tmp;
-  const std::string log = tmp / "trainer.log";
-  {
-    crucible::util::Logger logger;
-    logger.open(log, /*console=*/false);
-    LogSink sink(&logger);
-    Report r = training_report(200, 0.5, 4);
-    r.seconds_left = 725;
-    sink.write(r);
-  }
-  CHECK_THAT(read_file(log), Catch::Contains("loss=0.5  (25.0 batches/s, 12m 05s left)"));
+  Report r = training_report(200, 0.5, 4);
+  r.seconds_left = 725;
+  CHECK_THAT(logged({r}), Catch::Contains("loss=0.5  (25.0 batches/s, 12m 05s left)"));
 }
 
 TEST_CASE("a fit's log estimates the time left and ends with a summary", "[metrics]") {
   TempDir tmp;
-  const std::string run = tmp / "run";
-  const auto fit =
-      run_command(kTrainer + " fit " + resumable_config(tmp, 0) + " --quiet --output " + run);
-  INFO(fit.output);
-  REQUIRE(fit.exit_code == 0);
+  const std::string run = finished_resumable_run(tmp);
   const std::string log = read_file(run + "/trainer.log");
   // Training lines before max_length (reports every 7 batches, the end at 128) estimate the rest.
   const size_t at = log.find("[training  ] batch     126 ");

@@ -138,11 +138,7 @@ TEST_CASE("a TensorBoard directory that cannot be made is an error naming it",
 TEST_CASE("Python's protobuf reads a run's TensorBoard scalars as metrics.jsonl has them",
           "[metrics][tensorboard]") {
   TempDir tmp;
-  const std::string run = tmp / "run";
-  const auto fit =
-      run_command(kTrainer + " fit " + resumable_config(tmp, 0) + " --quiet --output " + run);
-  INFO(fit.output);
-  REQUIRE(fit.exit_code == 0);
+  const std::string run = finished_resumable_run(tmp);
   const std::string file = event_file_in(run + "/tensorboard");
   REQUIRE(!file.empty());
   const auto py = run_command(std::string(CRUCIBLE_PYTHON) + " " + CRUCIBLE_SOURCE_DIR +

@@ -39,6 +39,17 @@ reproducibility: {experiment_seed: 11}
   return path;
 }
 
+// Runs resumable_config(dir, 0) to its end in `dir`/run with `trainer fit --quiet` and returns
+// that run directory; fails the calling test when the fit fails.
+inline std::string finished_resumable_run(const TempDir& dir) {
+  const std::string run = dir / "run";
+  const auto fit =
+      run_command(kTrainer + " fit " + resumable_config(dir, 0) + " --quiet --output " + run);
+  INFO(fit.output);
+  REQUIRE(fit.exit_code == 0);
+  return run;
+}
+
 // The name of the checkpoint `run/latest` points at ("" when none).
 inline std::string latest(const std::string& run) {
   std::string s = read_file(run + "/latest");
