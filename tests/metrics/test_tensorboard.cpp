@@ -9,6 +9,8 @@
 
 #include "catch.h"
 
+#include "damage.h"
+
 #include "metrics/event_file.h"
 #include "metrics/tensorboard_sink.h"
 #include "process.h"
@@ -44,6 +46,20 @@ std::vector<int64_t> steps_of(const std::vector<Event>& events) {
     if (e.file_version.empty()) steps.push_back(e.step);
   }
   return steps;
+}
+
+// Whether two events are the same, field by field.
+bool same_event(const Event& a, const Event& b) {
+  if (a.wall_time != b.wall_time || a.step != b.step || a.file_version != b.file_version ||
+      a.scalars.size() != b.scalars.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.scalars.size(); ++i) {
+    if (a.scalars[i].tag != b.scalars[i].tag || a.scalars[i].value != b.scalars[i].value) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -125,6 +141,43 @@ TEST_CASE("the sink's reports read back: a torn or damaged tail and later steps 
   events = read_event_file(file);
   REQUIRE(events.size() == 1);
   CHECK(events[0].file_version == "brain.Event:2");
+}
+
+TEST_CASE("every damaged copy of an event file reads as a prefix of its events",
+          "[metrics][tensorboard]") {
+  TempDir tmp;
+  const std::string dir = tmp / "tensorboard";
+  {
+    TensorBoardSink sink(dir);
+    for (int64_t b = 1; b <= 12; ++b) {
+      sink.write(report(b % 4 ? ReportKind::kTraining : ReportKind::kValidation, b, 1.0 / b));
+    }
+  }
+  const std::string file = event_file_in(dir);
+  const std::vector<Event> good = read_event_file(file);
+  REQUIRE(good.size() == 13);
+  const std::string bytes = read_file(file);
+  // Nothing is refused: a reader keeps the events before the damage, and so does truncation.
+  std::mt19937_64 rng(20261124);
+  for (int i = 0; i < 400; ++i) {
+    const std::string bad = damaged_copy(bytes, i, rng);
+    INFO("damage " << i);
+    write_file(file, bad);
+    const std::vector<Event> got = read_event_file(file);
+    REQUIRE(got.size() <= good.size());
+    for (size_t k = 0; k < got.size(); ++k) REQUIRE(same_event(got[k], good[k]));
+    if (bad.size() < bytes.size() && bytes.compare(0, bad.size(), bad) == 0) {
+      // A cut keeps exactly the records it leaves whole.
+      size_t whole = 0;
+      for (size_t at = 0; at < bad.size(); ++whole) {
+        at += 16 + crucible::metrics::encode_event(good[whole]).size();
+        if (at > bad.size()) break;
+      }
+      CHECK(got.size() == whole);
+    }
+    truncate_tensorboard(dir, 1000);
+    REQUIRE(read_event_file(file).size() == got.size());
+  }
 }
 
 TEST_CASE("a TensorBoard directory that cannot be made is an error naming it",
