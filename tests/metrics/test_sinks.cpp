@@ -1,6 +1,7 @@
 // The reporting seam: each report reaches every sink; metrics.jsonl holds only deterministic
 // values; the log line carries the timing.
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "catch.h"
@@ -147,7 +148,9 @@ TEST_CASE("a training line gives the time left when it is known", "[metrics]") {
 
 TEST_CASE("a fit's log estimates the time left and ends with a summary", "[metrics]") {
   TempDir tmp;
-  const std::string run = finished_resumable_run(tmp);
+  // 128 batches of at least 10 ms in train_batch; 10 checkpoints of at least 50 ms.
+  const std::string run =
+      finished_resumable_run(tmp, 10, " --set hyperparameters.save_delay_ms=50");
   const std::string log = read_file(run + "/trainer.log");
   // Training lines before max_length (reports every 7 batches, the end at 128) estimate the rest.
   const size_t at = log.find("[training  ] batch     126 ");
@@ -156,6 +159,13 @@ TEST_CASE("a fit's log estimates the time left and ends with a summary", "[metri
   CHECK_THAT(log, Catch::Contains("done: 128 batches; run directory " + run +
                                   "\n"
                                   "  this process: 128 batches in "));
+  // The time waiting for data leaves train_batch out; the checkpoints' time is theirs.
+  std::smatch times;
+  REQUIRE(std::regex_search(log, times,
+                            std::regex("waiting for data ([0-9.]+)s, validation ([0-9.]+)s and "
+                                       "checkpoints ([0-9.]+)s\n")));
+  CHECK(std::stod(times[1]) < 1.0);
+  CHECK(std::stod(times[3]) >= 0.5);
   CHECK_THAT(log, Catch::Contains("\n  last validation, at batch 128: validation_loss="));
   CHECK_THAT(log, Catch::Contains("\n  best validation_loss: "));
   CHECK_THAT(log, Catch::Contains("\n  TensorBoard: tensorboard --logdir " + run));

@@ -39,12 +39,13 @@ reproducibility: {experiment_seed: 11}
   return path;
 }
 
-// Runs resumable_config(dir, 0) to its end in `dir`/run with `trainer fit --quiet` and returns
-// that run directory; fails the calling test when the fit fails.
-inline std::string finished_resumable_run(const TempDir& dir) {
+// Runs resumable_config(dir, sleep_ms) to its end in `dir`/run with `trainer fit --quiet` and
+// `args`, and returns that run directory; fails the calling test when the fit fails.
+inline std::string finished_resumable_run(const TempDir& dir, int64_t sleep_ms = 0,
+                                          const std::string& args = "") {
   const std::string run = dir / "run";
-  const auto fit =
-      run_command(kTrainer + " fit " + resumable_config(dir, 0) + " --quiet --output " + run);
+  const auto fit = run_command(kTrainer + " fit " + resumable_config(dir, sleep_ms) + args +
+                               " --quiet --output " + run);
   INFO(fit.output);
   REQUIRE(fit.exit_code == 0);
   return run;

@@ -157,7 +157,9 @@ class FitLoop {
       each_callback("on_training_epoch_start",
                     [&](Callback& c) { c.on_training_epoch_start(epoch_idx); });
     }
+    const auto asked = std::chrono::steady_clock::now();
     Batch batch = call_trial(named("training data loader"), [&] { return train_loader_.next(); });
+    reporter_.data_took(std::chrono::steady_clock::now() - asked);
     Metrics m = call_trial([&] { return fmt::format("train_batch (batch {})", batch_idx); },
                            [&] {
                              const AutocastRegion autocast = session_->context().autocast(true);

@@ -103,10 +103,11 @@ std::string Reporter::summary(const FitState& state, const std::string& run_dir)
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   const int64_t batches = state.batches - started_at_;
   std::string text = fmt::format(
-      "  this process: {} batches in {} ({:.1f} batches/s), of which validation {} and "
-      "checkpoints {}",
+      "  this process: {} batches in {} ({:.1f} batches/s), of which waiting for data {}, "
+      "validation {} and checkpoints {}",
       batches, metrics::duration_text(seconds), seconds > 0 ? batches / seconds : 0.0,
-      metrics::duration_text(validation_seconds_), metrics::duration_text(checkpoint_seconds_));
+      metrics::duration_text(data_seconds_), metrics::duration_text(validation_seconds_),
+      metrics::duration_text(checkpoint_seconds_));
   if (state.validated_at >= 0) {
     text += fmt::format("\n  last validation, at batch {}:", state.validated_at);
     for (const auto& [name, v] : state.last_validation) text += fmt::format(" {}={:.5g}", name, v);

@@ -73,6 +73,10 @@ class Reporter {
 
   // Starts the throughput clock afresh (after time not spent training, when nothing is pending).
   void restart_clock() { since_ = std::chrono::steady_clock::now(); }
+  // The training loader took `elapsed` to hand over a batch: counted in the summary.
+  void data_took(std::chrono::steady_clock::duration elapsed) {
+    data_seconds_ += std::chrono::duration<double>(elapsed).count();
+  }
   // A checkpoint took `elapsed`: left out of the pending report's throughput (the clock starts
   // that much later) and counted in the summary's checkpoint time.
   void checkpoint_took(std::chrono::steady_clock::duration elapsed) {
@@ -81,8 +85,8 @@ class Reporter {
   }
 
   // The end-of-run lines for the log, after "done: ...": this process's batches, wall time and
-  // pace with the time spent validating and checkpointing; the last validation's metrics; the
-  // best searcher metric; how to open `run_dir` in TensorBoard.
+  // pace with the time spent waiting for training data, validating and checkpointing; the last
+  // validation's metrics; the best searcher metric; how to open `run_dir` in TensorBoard.
   std::string summary(const FitState& state, const std::string& run_dir) const;
 
   // The pending training sums of this rank, for checkpoints; and back.
@@ -99,10 +103,11 @@ class Reporter {
   int64_t max_batches_ = 0;
   metrics::MetricSinks sinks_;
   std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
-  // This process's training: when it began, at which batch, and its time validating and
-  // checkpointing.
+  // This process's training: when it began, at which batch, and its time waiting for data,
+  // validating and checkpointing.
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   int64_t started_at_ = 0;
+  double data_seconds_ = 0;
   double validation_seconds_ = 0;
   double checkpoint_seconds_ = 0;
 };
