@@ -9,13 +9,20 @@ numbers (event.proto, summary.proto). When the tensorboard package is installed,
 EventFileLoader reads the file as well and must find the same events. Prints one JSON list of
 {"wall_time", "step", "file_version", "scalars": {tag: value}}, then `tensorboard package:
 yes|no`. Exits 1 on a bad checksum, a torn record or a difference.
+
+The directories in CRUCIBLE_PYTHON_FALLBACK_PATH (colon-separated) are searched after the
+interpreter's own, for a machine whose Python lacks protobuf or crcmod (tools/gpu unpacks Debian's
+there).
 """
 import json
+import os
 import struct
 import sys
 
-import crcmod.predefined
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+sys.path.extend(p for p in os.environ.get("CRUCIBLE_PYTHON_FALLBACK_PATH", "").split(":") if p)
+
+import crcmod.predefined  # noqa: E402
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # noqa: E402
 
 CRC32C = crcmod.predefined.mkCrcFun("crc-32c")
 

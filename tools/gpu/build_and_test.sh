@@ -23,6 +23,14 @@ if [ ! -e /usr/share/datasets/fashion-mnist ]; then
   ln -s "$prefix/usr/share/datasets/fashion-mnist" /usr/share/datasets/fashion-mnist
 fi
 
+# The TensorBoard test reads event files with protobuf and crcmod: where the machine's Python
+# lacks them, Debian's are searched after its own (pure Python: any Python 3 runs them).
+if ! "$python" -c 'import google.protobuf, crcmod' 2>/dev/null; then
+  export CRUCIBLE_PYTHON_FALLBACK_PATH=$prefix/usr/lib/python3/dist-packages
+  "$python" -c 'import google.protobuf' 2>/dev/null ||
+    export PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python
+fi
+
 torch_prefix=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
 {
   echo "== machine"

@@ -8,7 +8,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=${1:-$root/.gpu-deps}
 packages=(
   libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev libfmt-dev libfmt9 catch2 zlib1g-dev
-  dataset-fashion-mnist
+  dataset-fashion-mnist python3-protobuf python3-crcmod
 )
 mkdir -p "$out"
 cd "$out"
