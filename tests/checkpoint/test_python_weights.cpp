@@ -15,7 +15,6 @@ namespace ckpt = crucible::checkpoint;
 
 namespace {
 
-const std::string kPython = CRUCIBLE_PYTHON;
 const std::string kReader = std::string(CRUCIBLE_SOURCE_DIR) + "/tests/checkpoint/read_weights.py";
 
 // Python's name of a dtype.

@@ -8,9 +8,6 @@ using namespace crucible::testing;
 
 namespace {
 
-const std::string kConfigs = std::string(CRUCIBLE_SOURCE_DIR) + "/configs";
-const std::string kPython = CRUCIBLE_PYTHON;
-
 // The Fashion-MNIST CNN fitted for `batches` batches into <tmp>/run with `args`, the last
 // validation metrics of its metrics.jsonl, and what `trainer validate` and `trainer predict`
 // (into <tmp>/p.pt) of its final checkpoint print.

@@ -10,8 +10,6 @@ using namespace crucible::testing;
 
 namespace {
 
-const std::string kConfigs = std::string(CRUCIBLE_SOURCE_DIR) + "/configs";
-
 CommandResult trainer(const std::string& args) { return run_command(kTrainer + " " + args); }
 
 // An experiment file in `dir` for a trial of the test library.

@@ -17,7 +17,7 @@ const std::string kFashion = "/usr/share/datasets/fashion-mnist";
 void python(const std::string& dir, const std::string& code) {
   const std::string script = dir + "/make.py";
   write_file(script, "import gzip, json, struct, sys\nimport torch\n" + code);
-  const CommandResult r = run_command(std::string(CRUCIBLE_PYTHON) + " " + script + " " + dir);
+  const CommandResult r = run_command(kPython + " " + script + " " + dir);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
 }

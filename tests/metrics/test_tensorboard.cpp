@@ -194,7 +194,7 @@ TEST_CASE("Python's protobuf reads a run's TensorBoard scalars as metrics.jsonl 
   const std::string run = finished_resumable_run(tmp);
   const std::string file = event_file_in(run + "/tensorboard");
   REQUIRE(!file.empty());
-  const auto py = run_command(std::string(CRUCIBLE_PYTHON) + " " + CRUCIBLE_SOURCE_DIR +
+  const auto py = run_command(kPython + " " + CRUCIBLE_SOURCE_DIR +
                               "/tests/metrics/read_tensorboard.py " + file);
   INFO(py.output);
   REQUIRE(py.exit_code == 0);

@@ -30,6 +30,14 @@ namespace util = crucible::util;
 // The `trainer` this build made.
 inline const std::string kTrainer = std::string(CRUCIBLE_BIN_DIR) + "/trainer";
 #endif
+#ifdef CRUCIBLE_SOURCE_DIR
+// The repository's experiment files.
+inline const std::string kConfigs = std::string(CRUCIBLE_SOURCE_DIR) + "/configs";
+#endif
+#ifdef CRUCIBLE_PYTHON
+// The Python that imports torch, which the tests read Crucible's files with.
+inline const std::string kPython = CRUCIBLE_PYTHON;
+#endif
 
 struct CommandResult {
   int exit_code = -1;

@@ -74,7 +74,7 @@ TEST_CASE("Adadelta's updates match torch.optim.Adadelta's", "[trials][adadelta]
   constexpr int kSteps = 7;
   json problem = kProblem;
   problem["steps"] = kSteps;
-  const auto r = run_command(std::string(CRUCIBLE_PYTHON) + " " + CRUCIBLE_SOURCE_DIR +
+  const auto r = run_command(kPython + " " + CRUCIBLE_SOURCE_DIR +
                              "/tests/trials/adadelta_reference.py '" + problem.dump() + "'");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);

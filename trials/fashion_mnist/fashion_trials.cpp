@@ -62,7 +62,8 @@ crucible::Optimizer make_optimizer<TutorialNet>(crucible::TrialContext& ctx, Tut
       Adadelta(model->parameters(), AdadeltaOptions(ctx.hparam<double>("learning_rate"))));
 }
 
-// The network and optimizer above, cross-entropy loss, accuracy on the 10k test images.
+// The network and optimizer above, cross-entropy loss, accuracy on the 10k test images (the first
+// data.validation_records of them when that is set).
 template <class Net>
 class ClassifierTrial : public crucible::Trial {
  public:
@@ -97,6 +98,11 @@ class ClassifierTrial : public crucible::Trial {
  private:
   crucible::DataLoader loader(const std::string& split, bool train) {
     auto [x, y] = load_split(data_dir_, split);
+    const int64_t limit = ctx_.data_config().value("validation_records", int64_t{0});
+    if (!train && limit > 0 && limit < x.size(0)) {
+      x = x.narrow(0, 0, limit);
+      y = y.narrow(0, 0, limit);
+    }
     auto options = crucible::DataLoaderOptions(train ? ctx_.per_slot_batch_size() : 1000)
                        .shuffle(train)
                        .num_workers(ctx_.data_config().value("workers", 1));
