@@ -27,14 +27,12 @@ const Reference& reference() {
 
 // Resumes `run` to its end, checks it against the reference, returns the resumed output.
 std::string resume_and_compare(const std::string& run) {
-  auto resumed = run_command(kTrainer + " fit --resume " + run);
-  INFO(resumed.output);
-  REQUIRE(resumed.exit_code == 0);
+  const std::string output = resume_run(run);
   check_same_end(reference().run, run);
   for (const auto& name : util::list_directory(run + "/checkpoints")) {
     CHECK(name.rfind(".tmp-", 0) != 0);
   }
-  return resumed.output;
+  return output;
 }
 
 }  // namespace
@@ -112,16 +110,9 @@ early_stopping: {metric: loss, smaller_is_better: false, patience: 2}
   REQUIRE(rows.back()["type"] == "stopped");
   REQUIRE(rows.back()["batches"] == 96);
   const std::string run = tmp / "run";
-  {
-    Child child(kTrainer + " fit " + resumable_config(tmp, 20, features) + sets + run, tmp / "log");
-    REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 84; }));
-    child.signal(SIGKILL);
-    CHECK(child.wait() == 128 + SIGKILL);
-  }
-  REQUIRE(crucible::checkpoint::list(run).back() == run + "/checkpoints/batch-0000000080");
-  auto resumed = run_command(kTrainer + " fit --resume " + run);
-  INFO(resumed.output);
-  REQUIRE(resumed.exit_code == 0);
+  kill_after_report(kTrainer + " fit " + resumable_config(tmp, 20, features) + sets + run, run,
+                    tmp / "log", 84, "batch-0000000080");
+  resume_run(run);
   check_same_end(reference, run, 96);
   CHECK_THAT(read_file(run + "/trainer.log"),
              Catch::Contains("stopping at batch 96: early stopping: loss did not improve"));

@@ -233,7 +233,7 @@ crucible::ExperimentConfig every_member_set() {
   auto& [name, description, entrypoint, hyperparameters, searcher, max_length, records_per_epoch,
          min_validation_period, min_checkpoint_period, perform_initial_validation,
          checkpoint_policy, checkpoint_storage, resources, optimizations, reproducibility,
-         early_stopping, scheduling_unit, max_restarts, data, source_path, warnings] = c;
+         early_stopping, profiling, scheduling_unit, max_restarts, data, source_path, warnings] = c;
   name = "123";
   description = "a test";
   entrypoint = "./lib.so:T";
@@ -305,6 +305,12 @@ crucible::ExperimentConfig every_member_set() {
   stop_smaller = true;  // unlike the searcher's
   patience = 4;
   min_delta = 0.001;
+  auto& [profiling_enabled, begin_on_batch, end_after_batch, sync_timings, trace] = profiling;
+  profiling_enabled = true;
+  begin_on_batch = 3;
+  end_after_batch = 8;
+  sync_timings = false;
+  trace = true;
   scheduling_unit = 5;
   max_restarts = 0;
   data = {{"path", "/d"}, {"n", 3}};
@@ -337,6 +343,7 @@ TEST_CASE("a config read back from to_yaml equals the one written, member by mem
   CHECK((again.optimizations == c.optimizations));
   CHECK((again.reproducibility == c.reproducibility));
   CHECK((again.early_stopping == c.early_stopping));
+  CHECK((again.profiling == c.profiling));
   CHECK((again.data == c.data));
 
   // Every member is compared: changing any one makes the configs differ.
@@ -371,6 +378,29 @@ early_stopping: {metric: accuracy}
   CHECK(defaults.early_stopping.metric.empty());
 }
 
+TEST_CASE("profiling selects the batches of its window, both ends included", "[config]") {
+  const auto off = parse_experiment_config(kMinimal, "mem.yaml");
+  CHECK_FALSE(off.profiling.enabled);
+  CHECK_FALSE(off.profiling.profiles(0));
+  const auto c = parse_experiment_config(
+      std::string(kMinimal) + "profiling: {enabled: true, begin_on_batch: 5, end_after_batch: 9}\n",
+      "mem.yaml");
+  CHECK(c.profiling.sync_timings);
+  CHECK_FALSE(c.profiling.trace);
+  std::vector<int64_t> profiled;
+  for (int64_t b = 0; b < 20; ++b) {
+    if (c.profiling.profiles(b)) profiled.push_back(b);
+  }
+  CHECK(profiled == std::vector<int64_t>{5, 6, 7, 8, 9});
+  // An open window written out reads back open.
+  const auto open = parse_experiment_config(
+      std::string(kMinimal) + "profiling: {enabled: true, begin_on_batch: 5}\n", "mem.yaml");
+  CHECK(open.profiling.end_after_batch == -1);
+  CHECK((parse_experiment_config(crucible::to_yaml(open), "again.yaml") == open));
+  CHECK(parse_experiment_config(kMinimal, "x.yaml", {"profiling.end_after_batch=7"})
+            .profiling.end_after_batch == 7);
+}
+
 TEST_CASE("the defaults written out read back as the defaults", "[config]") {
   const auto c = parse_experiment_config(kMinimal, "mem.yaml");
   CHECK((parse_experiment_config(crucible::to_yaml(c), "again.yaml") == c));
@@ -381,12 +411,14 @@ TEST_CASE("the keys safe on resume are those the schema marks", "[config]") {
   for (const auto& key : crucible::config_keys()) {
     if (key.safe_on_resume) safe.push_back(key.path);
   }
-  CHECK(safe == std::vector<std::string>{
-                    "description", "max_length", "min_validation_period", "min_checkpoint_period",
-                    "checkpoint_storage.save_trial_best", "checkpoint_storage.save_trial_latest",
-                    "checkpoint_storage.save_experiment_best",
-                    "resources.distributed_timeout_seconds",
-                    "optimizations.gradient_as_bucket_view", "scheduling_unit", "max_restarts"});
+  CHECK(safe ==
+        std::vector<std::string>{
+            "description", "max_length", "min_validation_period", "min_checkpoint_period",
+            "checkpoint_storage.save_trial_best", "checkpoint_storage.save_trial_latest",
+            "checkpoint_storage.save_experiment_best", "resources.distributed_timeout_seconds",
+            "optimizations.gradient_as_bucket_view", "profiling.enabled",
+            "profiling.begin_on_batch", "profiling.end_after_batch", "profiling.sync_timings",
+            "profiling.trace", "scheduling_unit", "max_restarts"});
   using crucible::config::is_safe_change;
   CHECK(is_safe_change("max_length.epochs"));
   CHECK(is_safe_change("checkpoint_storage.save_trial_best"));
@@ -455,9 +487,14 @@ resources: {slots_per_trial: 1, resource_pool: gpu, max_slots: 4}
 hyperparameters: {global_batch_size: 8}
 searcher: {name: single, metric: validation_loss, max_length: {batches: 937}}
 checkpoint_storage: {type: shared_fs, host_path: /tmp, storage_path: ckpt}
+profiling: {enabled: true, begin_on_batch: 0, end_after_batch: null, sync_timings: true}
 )",
                                                    "const.yaml");
   REQUIRE(c.warnings.size() == 8);
+  // Determined's profiling keys take effect (no warning); a null end_after_batch is open.
+  CHECK(c.profiling.enabled);
+  CHECK(c.profiling.end_after_batch == -1);
+  CHECK(c.profiling.profiles(1000000));
   CHECK_THAT(c.warnings[0], Catch::StartsWith("const.yaml:3:9: labels is ignored"));
   CHECK_THAT(c.warnings[5], Catch::StartsWith("const.yaml:8:48: resources.resource_pool"));
   CHECK_THAT(c.warnings[7], Catch::Contains("host_path /tmp/ckpt"));

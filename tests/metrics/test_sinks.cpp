@@ -22,6 +22,9 @@ using namespace crucible::testing;
 
 namespace {
 
+const std::vector<ReportKind> kRunReports = {ReportKind::kTraining, ReportKind::kValidation,
+                                             ReportKind::kStopped};
+
 Report training_report(int64_t batches, double loss, double seconds) {
   Report r;
   r.kind = ReportKind::kTraining;
@@ -89,7 +92,7 @@ TEST_CASE("metrics.jsonl rows hold no timing, so equal runs give equal files", "
   TempDir tmp;
   const std::string fast = tmp / "fast.jsonl", slow = tmp / "slow.jsonl";
   {
-    JsonlSink a(fast), b(slow);
+    JsonlSink a(fast, kRunReports), b(slow, kRunReports);
     a.write(training_report(10, 1.0, 0.5));
     b.write(training_report(10, 1.0, 7.0));
     a.write(validation_report(12, 1.2, 3));
@@ -114,9 +117,33 @@ TEST_CASE("metrics.jsonl rows hold no timing, so equal runs give equal files", "
   CHECK(kept[0]["batches"] == 10);
 }
 
+TEST_CASE("a JSON-lines sink takes only the reports of its kinds", "[metrics]") {
+  TempDir tmp;
+  const std::string run = tmp / "metrics.jsonl", profile = tmp / "profile.jsonl";
+  Report profiling;
+  profiling.kind = ReportKind::kProfiling;
+  profiling.progress = {20, 160, 2.0};
+  profiling.values = {{"batch_ms", 12.5}};
+  {
+    JsonlSink a(run, kRunReports), b(profile, {ReportKind::kProfiling});
+    for (const Report& r :
+         {training_report(10, 1.0, 0.5), profiling, validation_report(20, 1.2, 3)}) {
+      a.write(r);
+      b.write(r);
+    }
+  }
+  const auto run_rows = rows_of(run), profile_rows = rows_of(profile);
+  REQUIRE(run_rows.size() == 2);
+  CHECK(run_rows[0]["type"] == "training");
+  CHECK(run_rows[1]["type"] == "validation");
+  REQUIRE(profile_rows.size() == 1);
+  CHECK(profile_rows[0] == nlohmann::json::parse(R"({"type": "profiling", "batches": 20,
+      "records": 160, "epochs": 2.0, "metrics": {"batch_ms": 12.5}})"));
+}
+
 TEST_CASE("a metrics file that cannot be opened is an error naming it", "[metrics]") {
   TempDir tmp;
-  CHECK_THROWS_WITH(JsonlSink(tmp / "missing/metrics.jsonl"),
+  CHECK_THROWS_WITH(JsonlSink(tmp / "missing/metrics.jsonl", kRunReports),
                     Catch::Contains("cannot open metrics file " + (tmp / "missing")));
 }
 

@@ -2,6 +2,7 @@
 
 // Runs of ResumableTrial through the real `trainer`, and comparison of their final state.
 
+#include <csignal>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -12,6 +13,7 @@
 
 #include "catch.h"
 
+#include "checkpoint/checkpoint.h"
 #include "metrics/tensorboard_sink.h"
 
 #include "process.h"
@@ -51,6 +53,31 @@ inline std::string finished_resumable_run(const TempDir& dir, int64_t sleep_ms =
   return run;
 }
 
+// Runs `fit` (a `trainer fit` command writing `run`) with its output in `log`, SIGKILLs it once
+// metrics.jsonl holds a training report at or after batch `batches`, and requires that the newest
+// checkpoint the kill left is `checkpoint` (a name such as "batch-0000000080").
+inline void kill_after_report(const std::string& fit, const std::string& run,
+                              const std::string& log, int64_t batches,
+                              const std::string& checkpoint) {
+  {
+    Child child(fit, log);
+    REQUIRE(
+        wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= batches; }));
+    child.signal(SIGKILL);
+    CHECK(child.wait() == 128 + SIGKILL);
+  }
+  REQUIRE(crucible::checkpoint::list(run).back() == run + "/checkpoints/" + checkpoint);
+}
+
+// Continues `run` to its end with `trainer fit --resume`, requires success, and returns the
+// output.
+inline std::string resume_run(const std::string& run) {
+  const auto resumed = run_command(kTrainer + " fit --resume " + run);
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  return resumed.output;
+}
+
 // The name of the checkpoint `run/latest` points at ("" when none).
 inline std::string latest(const std::string& run) {
   std::string s = read_file(run + "/latest");
@@ -80,14 +107,16 @@ inline std::string resaved_optimizer(const std::string& file, torch::optim::Opti
 }
 
 // The TensorBoard scalars of `run`, (step, tag, value) in the order written, without the timing
-// ones (which differ between equal runs).
+// and profiling ones (which differ between equal runs).
 inline std::vector<std::tuple<int64_t, std::string, float>> tensorboard_scalars(
     const std::string& run) {
   std::vector<std::tuple<int64_t, std::string, float>> out;
   const std::string file = metrics::event_file_in(run + "/tensorboard");
   for (const auto& event : metrics::read_event_file(file)) {
     for (const auto& s : event.scalars) {
-      if (s.tag.rfind("timing/", 0) != 0) out.emplace_back(event.step, s.tag, s.value);
+      if (s.tag.rfind("timing/", 0) != 0 && s.tag.rfind("profiling/", 0) != 0) {
+        out.emplace_back(event.step, s.tag, s.value);
+      }
     }
   }
   return out;

@@ -135,6 +135,27 @@ struct ReproducibilityConfig {
   uint64_t experiment_seed = 0;
 };
 
+// Determined's `profiling` keys, plus `trace`: while enabled, the training batches from
+// begin_on_batch to end_after_batch (batch indices, both included) are timed by phase, and each
+// training report that covers one of them comes with a profiling report of those timings and of
+// the chief's system use over the report's period.
+struct ProfilingConfig {
+  bool enabled = false;
+  int64_t begin_on_batch = 0;
+  int64_t end_after_batch = -1;  // -1: to the end of training
+  // On CUDA, each timing waits for the device's queued work before it ends.
+  bool sync_timings = true;
+  // The chief also records LibTorch's operator trace of the window (a Chrome trace file); needs
+  // end_after_batch, since the trace is held in memory until the window ends.
+  bool trace = false;
+
+  // Whether batch `batch_idx` is profiled.
+  bool profiles(int64_t batch_idx) const {
+    return enabled && batch_idx >= begin_on_batch &&
+           (end_after_batch < 0 || batch_idx <= end_after_batch);
+  }
+};
+
 // A validated experiment file. Every field has its default when the file omits it.
 struct ExperimentConfig {
   std::string name;
@@ -153,6 +174,7 @@ struct ExperimentConfig {
   OptimizationsConfig optimizations;
   ReproducibilityConfig reproducibility;
   EarlyStoppingConfig early_stopping;
+  ProfilingConfig profiling;
   int64_t scheduling_unit = 100;  // batches between training-metric reports
   int64_t max_restarts = 5;       // a search restarts a failed trial this often, from its
                                   // last checkpoint, before recording it as failed
@@ -180,6 +202,7 @@ bool operator==(const OptimizationsConfig& a, const OptimizationsConfig& b);
 bool operator==(const ReproducibilityConfig& a, const ReproducibilityConfig& b);
 bool operator==(const GradientClipping& a, const GradientClipping& b);
 bool operator==(const EarlyStoppingConfig& a, const EarlyStoppingConfig& b);
+bool operator==(const ProfilingConfig& a, const ProfilingConfig& b);
 bool operator==(const ExperimentConfig& a, const ExperimentConfig& b);
 
 // Reads and validates an experiment file, applying `overrides` ("a.b=value", the value typed by

@@ -33,8 +33,8 @@ std::string path_of(const YAML::Node& storage, const std::string& key, const Sou
 void adopt_determined_forms(YAML::Node& root, const Source& source,
                             std::vector<std::string>& warnings) {
   if (!root.IsMap()) return;
-  for (const char* key : {"labels", "environment", "bind_mounts", "workspace", "project",
-                          "profiling", "debug", "max_slots"}) {
+  for (const char* key :
+       {"labels", "environment", "bind_mounts", "workspace", "project", "debug", "max_slots"}) {
     ignore(root, "", key, source, warnings);
   }
   for (const char* key : {"resource_pool", "max_slots", "priority"}) {

@@ -12,7 +12,7 @@ namespace crucible::config {
 // Rewrites the parts of a Determined experiment file that Crucible reads differently, before the
 // schema reads `root`:
 //   - the keys that only act on a Determined cluster (labels, environment, bind_mounts,
-//     workspace, project, profiling, debug, max_slots, resources.resource_pool,
+//     workspace, project, debug, max_slots, resources.resource_pool,
 //     resources.max_slots, resources.priority) are removed, each with one line in `warnings`
 //     naming its place and saying it is ignored;
 //   - checkpoint_storage.type must be shared_fs (anything else is a ConfigError) and is

@@ -60,6 +60,12 @@ bool operator==(const EarlyStoppingConfig& a, const EarlyStoppingConfig& b) {
          std::tie(b.metric, b.smaller_is_better, b.patience, b.min_delta);
 }
 
+bool operator==(const ProfilingConfig& a, const ProfilingConfig& b) {
+  const auto& [enabled, begin_on_batch, end_after_batch, sync_timings, trace] = a;
+  return std::tie(enabled, begin_on_batch, end_after_batch, sync_timings, trace) ==
+         std::tie(b.enabled, b.begin_on_batch, b.end_after_batch, b.sync_timings, b.trace);
+}
+
 bool operator==(const ReproducibilityConfig& a, const ReproducibilityConfig& b) {
   const auto& [experiment_seed] = a;
   return experiment_seed == b.experiment_seed;
@@ -69,19 +75,19 @@ bool operator==(const ExperimentConfig& a, const ExperimentConfig& b) {
   const auto& [name, description, entrypoint, hyperparameters, searcher, max_length,
                records_per_epoch, min_validation_period, min_checkpoint_period,
                perform_initial_validation, checkpoint_policy, checkpoint_storage, resources,
-               optimizations, reproducibility, early_stopping, scheduling_unit, max_restarts, data,
-               source_path, warnings] = a;
+               optimizations, reproducibility, early_stopping, profiling, scheduling_unit,
+               max_restarts, data, source_path, warnings] = a;
   (void)source_path;  // where the config was read from, not part of it
   (void)warnings;     // what reading it noticed, not part of it
   return std::tie(name, description, entrypoint, hyperparameters, searcher, max_length,
                   records_per_epoch, min_validation_period, min_checkpoint_period,
                   perform_initial_validation, checkpoint_policy, checkpoint_storage, resources,
-                  optimizations, reproducibility, early_stopping, scheduling_unit, max_restarts,
-                  data) ==
+                  optimizations, reproducibility, early_stopping, profiling, scheduling_unit,
+                  max_restarts, data) ==
          std::tie(b.name, b.description, b.entrypoint, b.hyperparameters, b.searcher, b.max_length,
                   b.records_per_epoch, b.min_validation_period, b.min_checkpoint_period,
                   b.perform_initial_validation, b.checkpoint_policy, b.checkpoint_storage,
-                  b.resources, b.optimizations, b.reproducibility, b.early_stopping,
+                  b.resources, b.optimizations, b.reproducibility, b.early_stopping, b.profiling,
                   b.scheduling_unit, b.max_restarts, b.data);
 }
 

@@ -270,6 +270,44 @@ Key early_stopping_key() {
   return key;
 }
 
+Key profiling_end_key() {
+  Key key = make_key("profiling.end_after_batch",
+                     "the last batch index profiled (>= begin_on_batch); null = to the end");
+  key.read = [name = key.name](const MapReader& r, ExperimentConfig& c) {
+    ProfilingConfig& out = c.profiling;
+    if (!r.has(name) || r.node(name).IsNull()) return;
+    out.end_after_batch = r.integer(name, out.end_after_batch, 0);
+    if (out.end_after_batch < out.begin_on_batch) {
+      r.fail(name, fmt::format("must be >= begin_on_batch ({}), got {}", out.begin_on_batch,
+                               out.end_after_batch));
+    }
+  };
+  key.emit = [](YAML::Emitter& out, const ExperimentConfig& c) {
+    if (c.profiling.end_after_batch < 0) {
+      out << YAML::Null;
+    } else {
+      out << c.profiling.end_after_batch;
+    }
+  };
+  return key;
+}
+
+Key profiling_trace_key() {
+  Key key =
+      boolean("profiling.trace", member(&ExperimentConfig::profiling, &ProfilingConfig::trace),
+              "the chief also writes LibTorch's operator trace of the profiled batches to "
+              "profiling/trace.json (Chrome trace format); needs end_after_batch");
+  key.read = [read = key.read, name = key.name](const MapReader& r, ExperimentConfig& c) {
+    read(r, c);
+    if (c.profiling.trace && c.profiling.end_after_batch < 0) {
+      r.fail(name,
+             "needs profiling.end_after_batch: the trace of every profiled batch is held in "
+             "memory until the last one");
+    }
+  };
+  return safe(key);
+}
+
 std::vector<Key> build_schema() {
   using C = ExperimentConfig;
   return {
@@ -383,6 +421,17 @@ std::vector<Key> build_schema() {
               member(&C::reproducibility, &ReproducibilityConfig::experiment_seed), 0,
               "the seed every trial seed derives from"),
       early_stopping_key(),
+      safe(boolean("profiling.enabled", member(&C::profiling, &ProfilingConfig::enabled),
+                   "time the training batches from begin_on_batch to end_after_batch by phase and "
+                   "report them, with the chief's CPU, memory, disk and network use, beside the "
+                   "training metrics")),
+      safe(integer("profiling.begin_on_batch",
+                   member(&C::profiling, &ProfilingConfig::begin_on_batch), 0,
+                   "the first batch index profiled")),
+      safe(profiling_end_key()),
+      safe(boolean("profiling.sync_timings", member(&C::profiling, &ProfilingConfig::sync_timings),
+                   "on CUDA, a timing ends when the device has done the work queued in it")),
+      profiling_trace_key(),
       safe(integer("scheduling_unit", member(&C::scheduling_unit), 1,
                    "batches per training-metric report")),
       safe(integer("max_restarts", member(&C::max_restarts), 0,

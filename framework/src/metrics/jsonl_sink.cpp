@@ -1,5 +1,6 @@
 #include "metrics/jsonl_sink.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -11,13 +12,15 @@
 
 namespace crucible::metrics {
 
-JsonlSink::JsonlSink(const std::string& path) : path_(path), out_(path, std::ios::app) {
+JsonlSink::JsonlSink(const std::string& path, std::vector<ReportKind> kinds)
+    : path_(path), kinds_(std::move(kinds)), out_(path, std::ios::app) {
   if (!out_) {
     throw TrainingError(fmt::format("cannot open metrics file {}: {}", path, std::strerror(errno)));
   }
 }
 
 void JsonlSink::write(const Report& report) {
+  if (std::find(kinds_.begin(), kinds_.end(), report.kind) == kinds_.end()) return;
   nlohmann::json row = {{"type", name_of(report.kind)},
                         {"batches", report.progress.batches},
                         {"records", report.progress.records},

@@ -3,21 +3,26 @@
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "metrics/sink.h"
 
 namespace crucible::metrics {
 
-// metrics.jsonl: one JSON object per report, {"type", "batches", "records", "epochs",
-// "metrics"}. Rows hold only deterministic values (no timing), so equal runs give equal files.
+// A JSON-lines file of reports: one JSON object per report, {"type", "batches", "records",
+// "epochs", "metrics"} (and "reason" for a stop). A run's metrics.jsonl takes the training,
+// validation and stop reports, which hold only deterministic values (no timing), so equal runs
+// give equal files; its profiling/metrics.jsonl takes the profiling reports.
 class JsonlSink : public MetricSink {
  public:
-  // Appends to `path` (created if absent); throws TrainingError naming the path on failure.
-  explicit JsonlSink(const std::string& path);
+  // Appends the reports of `kinds` to `path` (created if absent); throws TrainingError naming the
+  // path on failure.
+  JsonlSink(const std::string& path, std::vector<ReportKind> kinds);
   void write(const Report& report) override;
 
  private:
   std::string path_;
+  std::vector<ReportKind> kinds_;
   std::ofstream out_;
 };
 

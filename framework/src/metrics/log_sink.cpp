@@ -16,7 +16,7 @@ void LogSink::write(const Report& report) {
     line += fmt::format("  ({:.1f} batches/s", *report.batches_per_second);
     if (report.seconds_left) line += ", " + duration_text(*report.seconds_left) + " left";
     line += ")";
-  } else {
+  } else if (report.kind == metrics::ReportKind::kValidation) {
     line += fmt::format("  ({:.1f}s)", report.seconds);
   }
   logger_->info(line);

@@ -12,7 +12,8 @@ namespace crucible::metrics {
 const char* name_of(ReportKind kind) {
   static const util::NameTable<ReportKind> names{{ReportKind::kTraining, "training"},
                                                  {ReportKind::kValidation, "validation"},
-                                                 {ReportKind::kStopped, "stopped"}};
+                                                 {ReportKind::kStopped, "stopped"},
+                                                 {ReportKind::kProfiling, "profiling"}};
   return names.name(kind);
 }
 

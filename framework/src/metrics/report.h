@@ -21,9 +21,10 @@ enum class ReportKind {
   kTraining,    // the means of the training metrics since the previous training report
   kValidation,  // the reduced metrics of one validation pass
   kStopped,     // training ended before max_length (early stopping, a trial's request); `reason`
+  kProfiling,   // the profiler's phase timings and system use since the previous one
 };
 
-// "training", "validation", "stopped".
+// "training", "validation", "stopped", "profiling".
 const char* name_of(ReportKind kind);
 
 struct Report {

@@ -72,6 +72,13 @@ TensorBoardSink::TensorBoardSink(const std::string& dir) : path_(event_file_in(d
 void TensorBoardSink::write(const Report& report) {
   if (report.kind == ReportKind::kStopped) return;
   Event event{now_seconds(), report.progress.batches, "", {}};
+  if (report.kind == ReportKind::kProfiling) {
+    for (const auto& [name, value] : report.values) {
+      event.scalars.push_back({"profiling/" + name, static_cast<float>(value)});
+    }
+    append(event);
+    return;
+  }
   const bool training = report.kind == ReportKind::kTraining;
   for (const auto& [name, value] : report.values) {
     event.scalars.push_back({(training ? "training/" : "validation/") + tag_name(name, training),

@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint.h"
 #include "distributed/backend.h"
 #include "distributed/collectives.h"
+#include "profile/profiler.h"
 #include "train/checkpointer.h"
 #include "train/reporter.h"
 #include "train/run_start.h"
@@ -67,9 +68,12 @@ class FitLoop {
     result.batches_trained = state_.batches;
     result.last_validation = state_.last_validation;
     result.last_checkpoint = state_.last_checkpoint;
-    logger_.info(fmt::format("{}: {} batches; run directory {}\n{}",
+    profiler_->finish();
+    const std::string profile = profiler_->summary();
+    logger_.info(fmt::format("{}: {} batches; run directory {}\n{}{}",
                              result.stopped ? "stopped" : "done", state_.batches, run_.path,
-                             reporter_.summary(state_, run_.path)));
+                             reporter_.summary(state_, run_.path),
+                             profile.empty() ? "" : "\n" + profile));
     return result;
   }
 
@@ -152,16 +156,22 @@ class FitLoop {
     trial.batch_idx = batch_idx;
     trial.training_batch = true;
     trial.steps.begin_batch();
+    profiler_->begin_batch(batch_idx);
     const int64_t epoch_idx = schedule_.epoch_of(batch_idx);
     if (batch_idx % schedule_.epoch_len == 0) {
       each_callback("on_training_epoch_start",
                     [&](Callback& c) { c.on_training_epoch_start(epoch_idx); });
     }
     const auto asked = std::chrono::steady_clock::now();
-    Batch batch = call_trial(named("training data loader"), [&] { return train_loader_.next(); });
+    Batch batch = call_trial(named("training data loader"), [&] {
+      const profile::ScopedPhase timing(profiler_.get(), profile::Phase::kDataloaderNext);
+      return train_loader_.next();
+    });
     reporter_.data_took(std::chrono::steady_clock::now() - asked);
     Metrics m = call_trial([&] { return fmt::format("train_batch (batch {})", batch_idx); },
                            [&] {
+                             const profile::ScopedPhase timing(profiler_.get(),
+                                                               profile::Phase::kTrainBatch);
                              const AutocastRegion autocast = session_->context().autocast(true);
                              return session_->trial().train_batch(batch, epoch_idx, batch_idx);
                            });
@@ -177,6 +187,7 @@ class FitLoop {
     }
     trial.batch_idx = state_.batches;  // outside train_batch: the batches trained
     trial.training_batch = false;
+    profiler_->end_batch();
   }
 
   // Reports the metrics of batch `batch_idx` with the trainer's own (grad_norm, skipped_steps),
@@ -231,7 +242,12 @@ class FitLoop {
     }
   }
 
-  void report_training() { reporter_.report_training(state_, progress()); }
+  // Reports the training metrics and, for a period with profiled batches, the profile.
+  void report_training() {
+    reporter_.report_training(state_, progress());
+    const MetricValues profile = profiler_->take_period();
+    if (!profile.empty()) reporter_.report_profile(progress(), profile);
+  }
 
   void save_checkpoint() {
     if (state_.checkpoint_current()) return;
@@ -271,6 +287,9 @@ class FitLoop {
                           detail::DistributedAccess::collectives(dist_)->backend_for(device))
             : ""));
     session_ = std::make_unique<TrialSession>(config_, factory_, dist_);
+    profiler_ = std::make_unique<profile::Profiler>(config_.profiling, session_->state().device,
+                                                    dist_, run_.trace_file());
+    session_->state().profiler = profiler_.get();
     // A run continued from a checkpoint has its own weights.
     const std::string warm =
         start.resume_from.empty()
@@ -356,6 +375,7 @@ class FitLoop {
   RunDir run_;
   std::shared_ptr<util::FileLock> run_lock_;  // the chief's, while it writes the run
   util::Logger logger_;
+  std::unique_ptr<profile::Profiler> profiler_;  // declared first: it outlives session_'s use
   std::unique_ptr<TrialSession> session_;
   DataLoader train_loader_;
   Schedule schedule_;

@@ -10,11 +10,20 @@
 #include "metrics/log_sink.h"
 #include "metrics/metric_name.h"
 #include "metrics/tensorboard_sink.h"
+#include "util/file_system.h"
 
 namespace crucible::train {
 
 void Reporter::open(const RunDir& run, util::Logger* logger) {
-  sinks_.add(std::make_unique<metrics::JsonlSink>(run.metrics_file()));
+  using metrics::ReportKind;
+  sinks_.add(std::make_unique<metrics::JsonlSink>(
+      run.metrics_file(), std::vector<ReportKind>{ReportKind::kTraining, ReportKind::kValidation,
+                                                  ReportKind::kStopped}));
+  if (config_.profiling.enabled) {
+    util::create_directories(run.profiling_dir());
+    sinks_.add(std::make_unique<metrics::JsonlSink>(
+        run.profiling_metrics_file(), std::vector<ReportKind>{ReportKind::kProfiling}));
+  }
   sinks_.add(std::make_unique<metrics::TensorBoardSink>(run.tensorboard_dir()));
   sinks_.add(std::make_unique<metrics::LogSink>(logger));
 }
@@ -75,6 +84,11 @@ void Reporter::report_validation(FitState& state, const MetricValues& values, do
   validation_seconds_ += seconds;
   state.last_validation = values;
   state.validated_at = state.batches;
+}
+
+void Reporter::report_profile(const metrics::Progress& progress, const MetricValues& values) {
+  sinks_.write(
+      {metrics::ReportKind::kProfiling, progress, values, 0, std::nullopt, std::nullopt, ""});
 }
 
 void Reporter::report_stop(const metrics::Progress& progress, const std::string& reason) {

@@ -64,6 +64,8 @@ class Reporter {
   // (last_validation, validated_at) and the seconds in the summary's.
   void report_validation(FitState& state, const MetricValues& values, double seconds,
                          const metrics::Progress& progress);
+  // Reports the profiler's `values` for the period ending at `progress` (Profiler::take_period).
+  void report_profile(const metrics::Progress& progress, const MetricValues& values);
   // Reports that training stops before max_length, and why.
   void report_stop(const metrics::Progress& progress, const std::string& reason);
   // Whether state.last_validation is the best so far by searcher.metric; if so, records it as

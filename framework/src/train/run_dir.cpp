@@ -31,6 +31,7 @@ std::string RunDir::checkpoints() const { return checkpoint::checkpoints_dir(pat
 
 void RunDir::keep_reports_until(int64_t batches) const {
   metrics::truncate_metrics_file(metrics_file(), batches);
+  metrics::truncate_metrics_file(profiling_metrics_file(), batches);
   metrics::truncate_tensorboard(tensorboard_dir(), batches);
 }
 

@@ -11,19 +11,24 @@
 namespace crucible::train {
 
 // A run directory: <host_path>/<name>/<run-id>/ holding config.yaml (the resolved config),
-// trainer.log, metrics.jsonl, tensorboard/, checkpoints/ and trial_library
-// (plugin::kTrialLibraryFile).
+// trainer.log, metrics.jsonl, tensorboard/, checkpoints/, trial_library
+// (plugin::kTrialLibraryFile) and, when profiling is enabled, profiling/.
 struct RunDir {
   std::string path;
   std::string config_file() const { return path + "/config.yaml"; }
   std::string log_file() const { return path + "/trainer.log"; }
   std::string metrics_file() const { return path + "/metrics.jsonl"; }
   std::string tensorboard_dir() const { return path + "/tensorboard"; }
+  // What the profiler writes (ProfilingConfig): metrics.jsonl of its reports and trace.json.
+  std::string profiling_dir() const { return path + "/profiling"; }
+  std::string profiling_metrics_file() const { return profiling_dir() + "/metrics.jsonl"; }
+  std::string trace_file() const { return profiling_dir() + "/trace.json"; }
   std::string checkpoints() const;  // checkpoint::checkpoints_dir(path)
 
-  // Drops the reports of batches after `batches` (-1: every report) from metrics.jsonl and the
-  // TensorBoard event file, with a torn tail a kill left; a run resuming from the checkpoint of
-  // `batches` then writes each report once. Throws TrainingError naming the file on failure.
+  // Drops the reports of batches after `batches` (-1: every report) from metrics.jsonl, the
+  // profiler's metrics.jsonl and the TensorBoard event file, with a torn tail a kill left; a run
+  // resuming from the checkpoint of `batches` then writes each report once. Throws TrainingError
+  // naming the file on failure.
   void keep_reports_until(int64_t batches) const;
 };
 

@@ -76,6 +76,7 @@ void TrialContext::register_reducer(const std::string& name,
 }
 
 void TrialContext::backward(const torch::Tensor& loss) {
+  const profile::ScopedPhase timing(state_->profiler, profile::Phase::kBackward);
   dist::GradientSync* sync = nullptr;
   if (state_->dist.size() > 1 && state_->optimizers.size() == 1 &&
       detail::is_update_batch(*state_)) {
@@ -89,7 +90,10 @@ void TrialContext::backward(const torch::Tensor& loss) {
     scaled = scaled / static_cast<double>(k);
   }
   scaled.backward();
-  if (sync) sync->finish();
+  if (sync) {
+    const profile::ScopedPhase waiting(state_->profiler, profile::Phase::kGradientSync);
+    sync->finish();
+  }
 }
 
 void TrialContext::step_optimizer(const Optimizer& optimizer) {

@@ -67,9 +67,13 @@ dist::GradientSync& gradient_sync(TrialState& state, const Optimizer& optimizer)
 void step_optimizer(TrialState& state, const Optimizer& optimizer,
                     const GradientClipping& clipping) {
   if (!is_update_batch(state)) return;
+  const profile::ScopedPhase timing(state.profiler, profile::Phase::kStepOptimizer);
   if (state.dist.size() > 1) {
     dist::GradientSync& sync = gradient_sync(state, optimizer);
-    if (sync.changed_since_finish()) sync.finish();
+    if (sync.changed_since_finish()) {
+      const profile::ScopedPhase waiting(state.profiler, profile::Phase::kGradientSync);
+      sync.finish();
+    }
   }
   const bool check = state.config->optimizations.non_finite == NonFinitePolicy::kSkip;
   std::vector<torch::Tensor> params;

@@ -14,6 +14,7 @@
 #include <crucible/trial_context.h>
 
 #include "distributed/grad_sync.h"
+#include "profile/profiler.h"
 #include "train/grad_scaler.h"
 #include "train/optimizer_steps.h"
 
@@ -58,6 +59,8 @@ struct TrialState {
   // optimizer steps; the fit loop reports and clears them after each batch.
   Metrics step_metrics;
   int64_t skipped_steps = 0;
+  // The fit's profiler (times backward, the gradient sync and step_optimizer); null outside a fit.
+  profile::Profiler* profiler = nullptr;
   bool stop_requested = false;  // TrialContext::set_stop_requested, and its reason
   std::string stop_reason;
 };

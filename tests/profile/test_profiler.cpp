@@ -1,0 +1,124 @@
+// The profiler through the real `trainer`: what `profiling` reports, where, and that it changes
+// nothing of the training, across a kill and resume too.
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "resumable_run.h"
+
+using namespace crucible::testing;
+
+namespace {
+
+// The profiling rows of `run`, keyed by their "batches".
+std::map<int64_t, nlohmann::json> profiling_rows(const std::string& run) {
+  std::map<int64_t, nlohmann::json> out;
+  for (const auto& row : read_metrics(run + "/profiling/metrics.jsonl")) {
+    REQUIRE(row["type"] == "profiling");
+    const bool fresh = out.emplace(row["batches"].get<int64_t>(), row["metrics"]).second;
+    CHECK(fresh);
+  }
+  return out;
+}
+
+// The number of events of each name in the Chrome trace `file`.
+std::map<std::string, int64_t> trace_events(const std::string& file) {
+  std::ifstream in(file);
+  const auto trace = nlohmann::json::parse(in);
+  std::map<std::string, int64_t> out;
+  for (const auto& event : trace.is_array() ? trace : trace.at("traceEvents")) {
+    ++out[event.value("name", "")];
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a profiled window reports each phase, the system's use and an operator trace",
+          "[profile]") {
+  // Training reports come after every 7th batch and before the validation at the end of each
+  // 32-batch epoch, so the window 10..39, which spans that validation, is reported at 14, 21, 28,
+  // 32, 35 and 42; train_batch sleeps 10 ms.
+  TempDir tmp;
+  const std::string run =
+      finished_resumable_run(tmp, 10,
+                             " --set profiling.enabled=true --set profiling.begin_on_batch=10"
+                             " --set profiling.end_after_batch=39 --set profiling.trace=true");
+  const auto rows = profiling_rows(run);
+  std::vector<int64_t> batches;
+  for (const auto& [b, _] : rows) batches.push_back(b);
+  CHECK(batches == std::vector<int64_t>{14, 21, 28, 32, 35, 42});
+  for (const auto& [b, m] : rows) {
+    INFO("profiling row at batch " << b << ": " << m.dump());
+    CHECK(m["train_batch_ms"].get<double>() >= 10.0);
+    CHECK(m["batch_ms"].get<double>() >= m["train_batch_ms"].get<double>());
+    CHECK(m["backward_ms"].get<double>() > 0.0);
+    CHECK(m["step_optimizer_ms"].get<double>() > 0.0);
+    CHECK(m["dataloader_next_ms"].get<double>() >= 0.0);
+    CHECK_FALSE(m.contains("gradient_sync_ms"));  // one process: nothing to wait for
+    CHECK_FALSE(m.contains("batch_ms_slowest_rank"));
+    CHECK(m["cpu_percent"].get<double>() >= 0.0);
+    CHECK(m["cpu_percent"].get<double>() <= 100.0);
+    CHECK(m["process_memory_gb"].get<double>() > 0.0);
+    CHECK(m["process_peak_memory_gb"].get<double>() >= m["process_memory_gb"].get<double>());
+  }
+
+  bool tensorboard_has_it = false;
+  for (const auto& event :
+       crucible::metrics::read_event_file(crucible::metrics::event_file_in(run + "/tensorboard"))) {
+    for (const auto& s : event.scalars) {
+      if (s.tag == "profiling/train_batch_ms" && s.value >= 10.0f) tensorboard_has_it = true;
+    }
+  }
+  CHECK(tensorboard_has_it);
+
+  // The trace holds the 30 training batches and nothing else: train_batch computes one MSE loss,
+  // and the 4 validation batches at 32 would add theirs.
+  auto events = trace_events(run + "/profiling/trace.json");
+  CHECK(events["crucible::train_batch"] == 30);
+  CHECK(events["crucible::dataloader_next"] == 30);
+  CHECK(events["aten::mse_loss"] == 30);
+  CHECK(events["aten::addmm"] >= 60);  // the two linear layers' forward
+
+  const std::string log = read_file(run + "/trainer.log");
+  CHECK_THAT(log, Catch::Contains("profile of batches 10..39"));
+  CHECK_THAT(log, Catch::Contains("operator trace: " + run + "/profiling/trace.json"));
+  // Profiling is kept out of metrics.jsonl, whose rows stay deterministic.
+  for (const auto& row : read_metrics(run + "/metrics.jsonl")) CHECK(row["type"] != "profiling");
+}
+
+TEST_CASE("a profiled 2-slot run averages the ranks and names the gradient wait and the slowest",
+          "[profile][dist]") {
+  TempDir tmp;
+  const std::string run = finished_resumable_run(tmp, 5, " --slots 2 --set profiling.enabled=true");
+  const auto rows = profiling_rows(run);
+  REQUIRE(rows.size() >= 10);
+  for (const auto& [b, m] : rows) {
+    INFO("profiling row at batch " << b << ": " << m.dump());
+    CHECK(m["gradient_sync_ms"].get<double>() > 0.0);
+    CHECK(m["batch_ms_slowest_rank"].get<double>() >= m["batch_ms"].get<double>());
+    CHECK(m["train_batch_ms"].get<double>() >= 5.0);
+  }
+}
+
+TEST_CASE(
+    "profiling changes nothing of the training: a profiled run killed and resumed ends "
+    "bitwise identical to an unprofiled one",
+    "[profile][resume]") {
+  TempDir tmp;
+  const std::string reference = finished_resumable_run(tmp);
+  REQUIRE_FALSE(crucible::util::exists(reference + "/profiling"));
+  const std::string run = tmp / "profiled";
+  const std::string fit = kTrainer + " fit " + resumable_config(tmp, 20) +
+                          " --set profiling.enabled=true --quiet --output " + run;
+  kill_after_report(fit, run, tmp / "log", 84, "batch-0000000080");
+  resume_run(run);
+  check_same_end(reference, run);
+
+  // One profiling row per training report, none twice: the rows after checkpoint 80 that the
+  // killed process wrote are dropped on resume.
+  std::vector<int64_t> profiled;
+  for (const auto& [b, _] : profiling_rows(run)) profiled.push_back(b);
+  CHECK(profiled == batches_of(read_metrics(run + "/metrics.jsonl"), "training"));
+}
