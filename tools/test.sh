@@ -2,19 +2,28 @@
 # Builds Crucible and runs the whole CTest suite in both LibTorch generations:
 #   debian12  this machine: tools/setup.sh (Debian 12, LibTorch 1.13, Catch2 2), tree in build/
 #   debian13  a cached Debian 13 root: tools/ci/trixie.sh (LibTorch 2.6, Catch2 3), build-trixie/
+# and on request a third:
 #   debian13-cuda  a second cached root with Debian 13's CUDA build of LibTorch 2.6:
 #             tools/ci/trixie.sh --cuda, build-trixie-cuda/; builds with -Werror, runs no test
-#             (no GPU here; see trixie.sh)
-# Each environment runs even when the other failed. At the end it prints each one's CTest summary
-# (with the names of failed tests) and its wall time, and exits 1 if either failed to build or
-# had a failing test. Uses sudo only when not root.
+#             (no GPU here; see trixie.sh). About 10 min more on a cold machine, so CI leaves it
+#             out; run it after changing code that only CUDA builds compile.
+# Each environment runs even when another failed. At the end it prints each one's CTest summary
+# (with the names of failed tests) and its wall time, and exits 1 if any failed to build or had a
+# failing test. Uses sudo only when not root.
 #
-#   tools/test.sh                         both environments (what .ci/run calls)
-#   CRUCIBLE_TEST_ENVS=debian12 tools/test.sh   one of them
+#   tools/test.sh                         debian12 and debian13 (what .ci/run calls)
+#   tools/test.sh --cuda                  debian12, debian13 and debian13-cuda
+#   CRUCIBLE_TEST_ENVS=debian12 tools/test.sh   the ones named
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-envs=${CRUCIBLE_TEST_ENVS:-debian12 debian13 debian13-cuda}
+default_envs="debian12 debian13"
+case "${1:-}" in
+  "") ;;
+  --cuda) default_envs="debian12 debian13 debian13-cuda" ;;
+  *) echo "usage: tools/test.sh [--cuda]" >&2; exit 2 ;;
+esac
+envs=${CRUCIBLE_TEST_ENVS:-$default_envs}
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 sudo=""

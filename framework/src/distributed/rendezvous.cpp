@@ -1,5 +1,7 @@
 #include "distributed/rendezvous.h"
 
+#include <unistd.h>  // environ
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -8,8 +10,6 @@
 #include <crucible/errors.h>
 
 #include "util/parse.h"
-
-extern char** environ;
 
 namespace crucible::dist {
 

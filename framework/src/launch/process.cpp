@@ -4,7 +4,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <unistd.h>
+#include <unistd.h>  // environ
 
 #include <atomic>
 #include <cerrno>
@@ -13,8 +13,6 @@
 #include <fmt/format.h>
 
 #include <crucible/errors.h>
-
-extern char** environ;
 
 namespace crucible::launch {
 namespace {
