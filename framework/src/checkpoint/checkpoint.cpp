@@ -378,6 +378,14 @@ std::vector<std::string> list(const std::string& run_dir) {
   return out;
 }
 
+void remove(const std::string& dir) {
+  const std::string doomed =
+      util::join(util::parent_path(dir), ".tmp-removed-" + util::file_name(dir));
+  util::remove_all(doomed);  // left by an earlier deletion that was cut short
+  util::rename(dir, doomed);
+  util::remove_all(doomed);
+}
+
 std::vector<std::string> remove_unfinished(const std::string& run_dir) {
   std::vector<std::string> out;
   const std::string dir = checkpoints_dir(run_dir);

@@ -118,8 +118,14 @@ Metadata load_weights(const std::string& dir,
 // The checkpoint directories of a run, oldest first (by batch count).
 std::vector<std::string> list(const std::string& run_dir);
 
-// Removes the temporary directories of checkpoints whose writing was cut short (a killed
-// process); returns their paths. Only the process that owns the run may call it.
+// Deletes checkpoint `dir`. It is first renamed out of the names list() returns, so that another
+// process reading the run (an experiment choosing its best checkpoint) finds it whole or not at
+// all; a deletion cut short leaves a temporary directory that remove_unfinished() removes. Throws
+// std::runtime_error naming the path on failure.
+void remove(const std::string& dir);
+
+// Removes the temporary directories of checkpoints whose writing (or deletion) was cut short (a
+// killed process); returns their paths. Only the process that owns the run may call it.
 std::vector<std::string> remove_unfinished(const std::string& run_dir);
 
 // The newest checkpoint of the run that verifies. Each damaged newer one is reported through

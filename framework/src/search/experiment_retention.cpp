@@ -43,7 +43,7 @@ std::vector<std::string> keep_experiment_best(const ExperimentConfig& config,
     for (const std::string& dir : checkpoint::to_delete(entries, storage.save_trial_latest,
                                                         storage.save_trial_best, smaller)) {
       if (experiment_best.count(dir)) continue;
-      util::remove_all(dir);
+      checkpoint::remove(dir);
       deleted.push_back(dir);
     }
   }

@@ -8,6 +8,7 @@
 #include <crucible/metrics.h>
 
 #include "checkpoint/checkpoint.h"
+#include "util/file_system.h"
 
 namespace crucible::search {
 namespace {
@@ -74,7 +75,13 @@ std::string best_checkpoint(const std::string& run_dir, const std::string& metri
   std::string best;
   double best_value = 0;
   for (const std::string& dir : checkpoint::list(run_dir)) {
-    const MetricValues values = checkpoint::metadata(dir).validation;
+    MetricValues values;
+    try {
+      values = checkpoint::metadata(dir).validation;
+    } catch (const checkpoint::DamagedCheckpoint&) {
+      if (!util::exists(dir)) continue;  // deleted since list() by the running trial's retention
+      throw;
+    }
     if (values.empty()) continue;
     const double v = validation_metric(values, metric, "searcher.metric");
     if (std::isnan(v)) continue;

@@ -21,7 +21,8 @@ std::string describe_row(const nlohmann::json& row, const std::string& metric,
 std::string summary_table(const Scheduler& scheduler, const std::string& metric);
 
 // The checkpoint of run `run_dir` whose validation has the best `metric` (the earliest of equal
-// ones), or "" when no checkpoint holds a validation.
+// ones), or "" when no checkpoint holds a validation. A checkpoint that the run's own process
+// deletes meanwhile (its retention, while it trains) is passed over.
 std::string best_checkpoint(const std::string& run_dir, const std::string& metric,
                             bool smaller_is_better);
 

@@ -110,7 +110,7 @@ void Checkpointer::apply_retention() {
                              std::max(storage.save_trial_best, storage.save_experiment_best),
                              config_.searcher.smaller_is_better)) {
     try {
-      util::remove_all(dir);
+      checkpoint::remove(dir);
     } catch (const std::exception& e) {
       logger_.warn(fmt::format("cannot delete old checkpoint {}: {}", dir, e.what()));
     }
