@@ -213,7 +213,7 @@ TEST_CASE("adaptive ASHA with max_trials 8 trains each trial to the rung where i
   Scheduler rules(config);
   std::vector<json> expected = rules.start();
   for (const auto& row : rows) {
-    if (const auto result = Scheduler::result_of_row(row)) {
+    if (const auto result = Scheduler::result_of_row(row, "experiment.jsonl")) {
       const auto more = rules.report(*result);
       expected.insert(expected.end(), more.begin(), more.end());
     }

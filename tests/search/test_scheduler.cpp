@@ -200,7 +200,7 @@ TEST_CASE("a scheduler fed the results in its rows ends in the same state", "[se
   Scheduler replayed(c);
   replayed.start();
   for (const json& row : rows) {
-    if (const auto r = Scheduler::result_of_row(row)) replayed.report(*r);
+    if (const auto r = Scheduler::result_of_row(row, "experiment.jsonl")) replayed.report(*r);
   }
   REQUIRE(trials_of(replayed.running()) == trials_of(live.running()));
   REQUIRE(replayed.trials().size() == live.trials().size());

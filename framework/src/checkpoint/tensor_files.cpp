@@ -224,7 +224,9 @@ NamedTensors read_safetensors(const std::string& bytes, const std::string& sourc
   }
   const uint64_t data_size = bytes.size() - 8 - length;
   std::vector<std::pair<uint64_t, std::pair<std::string, torch::Tensor>>> tensors;
-  for (const auto& [name, entry] : header.items()) {
+  for (const auto& item : header.items()) {  // a lambda below: no structured binding
+    const std::string& name = item.key();
+    const nlohmann::json& entry = item.value();
     if (name == "__metadata__") continue;
     const auto malformed = [&](const std::string& why) {
       return TrainingError(fmt::format("{}: tensor '{}': {}", source, name, why));

@@ -183,9 +183,13 @@ class Runner {
 
   // Feeds the results experiment.jsonl holds back to the scheduler.
   void replay() {
-    for (const nlohmann::json& row : log_->rows()) {
+    const auto& rows = log_->rows();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const nlohmann::json& row = rows[i];
+      // Checks the row's event and trial, which the count of restarts reads too.
+      const auto r =
+          Scheduler::result_of_row(row, fmt::format("{}/experiment.jsonl, row {}", dir_, i + 1));
       if (row.value("event", "") == "restarted") ++restarts_[row.value("trial", int64_t{0})];
-      const auto r = Scheduler::result_of_row(row);
       if (!r) continue;
       const auto order = scheduler_.running();
       if (order.empty() || order.front().trial != r->trial) {

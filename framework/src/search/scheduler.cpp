@@ -5,11 +5,13 @@
 #include <limits>
 
 #include <c10/util/Exception.h>
+#include <fmt/format.h>
 
 #include <crucible/errors.h>
 
 #include "config/enum_names.h"
 #include "search/space.h"
+#include "util/error_text.h"
 #include "util/name_table.h"
 
 namespace crucible::search {
@@ -234,13 +236,37 @@ std::optional<int64_t> Scheduler::best_trial() const {
   return best;
 }
 
-std::optional<SegmentResult> Scheduler::result_of_row(const nlohmann::json& row) {
+std::optional<SegmentResult> Scheduler::result_of_row(const nlohmann::json& row,
+                                                      const std::string& where) {
+  const auto not_a_row = [&](const std::exception& e) {
+    return TrainingError(fmt::format("{}: {} is not a row of a search's log ({})", where,
+                                     row.dump(), util::first_line(e)));
+  };
+  try {
+    return read_result_row(row);
+  } catch (const nlohmann::json::exception& e) {
+    throw not_a_row(e);
+  } catch (const TrainingError& e) {
+    throw not_a_row(e);
+  }
+}
+
+std::optional<SegmentResult> Scheduler::read_result_row(const nlohmann::json& row) {
+  // An integer field; a float would convert with undefined behaviour when out of range.
+  const auto integer = [&](const char* key, std::optional<int64_t> fallback) {
+    const auto it = row.find(key);
+    if (it == row.end() && fallback) return *fallback;
+    if (it == row.end() || !it->is_number_integer()) {
+      throw TrainingError(fmt::format("'{}' is not an integer", key));
+    }
+    return it->get<int64_t>();
+  };
   const std::string event = row.value("event", "");
   SegmentResult r;
-  r.trial = row.value("trial", int64_t{0});
+  r.trial = integer("trial", 0);
   if (event == "validated") {
     r.kind = SegmentResult::Kind::kValidated;
-    r.length = row.at("length").get<int64_t>();
+    r.length = integer("length", std::nullopt);
     const auto& metric = row.at("metric");
     r.metric = metric.is_null() ? std::nan("") : metric.get<double>();
     r.ended_early = row.value("ended_early", "");

@@ -82,10 +82,15 @@ class Scheduler {
   // The trial with the best metric (ties: the lower id), if any trial validated.
   std::optional<int64_t> best_trial() const;
   // The result that the first row report() returned for it stands for, or nullopt for a row
-  // that is no result (created, stopped, completed, and rows of others).
-  static std::optional<SegmentResult> result_of_row(const nlohmann::json& row);
+  // that is no result (created, stopped, completed, and rows of others). Throws TrainingError
+  // naming `where` (the log and row) when a field it reads is missing or of another type.
+  static std::optional<SegmentResult> result_of_row(const nlohmann::json& row,
+                                                    const std::string& where);
 
  private:
+  // result_of_row, letting nlohmann::json's exceptions out.
+  static std::optional<SegmentResult> read_result_row(const nlohmann::json& row);
+
   struct Bracket {
     int64_t budget = 0;       // trials it creates, invalid ones not counted
     int64_t concurrency = 0;  // trials it runs at once

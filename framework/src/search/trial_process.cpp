@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_io.h"
 #include "config/enum_names.h"
+#include "util/error_text.h"
 #include "util/file_system.h"
 
 namespace crucible::search {
@@ -69,8 +70,9 @@ SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const 
   nlohmann::json validation, stopped;
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
-    if (row.is_discarded()) continue;
-    const std::string type = row.value("type", "");
+    if (row.is_discarded() || !row.is_object()) continue;
+    const auto type_field = row.find("type");
+    const std::string type = type_field != row.end() && type_field->is_string() ? *type_field : "";
     if (type == "validation") validation = row;
     if (type == "stopped") stopped = row;
   }
@@ -81,16 +83,27 @@ SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const 
   r.kind = SegmentResult::Kind::kValidated;
   r.trial = trial;
   const char* unit = config::names<LengthUnit>().name(length.unit);
-  r.length = std::llround(validation.at(unit).get<double>());
   MetricValues values;
-  for (const auto& [name, value] : validation.at("metrics").items()) {
-    values[name] = value.is_number() ? value.get<double>() : std::nan("");
+  try {
+    const double trained = validation.at(unit).get<double>();
+    if (!(trained >= 0 && trained < 1e15)) throw TrainingError("its length is no count");
+    r.length = std::llround(trained);
+    const nlohmann::json& metrics = validation.at("metrics");
+    if (!metrics.is_object()) throw TrainingError("its metrics are not a mapping");
+    for (const auto& [name, value] : metrics.items()) {
+      values[name] = value.is_number() ? value.get<double>() : std::nan("");
+    }
+    if (r.length < length.value) {
+      r.ended_early = stopped.is_null() ? "the run ended before its length"
+                                        : stopped.value("reason", "the run stopped itself");
+    }
+  } catch (const std::exception& e) {
+    throw TrainingError(
+        fmt::format("trial {}: {}: the last validation, {}, is not a row that "
+                    "Crucible writes ({})",
+                    trial, path, validation.dump(), util::first_line(e)));
   }
   r.metric = validation_metric(values, metric, "searcher.metric");
-  if (r.length < length.value) {
-    r.ended_early = stopped.is_null() ? "the run ended before its length"
-                                      : stopped.value("reason", "the run stopped itself");
-  }
   return r;
 }
 

@@ -357,8 +357,9 @@ class FitLoop {
   // Calls `hook` of every callback, in name order; what one throws names the callback.
   template <class Hook>
   void each_callback(const char* name, Hook&& hook) {
-    for (const auto& [callback_name, callback] : session_->callbacks()) {
-      call_trial([&] { return fmt::format("callback '{}' {}", callback_name, name); },
+    for (const auto& entry : session_->callbacks()) {  // lambdas capture no structured binding
+      const auto& callback = entry.second;
+      call_trial([&] { return fmt::format("callback '{}' {}", entry.first, name); },
                  [&] { hook(*callback); });
     }
   }

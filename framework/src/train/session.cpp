@@ -89,7 +89,10 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
 }
 
 void TrialSession::reduce_custom(MetricValues& values) {
-  for (const auto& [name, reducer] : state_.reducers) {
+  // No structured bindings here: C++17 lets no lambda capture one (clang refuses; GCC allows).
+  for (const auto& entry : state_.reducers) {
+    const auto& name = entry.first;
+    const auto& reducer = entry.second;
     const nlohmann::json mine =
         call_trial([&] { return fmt::format("reducer '{}' per_slot_reduce", name); },
                    [&] { return reducer->per_slot_reduce(); });
@@ -115,7 +118,9 @@ MetricValues TrialSession::validate(int64_t max_batches) {
   MetricValues values;
   {
     torch::NoGradGuard no_grad;
-    for (const auto& [name, reducer] : state_.reducers) {
+    for (const auto& entry : state_.reducers) {
+      const auto& name = entry.first;
+      const auto& reducer = entry.second;
       call_trial([&] { return fmt::format("reducer '{}' reset", name); },
                  [&] { reducer->reset(); });
     }
