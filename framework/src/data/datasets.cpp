@@ -62,15 +62,18 @@ torch::Tensor read_idx(const std::string& path, const std::string& missing_hint)
   }
   std::vector<int64_t> shape;
   int64_t total = 1;
+  int64_t nonzero = 1;  // the product of the sizes other than 0: a tensor's strides
   for (int d = 0; d < magic[3]; ++d) {
     unsigned char b[4];
     read_exact(f.get(), b, 4, path);
     shape.push_back((int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | b[3]);
-    // Each size is below 2^32: past 2^40 bytes the product is no dataset (and could overflow).
-    if (shape.back() > 0 && total > (int64_t{1} << 40) / shape.back()) {
+    // Each size is below 2^32: past 2^40 elements the product is no dataset (and could overflow,
+    // in the strides too when another size is 0).
+    if (shape.back() > 0 && nonzero > (int64_t{1} << 40) / shape.back()) {
       throw TrainingError(fmt::format("{}: the shape {} is implausibly large", path,
                                       c10::str(c10::IntArrayRef(shape))));
     }
+    nonzero *= std::max<int64_t>(shape.back(), 1);
     total *= shape.back();
   }
   // The header's size is not trusted for an allocation: the bytes are read in chunks, and the
