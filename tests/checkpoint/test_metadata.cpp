@@ -66,8 +66,17 @@ TEST_CASE("checkpoint metadata of the wrong shape is a damaged checkpoint naming
   CHECK_THROWS_AS(ckpt::Metadata::from_json(json, "ckpt/metadata.json"), ckpt::DamagedCheckpoint);
   CHECK_THROWS_WITH(ckpt::Metadata::from_json(json, "ckpt/metadata.json"),
                     Catch::Contains("ckpt/metadata.json: 'batches' is \"many\""));
-  json["validation"] = {{"validation_loss", "low"}};
+  // A float, or an integer the field cannot hold, is no count (2.7e40 read as an int64_t would
+  // be undefined behaviour; the fuzzer found it).
+  json["batches"] = 2.7e40;
+  CHECK_THROWS_WITH(ckpt::Metadata::from_json(json, "ckpt/metadata.json"),
+                    Catch::Contains("'batches' is 2.7e+40, not of the type a checkpoint writes"));
   json["batches"] = 3;
+  json["num_models"] = -1;
+  CHECK_THROWS_WITH(ckpt::Metadata::from_json(json, "ckpt/metadata.json"),
+                    Catch::Contains("'num_models' is -1, not of the type"));
+  json["num_models"] = 1;
+  json["validation"] = {{"validation_loss", "low"}};
   CHECK_THROWS_WITH(ckpt::Metadata::from_json(json, "ckpt/metadata.json"),
                     Catch::Contains("ckpt/metadata.json: metric 'validation_loss' in 'validation' "
                                     "is \"low\", not a number"));

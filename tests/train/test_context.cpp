@@ -34,6 +34,15 @@ TEST_CASE("hparam<T> is typed and names the hyperparameter on error", "[train]")
                                     "hyperparameters (it has: act, global_batch_size, layers, "
                                     "lr, none, sizes)"));
   CHECK_THROWS_AS(f.ctx.hparam<bool>("layers"), crucible::ConfigError);
+  // An integer the type cannot hold is refused, not wrapped.
+  using crucible::detail::json_as;
+  CHECK_THROWS_WITH(json_as<int32_t>(nlohmann::json(int64_t{5000000000}), "x"),
+                    "x is integer 5000000000, expected integer from -2147483648 to 2147483647");
+  CHECK_THROWS_WITH(json_as<uint32_t>(nlohmann::json(-1), "x"),
+                    "x is integer -1, expected integer from 0 to 4294967295");
+  CHECK_THROWS_AS(json_as<int64_t>(nlohmann::json(uint64_t{1} << 63), "x"), crucible::ConfigError);
+  CHECK(json_as<int64_t>(nlohmann::json(uint64_t{1} << 62), "x") == int64_t{1} << 62);
+  CHECK(json_as<int32_t>(nlohmann::json(-2147483648LL), "x") == INT32_MIN);
   // With a default: the file's value when present (typed as strictly), else the default.
   CHECK(f.ctx.hparam("lr", 0.9) == 0.1);
   CHECK(f.ctx.hparam("momentum", 0.9) == 0.9);

@@ -1,10 +1,10 @@
 #include "checkpoint/metadata.h"
 
 #include <cmath>
-#include <limits>
-#include <type_traits>
 
 #include <fmt/format.h>
+
+#include <crucible/json_value.h>
 
 #include "checkpoint/checkpoint.h"
 
@@ -43,23 +43,6 @@ nlohmann::json Metadata::to_json() const {
 
 namespace {
 
-// Whether `value` converts to T without loss: integers only from integers that T holds (a float
-// out of T's range would be undefined behaviour), floating point from any number.
-template <class T>
-bool converts(const nlohmann::json& value) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    if (!value.is_number_integer()) return false;
-    if (value.is_number_unsigned()) {
-      return value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
-    }
-    return std::is_signed_v<T> || value.get<int64_t>() >= 0;
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return value.is_number();
-  } else {
-    return true;  // get<T> checks the type
-  }
-}
-
 // Reads `key` of `json` into `out` when present; a value of another type is a DamagedCheckpoint.
 template <class T>
 void read(const nlohmann::json& json, const char* key, T& out, const std::string& path) {
@@ -69,10 +52,9 @@ void read(const nlohmann::json& json, const char* key, T& out, const std::string
     return DamagedCheckpoint(
         fmt::format("{}: '{}' is {}, not of the type a checkpoint writes", path, key, it->dump()));
   };
-  if (!converts<T>(*it)) throw damaged();
   try {
-    out = it->get<T>();
-  } catch (const nlohmann::json::exception&) {
+    out = detail::json_as<T>(*it, key);  // integers only from integers that T holds
+  } catch (const Error&) {
     throw damaged();
   }
 }
