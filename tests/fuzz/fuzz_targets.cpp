@@ -1,8 +1,5 @@
 #include "fuzz_targets.h"
 
-#include <unistd.h>
-
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
@@ -16,6 +13,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/metadata.h"
 #include "checkpoint/tensor_files.h"
+#include "files.h"
 #include "metrics/event_file.h"
 #include "search/experiment_log.h"
 #include "search/scheduler.h"
@@ -28,34 +26,16 @@ namespace {
 namespace fs = crucible::util;
 
 // A directory of this process for the readers that take a path, removed at exit.
-class Scratch {
- public:
-  Scratch() : dir_(fs::join(fs::temp_directory(), "crucible-fuzz-" + std::to_string(::getpid()))) {
-    fs::create_directories(dir_);
-  }
-  ~Scratch() { fs::try_remove_all(dir_); }
-  // Writes `bytes` to `name` (a relative path) under the directory and returns its path.
-  std::string write(const std::string& name, std::string_view bytes) const {
-    const std::string path = fs::join(dir_, name);
-    fs::create_directories(fs::parent_path(path));
-    std::ofstream(path, std::ios::binary | std::ios::trunc)
-        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    return path;
-  }
-  const std::string& dir() const { return dir_; }
-
- private:
-  std::string dir_;
-};
-
-const Scratch& scratch() {
-  static const Scratch s;
-  return s;
+const testing::TempDir& scratch() {
+  static const testing::TempDir dir;
+  return dir;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+// Writes `input` to `name` in scratch() and returns its path.
+std::string scratch_file(const std::string& name, std::string_view input) {
+  const std::string path = scratch() / name;
+  testing::write_file(path, std::string(input));
+  return path;
 }
 
 std::string str(const std::vector<char>& bytes) { return {bytes.begin(), bytes.end()}; }
@@ -84,7 +64,7 @@ std::vector<std::string> experiment_config_seeds() {
   const std::string configs = fs::join(CRUCIBLE_SOURCE_DIR, "configs");
   for (const std::string& name : fs::list_directory(configs)) {
     if (name.size() > 5 && name.compare(name.size() - 5, 5, ".yaml") == 0) {
-      seeds.push_back(read_file(fs::join(configs, name)));
+      seeds.push_back(testing::read_file(fs::join(configs, name)));
     }
   }
   return seeds;
@@ -176,7 +156,7 @@ std::vector<std::string> torch_pickle_seeds() {
   return seeds;
 }
 
-void run_idx(std::string_view input) { read_idx(scratch().write("data-idx", input)); }
+void run_idx(std::string_view input) { read_idx(scratch_file("data-idx", input)); }
 
 std::vector<std::string> idx_seeds() {
   std::string images("\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00\x02", 16);
@@ -229,7 +209,7 @@ std::vector<std::string> checkpoint_metadata_seeds() {
 }
 
 void run_experiment_log(std::string_view input) {
-  const search::ExperimentLog log(scratch().write("experiment.jsonl", input));
+  const search::ExperimentLog log(scratch_file("experiment.jsonl", input));
   for (const nlohmann::json& row : log.rows())
     search::Scheduler::result_of_row(row, "fuzz/experiment.jsonl");
 }
@@ -248,8 +228,9 @@ std::vector<std::string> experiment_log_seeds() {
 }
 
 void run_trial_metrics(std::string_view input) {
-  const search::TrialFiles files(scratch().dir(), 1);
-  scratch().write("trials/1/metrics.jsonl", input);
+  const search::TrialFiles files(scratch().path(), 1);
+  fs::create_directories(files.run_dir);
+  testing::write_file(fs::join(files.run_dir, "metrics.jsonl"), std::string(input));
   search::read_segment_result(files, 1, {LengthUnit::kBatches, 100}, "loss");
 }
 
@@ -266,21 +247,16 @@ std::vector<std::string> trial_metrics_seeds() {
 
 const std::vector<Target>& targets() {
   static const std::vector<Target> all = {
-      {"experiment_config", "an experiment file", run_experiment_config, experiment_config_seeds},
-      {"config_override", "a --set override", run_config_override, config_override_seeds},
-      {"safetensors", "a .safetensors file", run_safetensors, safetensors_seeds},
-      {"torch_dict", "a torch.save'd dict of tensors", run_torch_dict, torch_dict_seeds, 20},
-      {"torch_pickle", "the pickle inside a torch.save archive", run_torch_pickle,
-       torch_pickle_seeds, 8},
-      {"idx", "an IDX file (MNIST's format)", run_idx, idx_seeds},
-      {"tensorboard_event", "a TensorBoard event record", run_tensorboard_event,
-       tensorboard_event_seeds},
-      {"checkpoint_metadata", "a checkpoint's metadata.json", run_checkpoint_metadata,
-       checkpoint_metadata_seeds},
-      {"experiment_log", "an experiment.jsonl being resumed", run_experiment_log,
-       experiment_log_seeds},
-      {"trial_metrics", "a trial's metrics.jsonl after its segment", run_trial_metrics,
-       trial_metrics_seeds},
+      {"experiment_config", run_experiment_config, experiment_config_seeds},
+      {"config_override", run_config_override, config_override_seeds},
+      {"safetensors", run_safetensors, safetensors_seeds},
+      {"torch_dict", run_torch_dict, torch_dict_seeds},
+      {"torch_pickle", run_torch_pickle, torch_pickle_seeds},
+      {"idx", run_idx, idx_seeds},
+      {"tensorboard_event", run_tensorboard_event, tensorboard_event_seeds},
+      {"checkpoint_metadata", run_checkpoint_metadata, checkpoint_metadata_seeds},
+      {"experiment_log", run_experiment_log, experiment_log_seeds},
+      {"trial_metrics", run_trial_metrics, trial_metrics_seeds},
   };
   return all;
 }

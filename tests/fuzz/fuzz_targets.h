@@ -4,6 +4,11 @@
 // an input that may be anything. tools/fuzz.sh runs them under libFuzzer (clang, with
 // AddressSanitizer and UndefinedBehaviorSanitizer); test_fuzz_corpus replays their seeds, the
 // corpus kept in tests/fuzz/corpus/<name>/ and seeded damage of the seeds in every CTest run.
+// The targets, each named where targets() lists it: the experiment file (experiment_config), a
+// --set value (config_override), .safetensors files, torch.save archives (torch_dict) and the
+// pickle in one (torch_pickle), IDX files, a TensorBoard event record, a checkpoint's
+// metadata.json, experiment.jsonl as a resumed search replays it, and a trial's metrics.jsonl as
+// the search reads its result (trial_metrics).
 
 #include <string>
 #include <string_view>
@@ -17,12 +22,8 @@ namespace crucible::fuzz {
 // each without throwing), the start of a corpus.
 struct Target {
   std::string name;
-  std::string reads;  // what it reads, in a few words
   void (*run)(std::string_view input);
   std::vector<std::string> (*seeds)();
-  // How many seeded damages of each seed CTest reads. Fewer where LibTorch reads the input: its
-  // errors capture a stack trace each, about 0.1 to 0.3 s on LibTorch 1.13.
-  int damages = 200;
 };
 
 // Every target, in a fixed order.

@@ -7,8 +7,8 @@
 #include <crucible/errors.h>
 
 #include "damage.h"
+#include "files.h"
 #include "fuzz_targets.h"
-#include "process.h"
 #include "util/file_system.h"
 
 using namespace crucible::testing;
@@ -49,7 +49,7 @@ TEST_CASE("each fuzz target accepts its seeds and refuses damage with a crucible
 
       std::mt19937_64 rng(20261125);
       for (size_t s = 0; s < seeds.size(); ++s) {
-        for (int i = 0; i < target.damages; ++i) {
+        for (int i = 0; i < 200; ++i) {
           const std::string bad = damaged_copy(seeds[s], i, rng);
           INFO("damage " << i << " of seed " << s);
           CHECK(escaped(target, bad) == "");

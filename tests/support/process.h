@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "files.h"
 #include "free_port.h"
 #include "util/file_system.h"
 
@@ -117,37 +118,6 @@ inline bool wait_until(const std::function<bool()>& condition, double timeout_s 
 }
 
 using util::free_port;
-
-// A fresh directory under the system temp dir, removed when the object dies.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ = util::join(util::temp_directory(),
-                       "crucible-test-" + std::to_string(rd()) + std::to_string(rd()));
-    util::create_directories(path_);
-  }
-  ~TempDir() { util::try_remove_all(path_); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  const std::string& str() const { return path_; }
-  std::string operator/(const std::string& name) const { return util::join(path_, name); }
-
- private:
-  std::string path_;
-};
-
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-inline void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
 
 // Copies the directory tree `from` to `to` (cp -a); fails the calling test when it cannot.
 inline void copy_tree(const std::string& from, const std::string& to) {
