@@ -8,6 +8,9 @@
 
 #include <crucible/errors.h>
 
+#include "checkpoint/pickle_layout.h"
+#include "util/parse.h"
+
 namespace crucible::checkpoint {
 namespace {
 
@@ -91,10 +94,20 @@ void check_zip_layout(std::string_view bytes, const std::string& source) {
     const uint64_t end64 = b.le(locator + 8, 8);
     b.require_within(end64, kEnd64Size, 0, locator, "the zip64 end record");
     if (b.le(end64, 4) != kEnd64) b.fail("the zip64 end record has no signature");
-    // As miniz reads it: a zip64 value stands in only for a 32-bit field that is all ones.
-    if (entries == 0xFFFF) entries = b.le(end64 + 32, 8);
-    if (directory_size == 0xFFFFFFFF) directory_size = b.le(end64 + 40, 8);
-    if (directory == 0xFFFFFFFF) directory = b.le(end64 + 48, 8);
+    // Which of the two records a reader takes differs between miniz versions (LibTorch 1.13's
+    // reads the zip64 values whenever the record exists), so they must agree: a field is either
+    // the same in both or all ones in the end record.
+    const auto agree = [&](uint64_t& field, uint64_t all_ones, uint64_t at64, const char* what) {
+      const uint64_t value64 = b.le(at64, 8);
+      if (field != all_ones && field != value64) {
+        b.fail(fmt::format("the end record gives the {} as {}, the zip64 end record as {}", what,
+                           field, value64));
+      }
+      field = value64;
+    };
+    agree(entries, 0xFFFF, end64 + 32, "number of entries");
+    agree(directory_size, 0xFFFFFFFF, end64 + 40, "central directory's size");
+    agree(directory, 0xFFFFFFFF, end64 + 48, "central directory's offset");
     directory_end_limit = end64;
   }
   b.require_within(directory, directory_size, 0, directory_end_limit, "the central directory");
@@ -120,6 +133,10 @@ void check_zip_layout(std::string_view bytes, const std::string& source) {
     if (b.le(local, 4) != kLocalHeader) b.fail(fmt::format("entry {} has no local header", i));
     const uint64_t data = local + kLocalSize + b.le(local + 26, 2) + b.le(local + 28, 2);
     b.require_within(data, compressed, 0, directory, "an entry's data");
+    const std::string_view entry_name = bytes.substr(at + kCentralSize, name);
+    if (entry_name == "data.pkl" || util::ends_with(entry_name, "/data.pkl")) {
+      check_pickle(bytes.substr(data, size), source);
+    }
     at += kCentralSize + name + extra + comment;
   }
   if (at != directory_end) {

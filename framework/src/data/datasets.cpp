@@ -13,6 +13,7 @@
 
 #include "checkpoint/tensor_files.h"
 #include "util/file_system.h"
+#include "util/parse.h"
 
 namespace crucible {
 namespace {
@@ -41,11 +42,6 @@ std::string read_bytes(const std::string& path) {
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw TrainingError(fmt::format("{}: cannot be read", path));
   return bytes;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -156,7 +152,8 @@ std::shared_ptr<TensorDataset> load_tensor_dataset(const std::string& path,
   std::vector<std::string> files;
   if (util::is_directory(path)) {
     for (const std::string& name : util::list_directory(path)) {
-      if (ends_with(name, ".pt") || ends_with(name, ".pth") || ends_with(name, ".safetensors")) {
+      if (util::ends_with(name, ".pt") || util::ends_with(name, ".pth") ||
+          util::ends_with(name, ".safetensors")) {
         files.push_back(util::join(path, name));
       }
     }

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace crucible::util {
 
@@ -23,6 +24,11 @@ inline std::optional<int64_t> whole_integer(const std::string& text) {
   const auto p = integer_prefix(text);
   if (!p || p->second != text.size()) return std::nullopt;
   return p->first;
+}
+
+// Whether `text` ends with `suffix`.
+inline bool ends_with(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
 }  // namespace crucible::util
