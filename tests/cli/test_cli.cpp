@@ -49,7 +49,8 @@ TEST_CASE("trainer --version, --help and bad usage", "[cli]") {
   auto unknown = trainer("frobnicate x.yaml");
   CHECK(unknown.exit_code == 2);
   CHECK(unknown.output ==
-        "error: unknown command 'frobnicate'; commands: fit, check, validate, predict, keys\n");
+        "error: unknown command 'frobnicate'; commands: fit, check, validate, predict, report, "
+        "keys\n");
   auto bad_flag = trainer("fit " + kConfigs + "/linear.yaml --fast");
   CHECK(bad_flag.exit_code == 2);
   CHECK_THAT(bad_flag.output, Catch::Contains("unknown option '--fast' for fit"));

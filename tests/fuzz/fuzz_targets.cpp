@@ -15,6 +15,8 @@
 #include "checkpoint/tensor_files.h"
 #include "files.h"
 #include "metrics/event_file.h"
+#include "report/experiment_report.h"
+#include "report/run_report.h"
 #include "search/experiment_log.h"
 #include "search/scheduler.h"
 #include "search/trial_process.h"
@@ -243,6 +245,34 @@ std::vector<std::string> trial_metrics_seeds() {
 )"};
 }
 
+// A directory `name` in scratch() holding config.yaml with `config`.
+std::string report_dir(const std::string& name, const std::string& config) {
+  const std::string dir = scratch() / name;
+  fs::create_directories(dir);
+  testing::write_file(fs::join(dir, "config.yaml"), config);
+  return dir;
+}
+
+void run_run_report(std::string_view input) {
+  static const std::string dir =
+      report_dir("report-run",
+                 "name: fuzz\nentrypoint: fuzz:Trial\nhyperparameters: {global_batch_size: 16}\n"
+                 "searcher: {metric: loss}\nmax_length: {batches: 100}\n");
+  testing::write_file(fs::join(dir, "metrics.jsonl"), std::string(input));
+  report::run_page(dir, dir);
+}
+
+void run_experiment_report(std::string_view input) {
+  static const std::string dir = report_dir(
+      "report-experiment",
+      "name: fuzz\nentrypoint: fuzz:Trial\n"
+      "hyperparameters: {global_batch_size: 16, lr: {type: log, minval: -3, maxval: 0}}\n"
+      "searcher: {name: adaptive_asha, metric: loss, max_trials: 4, max_time: 16, "
+      "time_metric: batches}\nmax_length: {batches: 16}\n");
+  testing::write_file(fs::join(dir, "experiment.jsonl"), std::string(input));
+  report::experiment_page(dir, dir, [](int64_t) { return std::string(); });
+}
+
 }  // namespace
 
 const std::vector<Target>& targets() {
@@ -257,6 +287,8 @@ const std::vector<Target>& targets() {
       {"checkpoint_metadata", run_checkpoint_metadata, checkpoint_metadata_seeds},
       {"experiment_log", run_experiment_log, experiment_log_seeds},
       {"trial_metrics", run_trial_metrics, trial_metrics_seeds},
+      {"run_report", run_run_report, trial_metrics_seeds},
+      {"experiment_report", run_experiment_report, experiment_log_seeds},
   };
   return all;
 }

@@ -7,8 +7,9 @@
 // The targets, each named where targets() lists it: the experiment file (experiment_config), a
 // --set value (config_override), .safetensors files, torch.save archives (torch_dict) and the
 // pickle in one (torch_pickle), IDX files, a TensorBoard event record, a checkpoint's
-// metadata.json, experiment.jsonl as a resumed search replays it, and a trial's metrics.jsonl as
-// the search reads its result (trial_metrics).
+// metadata.json, experiment.jsonl as a resumed search replays it, a trial's metrics.jsonl as
+// the search reads its result (trial_metrics), and a run's metrics.jsonl and an experiment.jsonl
+// as `trainer report` shows them (run_report, experiment_report).
 
 #include <string>
 #include <string_view>

@@ -23,6 +23,7 @@ Commands:
   check CONFIG                validate an experiment file, load its trial, print the resolved config
   validate --checkpoint DIR   run the trial's validation on a checkpoint, print the metrics
   predict --checkpoint DIR    write the trial's predictions over its predict data to a file
+  report DIR                  write an HTML report of a run or an experiment (DIR/report.html)
   keys                        list the experiment file's keys with their defaults
 
 Options:
@@ -98,6 +99,18 @@ Validates CONFIG, loads its trial library and finds the trial class, then prints
 configuration (every default spelled out) as YAML. Exit code 0 when all is well.
 )";
 
+constexpr const char* kReportUsage = R"(usage: trainer report DIR [--output FILE]
+
+Writes DIR/report.html (or FILE): one self-contained HTML page of the run or experiment directory
+DIR that opens offline in any browser (charts as inline SVG, no scripts). A run's page shows how it
+ended, each metric over training (training and validation together), the validations with the
+best marked, the checkpoints, the profiler's phases and the config. An experiment's page ranks the
+trials by searcher.metric, draws every trial's metric over its length and the metric against each
+hyperparameter, counts ASHA's rungs and lists the events; each trial's run gets its own page,
+trials/<id>/report.html. A run or search still running, or killed, is reported as far as its
+files go. Nothing in DIR changes but the pages.
+)";
+
 constexpr const char* kKeysUsage = R"(usage: trainer keys
 
 Lists every key of the experiment file: its default (or "required"), whether it may change when
@@ -161,7 +174,8 @@ Args parse(const std::vector<std::string>& args) {
       a.checkpoint = value("--checkpoint");
     } else if (arg == "--set" && (a.command == "fit" || a.command == "check")) {
       a.overrides.push_back(value("--set"));
-    } else if (flag == "--output" && (a.command == "fit" || a.command == "predict")) {
+    } else if (flag == "--output" &&
+               (a.command == "fit" || a.command == "predict" || a.command == "report")) {
       a.output = value("--output");
     } else if (flag == "--resume" && a.command == "fit") {
       a.resume = value("--resume");
@@ -182,9 +196,9 @@ Args parse(const std::vector<std::string>& args) {
                                    a.command.empty() ? "" : a.command + " "));
     } else if (a.command.empty()) {
       if (arg != "fit" && arg != "check" && arg != "validate" && arg != "predict" &&
-          arg != "keys") {
+          arg != "report" && arg != "keys") {
         throw UsageError(fmt::format(
-            "unknown command '{}'; commands: fit, check, validate, predict, keys", arg));
+            "unknown command '{}'; commands: fit, check, validate, predict, report, keys", arg));
       }
       a.command = arg;
     } else if (a.config.empty()) {
@@ -256,6 +270,16 @@ int check(const Args& a) {
   return kExitOk;
 }
 
+int report(const Args& a) {
+  if (a.config.empty()) {
+    throw UsageError("trainer report needs the directory of a run or an experiment");
+  }
+  for (const std::string& page : write_report(ReportOptions().dir(a.config).output(a.output))) {
+    std::cout << "wrote " << page << "\n";
+  }
+  return kExitOk;
+}
+
 int keys() {
   const std::vector<ConfigKey> keys = config_keys();
   size_t path_width = 3, default_width = 8;  // "required"
@@ -294,11 +318,13 @@ int run(const std::vector<std::string>& args) {
                     : a.command == "check"    ? kCheckUsage
                     : a.command == "validate" ? kValidateUsage
                     : a.command == "keys"     ? kKeysUsage
+                    : a.command == "report"   ? kReportUsage
                                               : kPredictUsage);
       return kExitOk;
     }
     if (a.command == "fit") return fit(a);
     if (a.command == "check") return check(a);
+    if (a.command == "report") return report(a);
     if (!a.config.empty()) throw UsageError("unexpected argument '" + a.config + "'");
     if (a.command == "keys") return keys();
     return a.command == "validate" ? validate(a) : predict(a);

@@ -13,6 +13,7 @@
 #include <crucible/metrics.h>
 #include <crucible/optim.h>
 #include <crucible/registry.h>
+#include <crucible/report.h>
 #include <crucible/trainer.h>
 #include <crucible/trial.h>
 #include <crucible/trial_context.h>

@@ -13,34 +13,22 @@
 #include <crucible/errors.h>
 
 #include "checkpoint/file_io.h"
+#include "util/json_lines.h"
 
 namespace crucible::search {
 
 ExperimentLog::ExperimentLog(const std::string& path) : path_(path) {
-  std::string kept;
-  int64_t torn_line = 0;  // the line number of a row that is not a JSON object; 0: none
-  {
-    std::ifstream in(path);
-    int64_t number = 0;
-    for (std::string line; std::getline(in, line);) {
-      ++number;
-      if (line.empty()) continue;
-      if (torn_line > 0) {
-        throw TrainingError(fmt::format(
-            "{}:{}: not a JSON row, and rows follow it: the experiment log is damaged (only a "
-            "kill's torn last row is cut off); repair or remove that line to resume",
-            path, torn_line));
-      }
-      nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
-      if (row.is_discarded() || !row.is_object()) {
-        torn_line = number;
-        continue;
-      }
-      rows_.push_back(std::move(row));
-      kept += line + "\n";
-    }
+  util::JsonLines lines = util::read_json_lines(
+      path,
+      "the experiment log is damaged (only a kill's torn last row is cut off); repair or remove "
+      "that line to resume",
+      true);
+  rows_ = std::move(lines.rows);
+  if (lines.torn_line > 0) {
+    std::string kept;
+    for (const nlohmann::json& row : rows_) kept += row.dump() + "\n";
+    checkpoint::replace_atomically(path, kept);
   }
-  if (torn_line > 0) checkpoint::replace_atomically(path, kept);
   fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     throw TrainingError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <crucible/json_value.h>
 #include <crucible/metrics.h>
 
 #include "checkpoint/checkpoint.h"
@@ -21,28 +22,33 @@ std::string number(const nlohmann::json& value) {
 
 std::string describe_row(const nlohmann::json& row, const std::string& metric,
                          const std::string& unit) {
+  // An integer field; a float would convert with undefined behaviour when out of range.
+  const auto integer = [&](const char* key) {
+    return detail::json_as<int64_t>(row.at(key), std::string("'") + key + "'");
+  };
   const std::string event = row.value("event", "");
-  const int64_t trial = row.value("trial", int64_t{0});
+  const int64_t trial = row.contains("trial") ? integer("trial") : 0;
   if (event == "created") {
     return fmt::format(
         "trial {} created{}: {}", trial,
-        row.contains("bracket") ? fmt::format(" in bracket {}", row["bracket"].get<int64_t>()) : "",
-        row["hparams"].dump());
+        row.contains("bracket") ? fmt::format(" in bracket {}", integer("bracket")) : "",
+        row.at("hparams").dump());
   }
   if (event == "validated") {
     return fmt::format(
-        "trial {}: {} {} at {} {}{}: {}{}", trial, metric, number(row["metric"]),
-        row["length"].get<int64_t>(), unit,
-        row.contains("rung") ? fmt::format(", rung {}", row["rung"].get<int64_t>()) : "",
-        row["decision"].get<std::string>(),
-        row.contains("ended_early") ? " (" + row["ended_early"].get<std::string>() + ")" : "");
+        "trial {}: {} {} at {} {}{}: {}{}", trial, metric, number(row.at("metric")),
+        integer("length"), unit,
+        row.contains("rung") ? fmt::format(", rung {}", integer("rung")) : "",
+        row.at("decision").get<std::string>(),
+        row.contains("ended_early") ? " (" + row.at("ended_early").get<std::string>() + ")" : "");
   }
   if (event == "failed" || event == "invalid" || event == "restarted") {
-    const std::string what = event == "failed" ? "failed"
-                             : event == "invalid"
-                                 ? "rejected its hyperparameters (replaced)"
-                                 : fmt::format("restarted ({} of {})", row.value("restart", 0),
-                                               row.value("max_restarts", 0));
+    const std::string what =
+        event == "failed" ? "failed"
+        : event == "invalid"
+            ? "rejected its hyperparameters (replaced)"
+            : fmt::format("restarted ({} of {})", row.contains("restart") ? integer("restart") : 0,
+                          row.contains("max_restarts") ? integer("max_restarts") : 0);
     return fmt::format("trial {} {}: {}", trial, what, row.value("error", ""));
   }
   return fmt::format("trial {} {}", trial, event);

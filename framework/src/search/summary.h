@@ -12,7 +12,9 @@
 namespace crucible::search {
 
 // One line for the experiment log saying what `row` records, e.g.
-// "trial 3: validation_loss 0.412 at 62 batches, rung 0: stop". `unit` names lengths.
+// "trial 3: validation_loss 0.412 at 62 batches, rung 0: stop". `unit` names lengths. Throws
+// nlohmann::json::exception or crucible::Error when a field it shows is missing or of another
+// type.
 std::string describe_row(const nlohmann::json& row, const std::string& metric,
                          const std::string& unit);
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -226,6 +227,15 @@ std::vector<std::string> list_directory(const std::string& path) {
   std::vector<std::string> names = read_names(dir.get(), path);
   std::sort(names.begin(), names.end());
   return names;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read", path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) fail("cannot read", path);
+  return text.str();
 }
 
 std::string read_symlink(const std::string& path) {

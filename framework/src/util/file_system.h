@@ -79,6 +79,10 @@ void replace_directory(const std::string& from, const std::string& to);
 // The names in directory `path`, without "." and "..", sorted. Throws when it cannot be read.
 std::vector<std::string> list_directory(const std::string& path);
 
+// The bytes of the file at `path`. Throws std::runtime_error naming the path when it cannot be
+// read.
+std::string read_file(const std::string& path);
+
 // The target of the symbolic link `path`.
 std::string read_symlink(const std::string& path);
 

@@ -1,0 +1,33 @@
+#pragma once
+
+// HTML reports of runs and experiments, as `trainer report` writes them.
+
+#include <string>
+#include <vector>
+
+#include <torch/arg.h>
+
+namespace crucible {
+
+struct ReportOptions {
+  // A run directory (config.yaml, metrics.jsonl, checkpoints/) or an experiment directory
+  // (experiment.jsonl, trials/).
+  TORCH_ARG(std::string, dir);
+  // The page to write; "": <dir>/report.html.
+  TORCH_ARG(std::string, output);
+};
+
+// Writes a report of options.dir(): one self-contained HTML page (charts as inline SVG, no
+// scripts, nothing fetched) that opens in any browser, its links to the run's files relative to
+// the page. A run's page shows how it ended, its metrics over training, its validations,
+// checkpoints, profiling and config. An experiment's page shows the search, every trial's metric
+// over its length, the metric against each hyperparameter, the trials ranked, ASHA's rungs and
+// the events; each trial's run then gets its own page, trials/<id>/report.html, linked from its
+// row. A run or search still running, or killed, is reported as far as its files go. Reads the
+// directory only; each page is replaced atomically. Returns the pages written, the main one
+// first. Throws UsageError when options.dir() holds neither a run nor an experiment, ConfigError
+// when its config.yaml does not parse, and TrainingError naming the file (and line) that is
+// damaged or cannot be written.
+std::vector<std::string> write_report(const ReportOptions& options);
+
+}  // namespace crucible

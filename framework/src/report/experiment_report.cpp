@@ -1,0 +1,318 @@
+#include "report/experiment_report.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include <crucible/config.h>
+#include <crucible/errors.h>
+
+#include "config/enum_names.h"
+#include "metrics/report.h"
+#include "report/chart.h"
+#include "report/fields.h"
+#include "report/html.h"
+#include "report/run_report.h"
+#include "search/scheduler.h"
+#include "search/summary.h"
+#include "util/file_system.h"
+#include "util/json_lines.h"
+
+namespace crucible::report {
+namespace {
+
+using nlohmann::json;
+
+struct Validation {
+  int64_t length = 0;
+  double metric = 0;
+  std::optional<int64_t> bracket, rung;
+  std::string decision;
+};
+
+// One trial as the experiment's rows tell it.
+struct Trial {
+  int64_t id = 0;
+  json hparams = json::object();
+  std::string state = "running";
+  int64_t length = 0;
+  std::optional<double> best;
+  std::string error;
+  int64_t restarts = 0;
+  std::vector<Validation> validations;
+};
+
+std::map<int64_t, Trial> trials_of(const std::vector<json>& rows, bool smaller_is_better) {
+  std::map<int64_t, Trial> trials;
+  for (const json& row : rows) {
+    const std::optional<int64_t> id = integer_in(row, "trial");
+    if (!id) continue;
+    Trial& t = trials[*id];
+    t.id = *id;
+    const std::string event = text_in(row, "event");
+    if (row.contains("hparams") && row["hparams"].is_object()) t.hparams = row["hparams"];
+    if (event == "validated") {
+      Validation v;
+      v.length = integer_in(row, "length").value_or(0);
+      v.metric = number_in(row, "metric");
+      v.bracket = integer_in(row, "bracket");
+      v.rung = integer_in(row, "rung");
+      v.decision = text_in(row, "decision");
+      t.length = std::max(t.length, v.length);
+      if (!t.best || better(v.metric, *t.best, smaller_is_better)) t.best = v.metric;
+      t.validations.push_back(v);
+    } else if (event == "restarted") {
+      ++t.restarts;
+    } else if (event != "created" && !event.empty()) {
+      t.state = event;
+      t.error = text_in(row, "error");
+    }
+  }
+  return trials;
+}
+
+// The trials in the order of the search's closing table: those that validated, best first (NaN
+// last), then the others by id.
+std::vector<const Trial*> ranked(const std::map<int64_t, Trial>& trials, bool smaller_is_better) {
+  std::vector<const Trial*> out;
+  for (const auto& [_, t] : trials) out.push_back(&t);
+  std::stable_sort(out.begin(), out.end(), [&](const Trial* a, const Trial* b) {
+    if (a->best.has_value() != b->best.has_value()) return a->best.has_value();
+    return a->best && better(*a->best, *b->best, smaller_is_better);
+  });
+  return out;
+}
+
+std::string progress_chart(const std::vector<const Trial*>& order, const std::string& metric,
+                           const std::string& unit) {
+  Chart chart;
+  chart.title = metric + " of every trial";
+  chart.x_label = unit;
+  chart.y_label = metric;
+  chart.width = 920;
+  for (const Trial* t : order) {
+    if (t->validations.empty()) continue;
+    ChartSeries s;
+    s.name = fmt::format("trial {}", t->id);
+    s.emphasized = t == order.front();
+    for (const Validation& v : t->validations) {
+      s.points.push_back(
+          {static_cast<double>(v.length), v.metric,
+           (v.rung ? fmt::format("rung {}: ", *v.rung) : std::string()) + v.decision});
+    }
+    chart.series.push_back(std::move(s));
+  }
+  std::sort(
+      chart.series.begin(), chart.series.end(), [](const ChartSeries& a, const ChartSeries& b) {
+        return a.name.size() != b.name.size() ? a.name.size() < b.name.size() : a.name < b.name;
+      });
+  return chart.series.empty() ? "" : svg_chart(chart);
+}
+
+std::string hyperparameter_charts(const ExperimentConfig& config,
+                                  const std::vector<const Trial*>& order,
+                                  const std::string& metric) {
+  std::string out;
+  for (const auto& [name, spec] : config.hyperparameters) {
+    if (spec.type == HyperparameterSpec::Type::kConst) continue;
+    ChartSeries s;
+    s.name = name;
+    s.lines = false;
+    for (const Trial* t : order) {
+      const auto it = t->hparams.find(name);
+      if (!t->best || it == t->hparams.end() || !it->is_number()) continue;
+      s.points.push_back({it->get<double>(), *t->best, fmt::format("trial {}", t->id)});
+    }
+    if (s.points.empty()) continue;
+    Chart chart;
+    chart.title = fmt::format("best {} by {}", metric, name);
+    chart.x_label = name;
+    chart.y_label = metric;
+    chart.log_x = spec.type == HyperparameterSpec::Type::kLog;
+    chart.series.push_back(std::move(s));
+    out += svg_chart(chart);
+  }
+  return out;
+}
+
+std::string trial_table(const ExperimentConfig& config, const std::vector<const Trial*>& order,
+                        const std::string& metric, const std::string& unit,
+                        const std::function<std::string(int64_t)>& trial_link) {
+  std::vector<std::string> names;  // the searched hyperparameters: the constant ones are the
+                                   // config's, the same for every trial
+  for (const auto& [name, spec] : config.hyperparameters) {
+    if (spec.type != HyperparameterSpec::Type::kConst) names.push_back(name);
+  }
+  Table out;
+  out.header = {"trial", "state", metric, unit, "restarts"};
+  out.header.insert(out.header.end(), names.begin(), names.end());
+  out.header.push_back("error");
+  out.numeric = {true, false, true, true, true};
+  for (const Trial* t : order) {
+    const std::string href = trial_link(t->id);
+    std::vector<std::string> cells = {
+        href.empty() ? std::to_string(t->id) : hyperlink(href, std::to_string(t->id)),
+        escape(t->state), number_text(t->best), std::to_string(t->length),
+        std::to_string(t->restarts)};
+    for (const std::string& name : names) {
+      const auto it = t->hparams.find(name);
+      cells.push_back(it == t->hparams.end() ? "-"
+                      : it->is_string()      ? escape(it->get<std::string>())
+                      : it->is_number()      ? number_text(it->get<double>())
+                                             : escape(it->dump()));
+    }
+    cells.push_back(escape(t->error));
+    out.rows.push_back(std::move(cells));
+    out.marked.push_back(t == order.front() && t->best.has_value());
+  }
+  return element("p", "Sorted by their best " + escape(metric) +
+                          "; a trial's id links to its own report.") +
+         "\n" + table(out);
+}
+
+std::string rung_table(const std::map<int64_t, Trial>& trials, bool smaller_is_better) {
+  struct Rung {
+    int64_t length = 0;
+    int64_t validated = 0, continued = 0, stopped = 0, done = 0;
+    std::optional<double> best;
+  };
+  std::map<std::pair<int64_t, int64_t>, Rung> rungs;  // by (bracket, rung)
+  for (const auto& [_, t] : trials) {
+    for (const Validation& v : t.validations) {
+      if (!v.rung) continue;
+      Rung& r = rungs[{v.bracket.value_or(0), *v.rung}];
+      r.length = std::max(r.length, v.length);
+      ++r.validated;
+      r.continued += v.decision == "continue" ? 1 : 0;
+      r.stopped += v.decision == "stop" ? 1 : 0;
+      r.done += v.decision == "done" ? 1 : 0;
+      if (!r.best || better(v.metric, *r.best, smaller_is_better)) r.best = v.metric;
+    }
+  }
+  if (rungs.empty()) return "";
+  Table t;
+  t.header = {"bracket", "rung", "length", "validated", "continued", "stopped", "done", "best"};
+  t.numeric.assign(t.header.size(), true);
+  for (const auto& [key, r] : rungs) {
+    t.rows.push_back({std::to_string(key.first), std::to_string(key.second),
+                      std::to_string(r.length), std::to_string(r.validated),
+                      std::to_string(r.continued), std::to_string(r.stopped),
+                      std::to_string(r.done), number_text(r.best)});
+  }
+  return element("h2", "Rungs") + "\n" +
+         element("p",
+                 "Each validation at a rung's length, and what the searcher decided: continue "
+                 "to the next rung, stop, or done (the trial reached its last rung or ended).") +
+         "\n" + table(t);
+}
+
+std::string events(const std::vector<json>& rows, const std::string& metric,
+                   const std::string& unit) {
+  std::string text;
+  for (const json& row : rows) {
+    std::string line;
+    try {
+      line = search::describe_row(row, metric, unit);
+    } catch (const std::exception&) {
+      line = row.dump();  // not a row this version writes
+    }
+    const double since = number_in(row, "time") - number_in(rows.front(), "time");
+    text += (std::isfinite(since) ? fmt::format("{:>8} ", metrics::duration_text(since))
+                                  : std::string(9, ' ')) +
+            line + "\n";
+  }
+  return element("h2", "Events") + "\n" +
+         element("p", "experiment.jsonl, each row with the time since the first.") + "\n" +
+         preformatted(text);
+}
+
+}  // namespace
+
+bool holds_experiment(const std::string& dir) {
+  return util::is_regular_file(util::join(dir, "experiment.jsonl"));
+}
+
+std::string experiment_page(const std::string& dir, const std::string& page_dir,
+                            const std::function<std::string(int64_t)>& trial_link) {
+  const std::string config_file = util::join(dir, "config.yaml");
+  const ExperimentConfig config = load_experiment_config(config_file);
+  const std::string config_text = util::read_file(config_file);
+  const std::vector<json> rows =
+      util::read_json_lines(util::join(dir, "experiment.jsonl"),
+                            "the experiment log is damaged (only a kill's torn last row is "
+                            "passed over)")
+          .rows;
+  const SearcherConfig& searcher = config.searcher;
+  const std::string unit = config::names<LengthUnit>().name(search::Scheduler(config).unit());
+  const std::map<int64_t, Trial> trials = trials_of(rows, searcher.smaller_is_better);
+  const std::vector<const Trial*> order = ranked(trials, searcher.smaller_is_better);
+
+  std::map<std::string, int64_t> states;
+  for (const auto& [_, t] : trials) ++states[t.state];
+  std::string state_text;
+  for (const auto& [state, count] : states) {
+    state_text += fmt::format("{}{} {}", state_text.empty() ? "" : ", ", count, state);
+  }
+  std::string best_text = "-";
+  if (!order.empty() && order.front()->best) {
+    best_text = fmt::format("trial {}: {} {}", order.front()->id, searcher.metric,
+                            number_text(*order.front()->best));
+  }
+  std::string best_checkpoint = "-";
+  {
+    std::ifstream in(util::join(dir, "best"));
+    std::string relative;
+    if (std::getline(in, relative) && !relative.empty()) {
+      best_checkpoint = hyperlink(relative_path(util::join(dir, relative), page_dir), relative);
+    }
+  }
+  double seconds = 0;
+  if (!rows.empty()) seconds = number_in(rows.back(), "time") - number_in(rows.front(), "time");
+  std::string files_html;
+  for (const char* name : {"config.yaml", "experiment.log", "experiment.jsonl", "trials"}) {
+    const std::string path = util::join(dir, name);
+    if (util::exists(path)) {
+      files_html +=
+          (files_html.empty() ? "" : ", ") + hyperlink(relative_path(path, page_dir), name);
+    }
+  }
+  const bool running = states.count("running") > 0;
+  std::string searcher_text =
+      fmt::format("{}, metric {} ({} is better)", searcher.name, searcher.metric,
+                  searcher.smaller_is_better ? "smaller" : "larger");
+  if (searcher.name != "grid") searcher_text += fmt::format(", max_trials {}", searcher.max_trials);
+  const std::vector<std::pair<std::string, std::string>> summary = {
+      {"experiment directory", escape(dir)},
+      {"trial", escape(config.entrypoint)},
+      {"searcher", escape(searcher_text)},
+      {"trials", escape(state_text.empty() ? "none yet" : state_text)},
+      {"how it stands",
+       escape(running ? fmt::format("not finished (still running, or stopped or killed; "
+                                    "`trainer fit --resume {}` continues it)",
+                                    dir)
+                      : "complete: every trial ended")},
+      {"best trial", escape(best_text)},
+      {"best checkpoint", best_checkpoint},
+      {"time", std::isfinite(seconds) ? escape(metrics::duration_text(seconds)) : "-"},
+      {"files", files_html},
+  };
+  std::string body;
+  if (!config.description.empty()) body += element("p", escape(config.description));
+  body += facts(summary);
+  body += element("h2", "Trials") + "\n";
+  body += element("div",
+                  progress_chart(order, searcher.metric, unit) +
+                      hyperparameter_charts(config, order, searcher.metric),
+                  "class=\"charts\"") +
+          "\n";
+  body += trial_table(config, order, searcher.metric, unit, trial_link);
+  body += rung_table(trials, searcher.smaller_is_better);
+  body += events(rows, searcher.metric, unit);
+  body += element("h2", "Config") + "\n" + preformatted(config_text);
+  return page(fmt::format("{}: experiment {}", config.name, util::file_name(dir)), body);
+}
+
+}  // namespace crucible::report

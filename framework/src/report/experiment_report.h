@@ -1,0 +1,25 @@
+#pragma once
+
+// The report page of an experiment directory (a search).
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace crucible::report {
+
+// Whether `dir` holds an experiment: its experiment.jsonl.
+bool holds_experiment(const std::string& dir);
+
+// The HTML page of experiment directory `dir`, read from its config.yaml, experiment.jsonl and
+// best, as far as they go (a search still running, or one that was killed, is reported up to its
+// last complete row). Shows how the search stands, every trial's metric over its length with the
+// best trial drawn out, the metric against each numeric hyperparameter, the trials sorted by
+// their best metric (as the search's closing table), ASHA's rungs, and the events. A trial's id
+// links to `trial_link(id)` when that is not "". Links to the experiment's files are relative to
+// `page_dir`. Reads only. Throws ConfigError when config.yaml does not parse, and TrainingError
+// naming the file and line of a damaged row.
+std::string experiment_page(const std::string& dir, const std::string& page_dir,
+                            const std::function<std::string(int64_t)>& trial_link);
+
+}  // namespace crucible::report

@@ -1,0 +1,395 @@
+#include "report/run_report.h"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include <crucible/config.h>
+#include <crucible/errors.h>
+
+#include "checkpoint/checkpoint.h"
+#include "config/enum_names.h"
+#include "metrics/metric_name.h"
+#include "report/chart.h"
+#include "report/fields.h"
+#include "report/html.h"
+#include "train/run_dir.h"
+#include "util/file_system.h"
+#include "util/json_lines.h"
+
+namespace crucible::report {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kValidationPrefix = "validation_";
+
+// What the page shows of a checkpoint.
+struct CheckpointRow {
+  std::string dir;
+  int64_t batches = 0;
+  double epochs = 0;
+  MetricValues validation;
+  uint64_t bytes = 0;
+  std::string problem;  // why its metadata could not be read
+};
+
+struct Run {
+  std::string dir;
+  ExperimentConfig config;
+  std::string config_text;
+  std::vector<json> rows;       // metrics.jsonl
+  std::vector<json> profiling;  // profiling/metrics.jsonl
+  std::vector<CheckpointRow> checkpoints;
+  std::string error;  // the last ERROR line of trainer.log, without its time and level
+};
+
+const char* kDamageHint = "the file is damaged (only a kill's torn last row is passed over)";
+
+Run read_run(const std::string& dir) {
+  const train::RunDir files{dir};
+  Run run;
+  run.dir = dir;
+  run.config = load_experiment_config(files.config_file());
+  run.config_text = util::read_file(files.config_file());
+  run.rows = util::read_json_lines(files.metrics_file(), kDamageHint, true).rows;
+  run.profiling = util::read_json_lines(files.profiling_metrics_file(), kDamageHint, true).rows;
+  for (const std::string& checkpoint_dir : checkpoint::list(dir)) {
+    CheckpointRow row;
+    row.dir = checkpoint_dir;
+    try {
+      const checkpoint::Metadata m = checkpoint::metadata(checkpoint_dir);
+      row.batches = m.batches;
+      row.epochs = m.epochs;
+      row.validation = m.validation;
+      for (const auto& [name, file] : m.files.items()) {
+        if (file.is_object() && file.contains("size") && file["size"].is_number_unsigned()) {
+          row.bytes += file["size"].get<uint64_t>();
+        }
+      }
+    } catch (const checkpoint::DamagedCheckpoint& e) {
+      if (!util::exists(checkpoint_dir)) continue;  // removed by the run's retention meanwhile
+      row.problem = e.what();
+    }
+    run.checkpoints.push_back(std::move(row));
+  }
+  std::ifstream log(files.log_file());
+  for (std::string line; std::getline(log, line);) {
+    const size_t level = line.find(' ');
+    if (level != std::string::npos && line.compare(level, 7, " ERROR ") == 0) {
+      run.error = line.substr(level + 7);
+    }
+  }
+  return run;
+}
+
+std::string metric_key(const std::string& name) {
+  return name.rfind(kValidationPrefix, 0) == 0 ? name.substr(std::string(kValidationPrefix).size())
+                                               : name;
+}
+
+// The searcher metric of a validation's values, NaN when it lacks it.
+double searcher_metric(const Run& run, const MetricValues& values) {
+  return metrics::find_validation_metric(values, run.config.searcher.metric).value_or(std::nan(""));
+}
+
+// The index of the validation row with the best searcher metric (the earliest of equal ones).
+std::optional<size_t> best_validation(const Run& run, const std::vector<const json*>& validations) {
+  std::optional<size_t> best;
+  for (size_t i = 0; i < validations.size(); ++i) {
+    const double v = searcher_metric(run, metrics_in(*validations[i]));
+    if (std::isnan(v)) continue;
+    if (!best || better(v, searcher_metric(run, metrics_in(*validations[*best])),
+                        run.config.searcher.smaller_is_better)) {
+      best = i;
+    }
+  }
+  return best;
+}
+
+// "validation_accuracy 0.8611, validation_loss 0.37705".
+std::string metric_list(const MetricValues& values) {
+  std::string out;
+  for (const auto& [name, value] : values) {
+    out += (out.empty() ? "" : ", ") + name + " " + number_text(value);
+  }
+  return out;
+}
+
+std::string how_it_ended(const Run& run) {
+  const char* unit = config::names<LengthUnit>().name(run.config.max_length.unit);
+  for (const json& row : run.rows) {
+    if (text_in(row, "type") == "stopped") {
+      return fmt::format("stopped early at {} batches: {}", number_text(number_in(row, "batches")),
+                         text_in(row, "reason"));
+    }
+  }
+  double reached = 0;
+  for (const json& row : run.rows) reached = std::max(reached, number_in(row, unit));
+  if (reached >= static_cast<double>(run.config.max_length.value)) {
+    return fmt::format("complete: trained {} {}", run.config.max_length.value, unit);
+  }
+  return fmt::format(
+      "not finished: {} of {} {} reported (still training, or failed, stopped or killed; "
+      "`trainer fit --resume {}` continues it){}",
+      number_text(reached), run.config.max_length.value, unit, run.dir,
+      run.error.empty() ? "" : "; its last error: " + run.error);
+}
+
+std::string hyperparameters_text(const ExperimentConfig& config) {
+  json out = json::object();
+  for (const auto& [name, spec] : config.hyperparameters) {
+    out[name] = spec.type == HyperparameterSpec::Type::kConst
+                    ? spec.value
+                    : json(std::string("a ") +
+                           config::names<HyperparameterSpec::Type>().name(spec.type) + " space");
+  }
+  return out.dump();
+}
+
+std::string metric_charts(const Run& run) {
+  struct Pair {
+    ChartSeries training{"training", {}, true, false};
+    ChartSeries validation{"validation", {}, true, false};
+  };
+  std::map<std::string, Pair> by_key;
+  std::vector<const json*> validations;
+  for (const json& row : run.rows) {
+    const std::string type = text_in(row, "type");
+    if (type == "validation") validations.push_back(&row);
+  }
+  const std::optional<size_t> best = best_validation(run, validations);
+  size_t validation_index = 0;
+  for (const json& row : run.rows) {
+    const std::string type = text_in(row, "type");
+    if (type != "training" && type != "validation") continue;
+    const bool is_validation = type == "validation";
+    const double batches = number_in(row, "batches");
+    const std::string note =
+        is_validation && best && *best == validation_index ? "the best validation" : "";
+    for (const auto& [name, value] : metrics_in(row)) {
+      Pair& pair = by_key[is_validation ? metric_key(name) : name];
+      (is_validation ? pair.validation : pair.training).points.push_back({batches, value, note});
+    }
+    if (is_validation) ++validation_index;
+  }
+  if (by_key.empty()) return element("p", "No metrics reported yet.") + "\n";
+  std::vector<std::string> order;
+  const std::string first = metric_key(run.config.searcher.metric);
+  if (by_key.count(first)) order.push_back(first);
+  for (const auto& [key, _] : by_key) {
+    if (key != first) order.push_back(key);
+  }
+  std::string out;
+  for (const std::string& key : order) {
+    Chart chart;
+    chart.title = key;
+    chart.x_label = "batches";
+    chart.y_label = key;
+    for (ChartSeries* s : {&by_key[key].training, &by_key[key].validation}) {
+      if (!s->points.empty()) chart.series.push_back(std::move(*s));
+    }
+    out += svg_chart(chart);
+  }
+  return element("div", out, "class=\"charts\"") + "\n";
+}
+
+std::string validation_table(const Run& run) {
+  std::vector<const json*> validations;
+  std::set<std::string> names;
+  for (const json& row : run.rows) {
+    if (text_in(row, "type") != "validation") continue;
+    validations.push_back(&row);
+    for (const auto& [name, _] : metrics_in(row)) names.insert(name);
+  }
+  if (validations.empty()) return element("p", "No validation yet.") + "\n";
+  Table t;
+  t.header = {"batches", "epochs"};
+  t.header.insert(t.header.end(), names.begin(), names.end());
+  t.numeric.assign(t.header.size(), true);
+  const std::optional<size_t> best = best_validation(run, validations);
+  for (size_t i = 0; i < validations.size(); ++i) {
+    const MetricValues values = metrics_in(*validations[i]);
+    std::vector<std::string> cells = {number_text(number_in(*validations[i], "batches")),
+                                      number_text(number_in(*validations[i], "epochs"))};
+    for (const std::string& name : names) {
+      const auto it = values.find(name);
+      cells.push_back(it == values.end() ? "-" : number_text(it->second));
+    }
+    t.rows.push_back(std::move(cells));
+    t.marked.push_back(best && *best == i);
+  }
+  return table(t);
+}
+
+std::string checkpoint_table(const Run& run, const std::string& page_dir) {
+  if (run.checkpoints.empty()) return element("p", "No checkpoint.") + "\n";
+  std::optional<size_t> best;
+  for (size_t i = 0; i < run.checkpoints.size(); ++i) {
+    const double v = searcher_metric(run, run.checkpoints[i].validation);
+    if (!std::isnan(v) &&
+        (!best || better(v, searcher_metric(run, run.checkpoints[*best].validation),
+                         run.config.searcher.smaller_is_better))) {
+      best = i;
+    }
+  }
+  Table t;
+  t.header = {"checkpoint", "batches", "epochs", run.config.searcher.metric, "MB", "note"};
+  t.numeric = {false, true, true, true, true, false};
+  for (size_t i = 0; i < run.checkpoints.size(); ++i) {
+    const CheckpointRow& c = run.checkpoints[i];
+    const std::string name = util::file_name(c.dir);
+    if (!c.problem.empty()) {
+      t.rows.push_back({escape(name), "-", "-", "-", "-", escape("unreadable: " + c.problem)});
+    } else {
+      const double v = searcher_metric(run, c.validation);
+      t.rows.push_back({hyperlink(relative_path(c.dir, page_dir) + "/metadata.json", name),
+                        std::to_string(c.batches), number_text(c.epochs),
+                        c.validation.empty() ? "-" : number_text(v),
+                        fmt::format("{:.2f}", static_cast<double>(c.bytes) / 1e6),
+                        best && *best == i ? "best by " + escape(run.config.searcher.metric) : ""});
+    }
+    t.marked.push_back(best && *best == i);
+  }
+  return table(t);
+}
+
+std::string profiling_section(const Run& run) {
+  if (run.profiling.empty()) return "";
+  std::map<std::string, ChartSeries> phases, others;
+  std::map<std::string, std::pair<double, int64_t>> sums;
+  for (const json& row : run.profiling) {
+    const double batches = number_in(row, "batches");
+    for (const auto& [name, value] : metrics_in(row)) {
+      const bool is_phase = name.size() > 3 && name.compare(name.size() - 3, 3, "_ms") == 0;
+      ChartSeries& s = (is_phase ? phases : others)[name];
+      s.name = name;
+      s.points.push_back({batches, value, ""});
+      if (std::isfinite(value)) {
+        sums[name].first += value;
+        ++sums[name].second;
+      }
+    }
+  }
+  Chart phase_chart;
+  phase_chart.title = "milliseconds per batch, by phase";
+  phase_chart.x_label = "batches";
+  phase_chart.y_label = "ms";
+  phase_chart.width = 700;
+  for (auto& [_, s] : phases) phase_chart.series.push_back(std::move(s));
+  std::string charts = phase_chart.series.empty() ? "" : svg_chart(phase_chart);
+  for (auto& [name, s] : others) {
+    const auto [lo, hi] =
+        std::minmax_element(s.points.begin(), s.points.end(),
+                            [](const ChartPoint& a, const ChartPoint& b) { return a.y < b.y; });
+    if (lo->y == hi->y) continue;  // a constant (no network in use, say): the table says it
+    Chart c;
+    c.title = name;
+    c.x_label = "batches";
+    c.y_label = name;
+    c.series.push_back(std::move(s));
+    charts += svg_chart(c);
+  }
+  Table t;
+  t.header = {"metric", "mean over the profiled reports"};
+  t.numeric = {false, true};
+  for (const auto& [name, sum] : sums) {
+    t.rows.push_back({escape(name), number_text(sum.first / static_cast<double>(sum.second))});
+  }
+  return element("h2", "Profiling") + "\n" + table(t) + element("div", charts, "class=\"charts\"") +
+         "\n";
+}
+
+}  // namespace
+
+bool holds_run(const std::string& dir) {
+  return util::is_regular_file(train::RunDir{dir}.config_file()) &&
+         !util::exists(util::join(dir, "experiment.jsonl"));
+}
+
+std::string relative_path(const std::string& path, const std::string& base) {
+  const auto parts = [](const std::string& p) {
+    std::vector<std::string> out;
+    std::istringstream in(util::lexically_normal(util::absolute(p)));
+    for (std::string part; std::getline(in, part, '/');) {
+      if (!part.empty()) out.push_back(part);
+    }
+    return out;
+  };
+  const std::vector<std::string> to = parts(path), from = parts(base);
+  size_t common = 0;
+  while (common < to.size() && common < from.size() && to[common] == from[common]) ++common;
+  std::string out;
+  for (size_t i = common; i < from.size(); ++i) out += "../";
+  for (size_t i = common; i < to.size(); ++i) out += to[i] + (i + 1 < to.size() ? "/" : "");
+  if (out.empty()) return ".";
+  if (out.back() == '/') out.pop_back();
+  return out;
+}
+
+std::string run_page(const std::string& run_dir, const std::string& page_dir,
+                     const std::string& up) {
+  const Run run = read_run(run_dir);
+  const train::RunDir files{run_dir};
+
+  double batches = 0, records = 0, epochs = 0;
+  std::optional<MetricValues> last_validation;
+  for (const json& row : run.rows) {
+    batches = std::max(batches, number_in(row, "batches"));
+    records = std::max(records, number_in(row, "records"));
+    epochs = std::max(epochs, number_in(row, "epochs"));
+    if (text_in(row, "type") == "validation") last_validation = metrics_in(row);
+  }
+  std::vector<const json*> validations;
+  for (const json& row : run.rows) {
+    if (text_in(row, "type") == "validation") validations.push_back(&row);
+  }
+  const std::optional<size_t> best = best_validation(run, validations);
+  std::string best_text = "-";
+  if (best) {
+    best_text = fmt::format("{} at {} batches",
+                            number_text(searcher_metric(run, metrics_in(*validations[*best]))),
+                            number_text(number_in(*validations[*best], "batches")));
+  }
+  std::string files_html;
+  for (const auto& [name, path] :
+       std::vector<std::pair<std::string, std::string>>{{"config.yaml", files.config_file()},
+                                                        {"trainer.log", files.log_file()},
+                                                        {"metrics.jsonl", files.metrics_file()},
+                                                        {"tensorboard/", files.tensorboard_dir()},
+                                                        {"checkpoints/", files.checkpoints()},
+                                                        {"profiling/", files.profiling_dir()}}) {
+    if (util::exists(path)) {
+      files_html +=
+          (files_html.empty() ? "" : ", ") + hyperlink(relative_path(path, page_dir), name);
+    }
+  }
+  const std::vector<std::pair<std::string, std::string>> summary = {
+      {"run directory", escape(run_dir)},
+      {"trial", escape(run.config.entrypoint)},
+      {"how it ended", escape(how_it_ended(run))},
+      {"trained", fmt::format("{} batches, {} records, {} epochs", number_text(batches),
+                              number_text(records), number_text(epochs))},
+      {"best " + run.config.searcher.metric,
+       escape(best_text) + (run.config.searcher.smaller_is_better ? " (smaller is better)"
+                                                                  : " (larger is better)")},
+      {"last validation", last_validation ? escape(metric_list(*last_validation)) : "-"},
+      {"hyperparameters", escape(hyperparameters_text(run.config))},
+      {"slots", std::to_string(run.config.resources.slots_per_trial)},
+      {"files", files_html},
+  };
+  std::string body = up;
+  if (!run.config.description.empty()) body += element("p", escape(run.config.description));
+  body += facts(summary);
+  body += element("h2", "Metrics") + "\n" + metric_charts(run);
+  body += element("h2", "Validations") + "\n" + validation_table(run);
+  body += element("h2", "Checkpoints") + "\n" + checkpoint_table(run, page_dir);
+  body += profiling_section(run);
+  body += element("h2", "Config") + "\n" + preformatted(run.config_text);
+  return page(fmt::format("{}: run {}", run.config.name, util::file_name(run_dir)), body);
+}
+
+}  // namespace crucible::report

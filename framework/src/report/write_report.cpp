@@ -1,0 +1,56 @@
+#include <crucible/report.h>
+
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+
+#include "checkpoint/file_io.h"
+#include "report/experiment_report.h"
+#include "report/html.h"
+#include "report/run_report.h"
+#include "search/trial_process.h"
+#include "util/file_system.h"
+
+namespace crucible {
+
+std::vector<std::string> write_report(const ReportOptions& options) {
+  const std::string& dir = options.dir();
+  if (dir.empty()) throw UsageError("a report needs the directory of a run or an experiment");
+  if (!util::is_directory(dir)) throw UsageError(fmt::format("{}: no such directory", dir));
+  const std::string output =
+      options.output().empty() ? util::join(dir, "report.html") : options.output();
+  const std::string page_dir = util::parent_path(util::absolute(output));
+  if (!util::is_directory(page_dir)) {
+    throw UsageError(fmt::format("{}: the report's directory does not exist", page_dir));
+  }
+  if (report::holds_experiment(dir)) {
+    std::vector<std::string> trial_pages;
+    std::vector<std::pair<std::string, std::string>> pages;  // path, HTML
+    const auto trial_link = [&](int64_t id) -> std::string {
+      const std::string run_dir = search::TrialFiles(dir, id).run_dir;
+      if (!report::holds_run(run_dir)) return "";
+      const std::string path = util::join(run_dir, "report.html");
+      const std::string up = report::element(
+          "p",
+          report::hyperlink(report::relative_path(output, run_dir), "the experiment's report"));
+      pages.emplace_back(path, report::run_page(run_dir, run_dir, up));
+      return report::relative_path(path, page_dir);
+    };
+    const std::string html = report::experiment_page(dir, page_dir, trial_link);
+    checkpoint::replace_atomically(output, html);
+    std::vector<std::string> written = {output};
+    for (const auto& [path, page] : pages) {
+      checkpoint::replace_atomically(path, page);
+      written.push_back(path);
+    }
+    return written;
+  }
+  if (report::holds_run(dir)) {
+    checkpoint::replace_atomically(output, report::run_page(dir, page_dir));
+    return {output};
+  }
+  throw UsageError(fmt::format(
+      "{} holds neither a run (config.yaml) nor an experiment (experiment.jsonl)", dir));
+}
+
+}  // namespace crucible

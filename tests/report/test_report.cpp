@@ -1,0 +1,279 @@
+// `trainer report` through the real binary, on runs and searches that the real `trainer fit`
+// wrote: what each page shows is read back (read_report.py parses it as XML) and compared with
+// the run's own files.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint.h"
+#include "resumable_run.h"
+
+using namespace crucible::testing;
+using nlohmann::json;
+
+namespace {
+
+// Reads back the page at `path`; fails the test when it is not well-formed or links to a file
+// that does not exist.
+json read_page(const std::string& path) {
+  const auto r = run_command(kPython + " " + std::string(CRUCIBLE_SOURCE_DIR) +
+                             "/tests/report/read_report.py " + path + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  json page = json::parse(r.output);
+  CHECK(page["missing_links"] == json::array());
+  return page;
+}
+
+// Runs `trainer report` with `args`; requires exit 0.
+std::string report_ok(const std::string& args) {
+  const auto r = run_command(kTrainer + " report " + args + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return r.output;
+}
+
+// The table whose header starts with `first`.
+json table_starting(const json& page, const std::string& first) {
+  for (const auto& t : page["tables"]) {
+    if (!t["header"].empty() && t["header"][0] == first) return t;
+  }
+  FAIL("no table starts with " << first);
+  return {};
+}
+
+json chart_titled(const json& page, const std::string& title) {
+  for (const auto& c : page["charts"]) {
+    if (c["title"] == title) return c;
+  }
+  FAIL("no chart titled " << title);
+  return {};
+}
+
+std::string six(double v) { return fmt::format("{:.6g}", v); }
+
+std::vector<json> rows_of_type(const std::vector<json>& rows, const std::string& type) {
+  std::vector<json> out;
+  for (const auto& row : rows) {
+    if (row["type"] == type) out.push_back(row);
+  }
+  return out;
+}
+
+// An experiment file in `dir` for SearchTrial: 256 records in batches of 16, a `tag`
+// hyperparameter that needs escaping.
+std::string search_config(const TempDir& dir, const std::string& searcher) {
+  const std::string path = dir / "search.yaml";
+  write_file(path,
+             "name: report-search\nentrypoint: crucible_test_trials:SearchTrial\n"
+             "hyperparameters: {global_batch_size: 16, records: 256, "
+             "lr: {type: log, minval: -3, maxval: 0}, "
+             "tag: {type: categorical, vals: ['<b>&\"x\"', plain]}}\nsearcher: " +
+                 searcher +
+                 "\nmax_length: {batches: 16}\nscheduling_unit: 4\n"
+                 "reproducibility: {experiment_seed: 5}\n");
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("trainer report shows a finished run as its files tell it", "[report]") {
+  TempDir tmp;
+  const std::string run = finished_resumable_run(tmp);
+  const std::string out = report_ok(run);
+  CHECK(out.find(run + "/report.html") != std::string::npos);
+  const json page = read_page(run + "/report.html");
+  const auto rows = read_metrics(run + "/metrics.jsonl");
+  const auto validations = rows_of_type(rows, "validation");
+  REQUIRE(validations.size() == 4);
+
+  CHECK(page["title"] == "resumable: run run");
+  CHECK(page["facts"]["how it ended"] == "complete: trained 4 epochs");
+  CHECK(page["facts"]["trained"] == "128 batches, 2048 records, 4 epochs");
+
+  // The loss chart holds the training and the validation losses, at their batches.
+  const json loss = chart_titled(page, "loss");
+  const auto training = rows_of_type(rows, "training");
+  REQUIRE(loss["series"]["training"].size() == training.size());
+  REQUIRE(loss["series"]["validation"].size() == validations.size());
+  size_t best = 0;
+  for (size_t i = 0; i < validations.size(); ++i) {
+    const double v = validations[i]["metrics"]["validation_loss"];
+    if (v < validations[best]["metrics"]["validation_loss"].get<double>()) best = i;
+    CHECK(loss["series"]["validation"][i]["x"] == validations[i]["batches"].get<double>());
+    CHECK(six(loss["series"]["validation"][i]["y"]) == six(v));
+  }
+  CHECK(loss["series"]["validation"][best]["note"] == "the best validation");
+  CHECK(six(loss["series"]["training"].back()["y"]) == six(training.back()["metrics"]["loss"]));
+  CHECK(chart_titled(page, "seen")["series"]["training"].size() == training.size());
+
+  // The validations, the best one marked.
+  const json table = table_starting(page, "batches");
+  CHECK(table["header"] == json::array({"batches", "epochs", "validation_loss"}));
+  REQUIRE(table["rows"].size() == validations.size());
+  CHECK(table["marked"] == json::array({best}));
+  CHECK(table["rows"][best][2] == six(validations[best]["metrics"]["validation_loss"]));
+
+  // Every checkpoint the run kept, each linked to its metadata; the best by the metric marked.
+  const json checkpoints = table_starting(page, "checkpoint");
+  const auto kept = crucible::checkpoint::list(run);
+  REQUIRE(checkpoints["rows"].size() == kept.size());
+  std::optional<size_t> best_checkpoint;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    const auto m = crucible::checkpoint::metadata(kept[i]);
+    CHECK(checkpoints["rows"][i][0] == crucible::util::file_name(kept[i]));
+    CHECK(checkpoints["rows"][i][1] == std::to_string(m.batches));
+    const auto v = m.validation.find("validation_loss");
+    if (v != m.validation.end() &&
+        (!best_checkpoint || v->second < crucible::checkpoint::metadata(kept[*best_checkpoint])
+                                             .validation.at("validation_loss"))) {
+      best_checkpoint = i;
+    }
+  }
+  REQUIRE(best_checkpoint);
+  CHECK(checkpoints["marked"] == json::array({*best_checkpoint}));
+
+  // The config as the run recorded it.
+  CHECK(std::find(page["pre"].begin(), page["pre"].end(), read_file(run + "/config.yaml")) !=
+        page["pre"].end());
+}
+
+TEST_CASE("trainer report of a run stopped mid-way, with a torn last row, or damaged", "[report]") {
+  TempDir tmp;
+  const std::string run = finished_resumable_run(tmp);
+  const auto rows = read_metrics(run + "/metrics.jsonl");
+  // The rows up to 50 batches, then half of a row, as a kill leaves them.
+  std::string kept;
+  double epochs = 0;
+  for (const auto& row : rows) {
+    if (row["batches"].get<int64_t>() > 50) continue;
+    kept += row.dump() + "\n";
+    epochs = std::max(epochs, row["epochs"].get<double>());
+  }
+  write_file(run + "/metrics.jsonl", kept + R"({"type":"training","batc)");
+  std::ofstream(run + "/trainer.log", std::ios::app)
+      << "2026-11-25T10:00:00Z ERROR a failure <of> the trial\n";
+  report_ok(run + " --output " + (tmp / "page.html"));
+  const json page = read_page(tmp / "page.html");
+  const std::string how = page["facts"]["how it ended"];
+  CHECK_THAT(how, Catch::StartsWith("not finished: " + six(epochs) + " of 4 epochs reported"));
+  CHECK_THAT(how, Catch::Contains("`trainer fit --resume " + run + "` continues it"));
+  CHECK_THAT(how, Catch::EndsWith("its last error: a failure <of> the trial"));
+  CHECK(chart_titled(page, "loss")["series"]["validation"].size() == 1);  // the one at 32
+
+  // A damaged row with rows after it is named with its line.
+  write_file(run + "/metrics.jsonl", rows[0].dump() + "\n{not json\n" + rows[1].dump() + "\n");
+  const auto damaged = run_command(kTrainer + " report " + run + " 2>&1");
+  CHECK(damaged.exit_code == 1);
+  CHECK_THAT(damaged.output, Catch::Contains(run + "/metrics.jsonl:2: not a JSON row"));
+}
+
+TEST_CASE("trainer report refuses what is not a run or an experiment, naming it", "[report]") {
+  TempDir tmp;
+  const auto help = run_command(kTrainer + " report --help");
+  CHECK(help.exit_code == 0);
+  CHECK_THAT(help.output, Catch::StartsWith("usage: trainer report DIR [--output FILE]"));
+  const auto none = run_command(kTrainer + " report 2>&1");
+  CHECK(none.exit_code == 2);
+  CHECK_THAT(none.output, Catch::Contains("trainer report needs the directory of a run"));
+  const auto missing = run_command(kTrainer + " report " + (tmp / "nope") + " 2>&1");
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.output, Catch::Contains(tmp / "nope" + ": no such directory"));
+  const auto neither = run_command(kTrainer + " report " + tmp.path() + " 2>&1");
+  CHECK(neither.exit_code == 2);
+  CHECK_THAT(neither.output,
+             Catch::Contains(tmp.path() + " holds neither a run (config.yaml) nor an experiment"));
+  write_file(tmp / "config.yaml", "name: x\nentrypoint: [\n");
+  const auto bad_config = run_command(kTrainer + " report " + tmp.path() + " 2>&1");
+  CHECK(bad_config.exit_code == 2);
+  CHECK_THAT(bad_config.output, Catch::Contains(tmp / "config.yaml:"));
+  const auto no_dir = run_command(kTrainer + " report " + tmp.path() + " --output " +
+                                  (tmp / "nope/page.html") + " 2>&1");
+  CHECK(no_dir.exit_code == 2);
+  CHECK_THAT(no_dir.output, Catch::Contains(tmp / "nope: the report's directory does not exist"));
+}
+
+TEST_CASE("trainer report of an ASHA search ranks its trials and gives each its own page",
+          "[report][search]") {
+  TempDir tmp;
+  const std::string exp = tmp / "exp";
+  // 6 trials, max_time 16, divisor 2, aggressive: rungs at [2, 4, 8, 16] batches.
+  const auto fit = run_command(
+      kTrainer + " fit " +
+      search_config(tmp,
+                    "{name: adaptive_asha, metric: validation_loss, max_trials: 6, max_time: 16, "
+                    "time_metric: batches, divisor: 2, mode: aggressive, "
+                    "max_concurrent_trials: 2}") +
+      " --output " + exp);
+  INFO(fit.output);
+  REQUIRE(fit.exit_code == 0);
+  const std::string out = report_ok(exp);
+  const json page = read_page(exp + "/report.html");
+  const auto rows = read_metrics(exp + "/experiment.jsonl");
+
+  // Each trial's best metric and final state, from the log.
+  std::map<int64_t, double> best;
+  std::map<int64_t, std::string> state;
+  size_t at_rungs = 0;
+  for (const auto& row : rows) {
+    const int64_t id = row["trial"];
+    if (row["event"] == "validated") {
+      const double m = row["metric"];
+      if (!best.count(id) || m < best[id]) best[id] = m;
+      at_rungs += row.contains("rung") ? 1 : 0;
+    }
+    if (row["event"] == "stopped" || row["event"] == "completed") state[id] = row["event"];
+  }
+  REQUIRE(best.size() == 6);
+  std::vector<int64_t> order;
+  for (const auto& [id, _] : best) order.push_back(id);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return best[a] < best[b]; });
+
+  const json trials = table_starting(page, "trial");
+  REQUIRE(trials["rows"].size() == 6);
+  CHECK(trials["marked"] == json::array({0}));
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int64_t id = order[i];
+    INFO("row " << i << ", trial " << id);
+    CHECK(trials["rows"][i][0] == std::to_string(id));
+    CHECK(trials["rows"][i][1] == state[id]);
+    CHECK(trials["rows"][i][2] == six(best[id]));
+    // The trial's own page exists, links back, and is a run page of its run.
+    REQUIRE(trials["links"][i] == json::array({"trials/" + std::to_string(id) + "/report.html"}));
+    CHECK(out.find(exp + "/trials/" + std::to_string(id) + "/report.html") != std::string::npos);
+    const json trial_page = read_page(exp + "/trials/" + std::to_string(id) + "/report.html");
+    CHECK(trial_page["links"][0] == "../../report.html");
+    CHECK(six(chart_titled(trial_page, "loss")["series"]["validation"].back()["y"]) ==
+          six(read_metrics(exp + "/trials/" + std::to_string(id) + "/metrics.jsonl")
+                  .back()["metrics"]["validation_loss"]));
+  }
+  // The hyperparameter that needs escaping reads back as it is.
+  const auto header = trials["header"];
+  const size_t tag = std::find(header.begin(), header.end(), "tag") - header.begin();
+  REQUIRE(tag < header.size());
+  bool escaped_tag = false;
+  for (const auto& row : trials["rows"]) escaped_tag |= row[tag] == "<b>&\"x\"";
+  CHECK(escaped_tag);
+
+  // The best trial is drawn out, and the best checkpoint is the experiment's `best`.
+  CHECK(page["facts"]["best trial"] ==
+        fmt::format("trial {}: validation_loss {}", order[0], six(best[order[0]])));
+  std::string best_file = read_file(exp + "/best");
+  best_file.pop_back();
+  CHECK(page["facts"]["best checkpoint"] == best_file);
+  const json progress = chart_titled(page, "validation_loss of every trial");
+  CHECK(progress["series"].size() == 6);
+  const json lr = chart_titled(page, "best validation_loss by lr");
+  CHECK(lr["series"]["lr"].size() == 6);  // every trial validated
+
+  // The rungs account for every validation at a rung.
+  const json rungs = table_starting(page, "bracket");
+  size_t validated = 0;
+  for (const auto& row : rungs["rows"]) validated += std::stoul(row[3].get<std::string>());
+  CHECK(validated == at_rungs);
+  CHECK(page["facts"]["how it stands"] == "complete: every trial ended");
+}
