@@ -43,7 +43,59 @@ std::vector<std::string> elf_files(const std::string& dir) {
   return out;
 }
 
+// The symbols that the ELF file `path` exports and that are not Crucible's own: anything but the
+// trial registration entry point and entities of namespace crucible (functions, data, static
+// locals and their guards, type information, vtables and thunks), by their mangled names.
+std::vector<std::string> foreign_exports(const std::string& path) {
+  const CommandResult nm = run_command("nm -D --defined-only '" + path + "'");
+  if (nm.exit_code != 0) throw std::runtime_error("nm failed on " + path + ": " + nm.output);
+  static const std::regex own(
+      "^(crucible_register_trial_v1|_Z(N[KRO]{0,2}|ZNK?|GVZ?NK?|T[ISVTC]N|T[hv]n?[0-9_n]*_NK?)"
+      "8crucible.*)$");
+  std::vector<std::string> out;
+  std::istringstream in(nm.output);
+  for (std::string line; std::getline(in, line);) {
+    const std::string name = line.substr(line.rfind(' ') + 1);
+    if (!std::regex_match(name, own)) out.push_back(name);
+  }
+  return out;
+}
+
+std::string libcrucible() {
+  for (const auto& name : util::list_directory(CRUCIBLE_LIB_DIR)) {
+    if (name.rfind("libcrucible.so.", 0) == 0 && name.find('.', 15) != std::string::npos) {
+      return util::join(CRUCIBLE_LIB_DIR, name);
+    }
+  }
+  throw std::runtime_error(std::string("no libcrucible.so.X.Y.Z in ") + CRUCIBLE_LIB_DIR);
+}
+
 }  // namespace
+
+TEST_CASE("libcrucible exports its own symbols only, never its copies of library templates",
+          "[link]") {
+  const std::string lib = libcrucible();
+  INFO(lib);
+  const auto foreign = foreign_exports(lib);
+  std::string first;
+  for (size_t i = 0; i < foreign.size() && i < 20; ++i) first += foreign[i] + "\n";
+  INFO(foreign.size() << " foreign exports, the first:\n" << first);
+  CHECK(foreign.empty());
+  // What users and trial libraries bind to is there.
+  const CommandResult nm = run_command("nm -DC --defined-only '" + lib + "'");
+  for (const char* needed : {"crucible::run_experiment(crucible::ExperimentOptions const&)",
+                             "typeinfo for crucible::Error", "vtable for crucible::Trial",
+                             "crucible_register_trial_v1", "crucible::write_report"}) {
+    CHECK_THAT(nm.output, Catch::Contains(needed));
+  }
+}
+
+TEST_CASE("the export check finds a library that exports other symbols", "[link]") {
+  const auto foreign = foreign_exports(CRUCIBLE_FIXTURE_LIB);
+  CHECK(std::find(foreign.begin(), foreign.end(),
+                  "_Z28crucible_fixture_path_existsRKNSt7__cxx1112basic_stringIcSt11char_"
+                  "traitsIcESaIcEEE") != foreign.end());
+}
 
 TEST_CASE("no binary of the tree imports a std::filesystem symbol", "[link]") {
   std::vector<std::string> files = elf_files(CRUCIBLE_BIN_DIR);
