@@ -140,7 +140,7 @@ std::string hyperparameter_charts(const ExperimentConfig& config,
 
 std::string trial_table(const ExperimentConfig& config, const std::vector<const Trial*>& order,
                         const std::string& metric, const std::string& unit,
-                        const std::function<std::string(int64_t)>& trial_link) {
+                        const std::function<std::string(int64_t, const std::string&)>& trial_link) {
   std::vector<std::string> names;  // the searched hyperparameters: the constant ones are the
                                    // config's, the same for every trial
   for (const auto& [name, spec] : config.hyperparameters) {
@@ -152,7 +152,7 @@ std::string trial_table(const ExperimentConfig& config, const std::vector<const 
   out.header.push_back("error");
   out.numeric = {true, false, true, true, true};
   for (const Trial* t : order) {
-    const std::string href = trial_link(t->id);
+    const std::string href = trial_link(t->id, t->state);
     std::vector<std::string> cells = {
         href.empty() ? std::to_string(t->id) : hyperlink(href, std::to_string(t->id)),
         escape(t->state), number_text(t->best), std::to_string(t->length),
@@ -235,8 +235,9 @@ bool holds_experiment(const std::string& dir) {
   return util::is_regular_file(util::join(dir, "experiment.jsonl"));
 }
 
-std::string experiment_page(const std::string& dir, const std::string& page_dir,
-                            const std::function<std::string(int64_t)>& trial_link) {
+std::string experiment_page(
+    const std::string& dir, const std::string& page_dir,
+    const std::function<std::string(int64_t, const std::string&)>& trial_link) {
   const std::string config_file = util::join(dir, "config.yaml");
   const ExperimentConfig config = load_experiment_config(config_file);
   const std::string config_text = util::read_file(config_file);

@@ -16,10 +16,12 @@ bool holds_experiment(const std::string& dir);
 // last complete row). Shows how the search stands, every trial's metric over its length with the
 // best trial drawn out, the metric against each numeric hyperparameter, the trials sorted by
 // their best metric (as the search's closing table), ASHA's rungs, and the events. A trial's id
-// links to `trial_link(id)` when that is not "". Links to the experiment's files are relative to
+// links to `trial_link(id, state)` when that is not "" (state as experiment.jsonl spells it:
+// running, completed, stopped, failed or invalid). Links to the experiment's files are relative to
 // `page_dir`. Reads only. Throws ConfigError when config.yaml does not parse, and TrainingError
 // naming the file and line of a damaged row.
-std::string experiment_page(const std::string& dir, const std::string& page_dir,
-                            const std::function<std::string(int64_t)>& trial_link);
+std::string experiment_page(
+    const std::string& dir, const std::string& page_dir,
+    const std::function<std::string(int64_t, const std::string&)>& trial_link);
 
 }  // namespace crucible::report

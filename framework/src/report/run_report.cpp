@@ -38,16 +38,40 @@ struct CheckpointRow {
 };
 
 struct Run {
+  Run() = default;
+  Run(const Run&) = delete;  // `validations` points into `rows`
+  Run(Run&&) = default;
   std::string dir;
   ExperimentConfig config;
   std::string config_text;
-  std::vector<json> rows;       // metrics.jsonl
-  std::vector<json> profiling;  // profiling/metrics.jsonl
+  std::vector<json> rows;                // metrics.jsonl
+  std::vector<const json*> validations;  // its validation rows
+  std::optional<size_t> best;            // the validation with the best searcher metric
+  std::vector<json> profiling;           // profiling/metrics.jsonl
   std::vector<CheckpointRow> checkpoints;
   std::string error;  // the last ERROR line of trainer.log, without its time and level
 };
 
 const char* kDamageHint = "the file is damaged (only a kill's torn last row is passed over)";
+
+// The searcher metric of a validation's values, NaN when it lacks it.
+double searcher_metric(const Run& run, const MetricValues& values) {
+  return metrics::find_validation_metric(values, run.config.searcher.metric).value_or(std::nan(""));
+}
+
+// The index of the validation row with the best searcher metric (the earliest of equal ones).
+std::optional<size_t> best_validation(const Run& run) {
+  std::optional<size_t> best;
+  for (size_t i = 0; i < run.validations.size(); ++i) {
+    const double v = searcher_metric(run, metrics_in(*run.validations[i]));
+    if (std::isnan(v)) continue;
+    if (!best || better(v, searcher_metric(run, metrics_in(*run.validations[*best])),
+                        run.config.searcher.smaller_is_better)) {
+      best = i;
+    }
+  }
+  return best;
+}
 
 Run read_run(const std::string& dir) {
   const train::RunDir files{dir};
@@ -56,6 +80,10 @@ Run read_run(const std::string& dir) {
   run.config = load_experiment_config(files.config_file());
   run.config_text = util::read_file(files.config_file());
   run.rows = util::read_json_lines(files.metrics_file(), kDamageHint, true).rows;
+  for (const json& row : run.rows) {
+    if (text_in(row, "type") == "validation") run.validations.push_back(&row);
+  }
+  run.best = best_validation(run);
   run.profiling = util::read_json_lines(files.profiling_metrics_file(), kDamageHint, true).rows;
   for (const std::string& checkpoint_dir : checkpoint::list(dir)) {
     CheckpointRow row;
@@ -89,25 +117,6 @@ Run read_run(const std::string& dir) {
 std::string metric_key(const std::string& name) {
   return name.rfind(kValidationPrefix, 0) == 0 ? name.substr(std::string(kValidationPrefix).size())
                                                : name;
-}
-
-// The searcher metric of a validation's values, NaN when it lacks it.
-double searcher_metric(const Run& run, const MetricValues& values) {
-  return metrics::find_validation_metric(values, run.config.searcher.metric).value_or(std::nan(""));
-}
-
-// The index of the validation row with the best searcher metric (the earliest of equal ones).
-std::optional<size_t> best_validation(const Run& run, const std::vector<const json*>& validations) {
-  std::optional<size_t> best;
-  for (size_t i = 0; i < validations.size(); ++i) {
-    const double v = searcher_metric(run, metrics_in(*validations[i]));
-    if (std::isnan(v)) continue;
-    if (!best || better(v, searcher_metric(run, metrics_in(*validations[*best])),
-                        run.config.searcher.smaller_is_better)) {
-      best = i;
-    }
-  }
-  return best;
 }
 
 // "validation_accuracy 0.8611, validation_loss 0.37705".
@@ -156,12 +165,7 @@ std::string metric_charts(const Run& run) {
     ChartSeries validation{"validation", {}, true, false};
   };
   std::map<std::string, Pair> by_key;
-  std::vector<const json*> validations;
-  for (const json& row : run.rows) {
-    const std::string type = text_in(row, "type");
-    if (type == "validation") validations.push_back(&row);
-  }
-  const std::optional<size_t> best = best_validation(run, validations);
+  const std::optional<size_t>& best = run.best;
   size_t validation_index = 0;
   for (const json& row : run.rows) {
     const std::string type = text_in(row, "type");
@@ -198,19 +202,17 @@ std::string metric_charts(const Run& run) {
 }
 
 std::string validation_table(const Run& run) {
-  std::vector<const json*> validations;
+  const std::vector<const json*>& validations = run.validations;
   std::set<std::string> names;
-  for (const json& row : run.rows) {
-    if (text_in(row, "type") != "validation") continue;
-    validations.push_back(&row);
-    for (const auto& [name, _] : metrics_in(row)) names.insert(name);
+  for (const json* row : validations) {
+    for (const auto& [name, _] : metrics_in(*row)) names.insert(name);
   }
   if (validations.empty()) return element("p", "No validation yet.") + "\n";
   Table t;
   t.header = {"batches", "epochs"};
   t.header.insert(t.header.end(), names.begin(), names.end());
   t.numeric.assign(t.header.size(), true);
-  const std::optional<size_t> best = best_validation(run, validations);
+  const std::optional<size_t>& best = run.best;
   for (size_t i = 0; i < validations.size(); ++i) {
     const MetricValues values = metrics_in(*validations[i]);
     std::vector<std::string> cells = {number_text(number_in(*validations[i], "batches")),
@@ -337,22 +339,17 @@ std::string run_page(const std::string& run_dir, const std::string& page_dir,
 
   double batches = 0, records = 0, epochs = 0;
   std::optional<MetricValues> last_validation;
+  if (!run.validations.empty()) last_validation = metrics_in(*run.validations.back());
   for (const json& row : run.rows) {
     batches = std::max(batches, number_in(row, "batches"));
     records = std::max(records, number_in(row, "records"));
     epochs = std::max(epochs, number_in(row, "epochs"));
-    if (text_in(row, "type") == "validation") last_validation = metrics_in(row);
   }
-  std::vector<const json*> validations;
-  for (const json& row : run.rows) {
-    if (text_in(row, "type") == "validation") validations.push_back(&row);
-  }
-  const std::optional<size_t> best = best_validation(run, validations);
   std::string best_text = "-";
-  if (best) {
-    best_text = fmt::format("{} at {} batches",
-                            number_text(searcher_metric(run, metrics_in(*validations[*best]))),
-                            number_text(number_in(*validations[*best], "batches")));
+  if (run.best) {
+    const json& row = *run.validations[*run.best];
+    best_text = fmt::format("{} at {} batches", number_text(searcher_metric(run, metrics_in(row))),
+                            number_text(number_in(row, "batches")));
   }
   std::string files_html;
   for (const auto& [name, path] :

@@ -14,8 +14,10 @@
 namespace crucible {
 
 std::vector<std::string> write_report(const ReportOptions& options) {
-  const std::string& dir = options.dir();
-  if (dir.empty()) throw UsageError("a report needs the directory of a run or an experiment");
+  if (options.dir().empty()) {
+    throw UsageError("a report needs the directory of a run or an experiment");
+  }
+  const std::string dir = util::lexically_normal(util::absolute(options.dir()));
   if (!util::is_directory(dir)) throw UsageError(fmt::format("{}: no such directory", dir));
   const std::string output =
       options.output().empty() ? util::join(dir, "report.html") : options.output();
@@ -24,15 +26,16 @@ std::vector<std::string> write_report(const ReportOptions& options) {
     throw UsageError(fmt::format("{}: the report's directory does not exist", page_dir));
   }
   if (report::holds_experiment(dir)) {
-    std::vector<std::string> trial_pages;
     std::vector<std::pair<std::string, std::string>> pages;  // path, HTML
-    const auto trial_link = [&](int64_t id) -> std::string {
+    const auto trial_link = [&](int64_t id, const std::string& state) -> std::string {
       const std::string run_dir = search::TrialFiles(dir, id).run_dir;
       if (!report::holds_run(run_dir)) return "";
       const std::string path = util::join(run_dir, "report.html");
       const std::string up = report::element(
-          "p",
-          report::hyperlink(report::relative_path(output, run_dir), "the experiment's report"));
+          "p", fmt::format("Trial {} of {}: {}.", id,
+                           report::hyperlink(report::relative_path(output, run_dir),
+                                             "the experiment " + util::file_name(dir)),
+                           report::escape(state)));
       pages.emplace_back(path, report::run_page(run_dir, run_dir, up));
       return report::relative_path(path, page_dir);
     };
