@@ -195,5 +195,6 @@ TEST_CASE("a fit's log estimates the time left and ends with a summary", "[metri
   CHECK(std::stod(times[3]) >= 0.5);
   CHECK_THAT(log, Catch::Contains("\n  last validation, at batch 128: validation_loss="));
   CHECK_THAT(log, Catch::Contains("\n  best validation_loss: "));
-  CHECK_THAT(log, Catch::Contains("\n  TensorBoard: tensorboard --logdir " + run));
+  CHECK_THAT(log, Catch::Contains("\n  TensorBoard: tensorboard --logdir " + run +
+                                  "\n  HTML report: trainer report " + run));
 }

@@ -139,6 +139,7 @@ class Runner {
       logger_.info(fmt::format("best: trial {} ({} {}), checkpoint {}", *r.best_trial,
                                config_.searcher.metric, r.best_metric, r.best_checkpoint));
     }
+    logger_.info("HTML report: trainer report " + dir_);
     return r;
   }
 

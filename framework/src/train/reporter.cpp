@@ -129,7 +129,8 @@ std::string Reporter::summary(const FitState& state, const std::string& run_dir)
   if (state.best_metric) {
     text += fmt::format("\n  best {}: {:.5g}", config_.searcher.metric, *state.best_metric);
   }
-  return text + "\n  TensorBoard: tensorboard --logdir " + run_dir;
+  return text + "\n  TensorBoard: tensorboard --logdir " + run_dir +
+         "\n  HTML report: trainer report " + run_dir;
 }
 
 }  // namespace crucible::train
