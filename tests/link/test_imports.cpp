@@ -50,8 +50,8 @@ std::vector<std::string> foreign_exports(const std::string& path) {
   const CommandResult nm = run_command("nm -D --defined-only '" + path + "'");
   if (nm.exit_code != 0) throw std::runtime_error("nm failed on " + path + ": " + nm.output);
   static const std::regex own(
-      "^(crucible_register_trial_v1|_Z(N[KRO]{0,2}|ZNK?|GVZ?NK?|T[ISVTC]N|T[hv]n?[0-9_n]*_NK?)"
-      "8crucible.*)$");
+      "^(crucible_register_trial_v1|_Z(N[KRO]{0,2}|Z{1,2}NK?|GVZ{0,2}NK?|GRN|THN|TWN|T[ISVTC]N|"
+      "T[IS]PK?N|T[ISV]ZNK?|T[hv]n?[0-9_n]*_NK?)8crucible.*)$");
   std::vector<std::string> out;
   std::istringstream in(nm.output);
   for (std::string line; std::getline(in, line);) {

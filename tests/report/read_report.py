@@ -1,7 +1,7 @@
 """Reads a page that `trainer report` wrote, as an XML document (it fails on a page that is not
 well-formed), and prints what it shows as JSON: the facts, the tables (header, cell texts, links,
 marked rows), the charts (each series' points from their tooltips, and its lines), the
-preformatted blocks, and the links that lead nowhere.
+preformatted blocks, and the links (percent-decoded, relative to the page) that lead nowhere.
 
 usage: read_report.py PAGE
 """
@@ -9,6 +9,7 @@ import json
 import os
 import re
 import sys
+import urllib.parse
 import xml.etree.ElementTree as ET
 
 XHTML = "{http://www.w3.org/1999/xhtml}"
@@ -69,7 +70,8 @@ def main():
     for a in body.iter(XHTML + "a"):
         href = a.get("href")
         out["links"].append(href)
-        if not os.path.exists(os.path.join(os.path.dirname(os.path.abspath(page)), href)):
+        target = urllib.parse.unquote(href)
+        if not os.path.exists(os.path.join(os.path.dirname(os.path.abspath(page)), target)):
             out["missing_links"].append(href)
     print(json.dumps(out))
 

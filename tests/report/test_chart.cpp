@@ -40,8 +40,20 @@ TEST_CASE("escape makes any text safe as element text and attribute value", "[re
   CHECK(escape("a<b&\"c\"'d>") == "a&lt;b&amp;&quot;c&quot;&#39;d&gt;");
   CHECK(escape(std::string("tab\there\nline\x01") + "\x1f") == "tab\there\nline\\u0001\\u001f");
   CHECK(escape("grüße") == "grüße");
-  const auto back = read_back(element("pre", escape("</pre><script>x & y</script>\x02")));
-  CHECK(back["pre"][0] == "</pre><script>x & y</script>\\u0002");
+  CHECK(escape("a\r\n") == "a\r\n");  // XML allows a carriage return
+  // Bytes that are not UTF-8 (a Latin-1 description, say) become U+FFFD.
+  CHECK(escape("caf\xe9 <\xff\xfe>") == "caf\xef\xbf\xbd &lt;\xef\xbf\xbd\xef\xbf\xbd&gt;");
+  CHECK(escape("\xe2\x82") == "\xef\xbf\xbd\xef\xbf\xbd");  // cut off by the end
+  const auto back = read_back(element("pre", escape("</pre><script>x & y</script>\x02 caf\xe9")));
+  CHECK(back["pre"][0] == "</pre><script>x & y</script>\\u0002 caf\xef\xbf\xbd");
+}
+
+TEST_CASE("links are percent-encoded paths that no browser reads as a scheme", "[report]") {
+  CHECK(url_path("trials/3/report.html") == "trials/3/report.html");
+  CHECK(url_path("../runs/a b#1?/x%y.html") == "../runs/a%20b%231%3F/x%25y.html");
+  CHECK(url_path("c:d/e") == "./c%3Ad/e");
+  CHECK(url_path("a/b:c") == "a/b%3Ac");
+  CHECK(url_path("grü") == "gr%C3%BC");
 }
 
 TEST_CASE("number_text gives 6 significant digits and names what is not finite", "[report]") {
@@ -50,6 +62,9 @@ TEST_CASE("number_text gives 6 significant digits and names what is not finite",
   CHECK(number_text(std::nan("")) == "nan");
   CHECK(number_text(-INFINITY) == "-inf");
   CHECK(number_text(std::optional<double>()) == "-");
+  CHECK(count_text(1234567) == "1234567");
+  CHECK(count_text(1.53125) == "1.53125");
+  CHECK(count_text(1e20) == "1e+20");
 }
 
 TEST_CASE("linear ticks are round steps that cover the range", "[report]") {
@@ -105,7 +120,7 @@ TEST_CASE("a chart draws each series' points with tooltips and breaks lines at g
   CHECK(c["polylines"]["training"] == 1);
   CHECK(c["series"]["validation & co"].size() == 1);
   CHECK(c["series"]["validation & co"][0]["note"] == "the best");
-  CHECK(c["left_out"] == "2 values not drawn: not finite");
+  CHECK(c["left_out"] == "2 values not drawn: not finite or beyond 1e300");
 }
 
 TEST_CASE("a chart's y axis turns logarithmic over two decades; empty charts say so", "[report]") {
@@ -126,7 +141,8 @@ TEST_CASE("a chart's y axis turns logarithmic over two decades; empty charts say
   empty.title = "nothing";
   empty.series.push_back({"training", {{0, NAN, ""}}});
   CHECK(svg_chart(empty).find("no values to draw") != std::string::npos);
-  CHECK(read_back(svg_chart(empty))["charts"][0]["left_out"] == "1 value not drawn: not finite");
+  CHECK(read_back(svg_chart(empty))["charts"][0]["left_out"] ==
+        "1 value not drawn: not finite or beyond 1e300");
 }
 
 TEST_CASE("a table marks its best row and escapes nothing twice", "[report]") {
@@ -138,7 +154,7 @@ TEST_CASE("a table marks its best row and escapes nothing twice", "[report]") {
   REQUIRE(back["tables"].size() == 1);
   CHECK(back["tables"][0]["rows"][0][0] == "a<b");
   CHECK(back["tables"][0]["rows"][1][0] == "b&c");
-  CHECK(back["tables"][0]["links"][1][0] == "x y.html");
+  CHECK(back["tables"][0]["links"][1][0] == "x%20y.html");
   CHECK(back["tables"][0]["marked"] == nlohmann::json::array({1}));
   CHECK(back["facts"]["what"] == "x \"quoted\"");
   CHECK(back["title"] == "a test");

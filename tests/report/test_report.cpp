@@ -161,7 +161,7 @@ TEST_CASE("trainer report of a run stopped mid-way, with a torn last row, or dam
   const std::string how = page["facts"]["how it ended"];
   CHECK_THAT(how, Catch::StartsWith("not finished: " + six(epochs) + " of 4 epochs reported"));
   CHECK_THAT(how, Catch::Contains("`trainer fit --resume " + run + "` continues it"));
-  CHECK_THAT(how, Catch::EndsWith("its last error: a failure <of> the trial"));
+  CHECK_THAT(how, Catch::EndsWith("the log's last ERROR line: a failure <of> the trial"));
   CHECK(chart_titled(page, "loss")["series"]["validation"].size() == 1);  // the one at 32
 
   // A damaged row with rows after it is named with its line.
@@ -178,7 +178,8 @@ TEST_CASE("trainer report refuses what is not a run or an experiment, naming it"
   CHECK_THAT(help.output, Catch::StartsWith("usage: trainer report DIR [--output FILE]"));
   const auto none = run_command(kTrainer + " report 2>&1");
   CHECK(none.exit_code == 2);
-  CHECK_THAT(none.output, Catch::Contains("trainer report needs the directory of a run"));
+  CHECK_THAT(none.output,
+             Catch::Contains("a report needs the directory of a run or an experiment"));
   const auto missing = run_command(kTrainer + " report " + (tmp / "nope") + " 2>&1");
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.output, Catch::Contains(tmp / "nope" + ": no such directory"));
@@ -247,9 +248,11 @@ TEST_CASE("trainer report of an ASHA search ranks its trials and gives each its 
     CHECK(out.find(exp + "/trials/" + std::to_string(id) + "/report.html") != std::string::npos);
     const json trial_page = read_page(exp + "/trials/" + std::to_string(id) + "/report.html");
     CHECK(trial_page["links"][0] == "../../report.html");
+    const auto trial_validations = rows_of_type(
+        read_metrics(exp + "/trials/" + std::to_string(id) + "/metrics.jsonl"), "validation");
+    REQUIRE_FALSE(trial_validations.empty());
     CHECK(six(chart_titled(trial_page, "loss")["series"]["validation"].back()["y"]) ==
-          six(read_metrics(exp + "/trials/" + std::to_string(id) + "/metrics.jsonl")
-                  .back()["metrics"]["validation_loss"]));
+          six(trial_validations.back()["metrics"]["validation_loss"]));
   }
   // The hyperparameter that needs escaping reads back as it is.
   const auto header = trials["header"];
@@ -276,4 +279,10 @@ TEST_CASE("trainer report of an ASHA search ranks its trials and gives each its 
   for (const auto& row : rungs["rows"]) validated += std::stoul(row[3].get<std::string>());
   CHECK(validated == at_rungs);
   CHECK(page["facts"]["how it stands"] == "complete: every trial ended");
+
+  // Written elsewhere, the page's links lead to the same files from there.
+  report_ok(exp + " --output " + (tmp / "elsewhere.html"));
+  const json elsewhere = read_page(tmp / "elsewhere.html");
+  CHECK(table_starting(elsewhere, "trial")["links"][0] ==
+        json::array({"exp/trials/" + std::to_string(order[0]) + "/report.html"}));
 }

@@ -271,9 +271,6 @@ int check(const Args& a) {
 }
 
 int report(const Args& a) {
-  if (a.config.empty()) {
-    throw UsageError("trainer report needs the directory of a run or an experiment");
-  }
   for (const std::string& page : write_report(ReportOptions().dir(a.config).output(a.output))) {
     std::cout << "wrote " << page << "\n";
   }

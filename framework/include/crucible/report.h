@@ -23,11 +23,11 @@ struct ReportOptions {
 // checkpoints, profiling and config. An experiment's page shows the search, every trial's metric
 // over its length, the metric against each hyperparameter, the trials ranked, ASHA's rungs and
 // the events; each trial's run then gets its own page, trials/<id>/report.html, linked from its
-// row. A run or search still running, or killed, is reported as far as its files go. Reads the
-// directory only; each page is replaced atomically. Returns the pages written, the main one
-// first. Throws UsageError when options.dir() holds neither a run nor an experiment, ConfigError
-// when its config.yaml does not parse, and TrainingError naming the file (and line) that is
-// damaged or cannot be written.
+// row. A run or search still running, or killed, is reported as far as its files go. Changes
+// nothing in the directory but the pages it writes, each replaced atomically. Returns the pages
+// written, the main one first. Throws UsageError when options.dir() holds neither a run nor an
+// experiment, ConfigError when its config.yaml does not parse, and TrainingError naming the file
+// (and line) that is damaged or cannot be written.
 std::vector<std::string> write_report(const ReportOptions& options);
 
 }  // namespace crucible

@@ -18,7 +18,8 @@ const char* name_of(ReportKind kind) {
 }
 
 std::string duration_text(double seconds) {
-  seconds = std::max(seconds, 0.0);
+  if (!(seconds > 0)) seconds = 0;  // NaN too
+  seconds = std::min(seconds, 1e12);
   if (seconds < 9.95) return fmt::format("{:.1f}s", seconds);
   const auto s = static_cast<int64_t>(std::llround(seconds));
   if (s < 60) return fmt::format("{}s", s);

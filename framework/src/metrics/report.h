@@ -42,7 +42,8 @@ struct Report {
   std::string reason;  // kStopped: why
 };
 
-// `seconds` for people: "0.4s", "42s", "12m 05s", "3h 07m".
+// `seconds` for people: "0.4s", "42s", "12m 05s", "3h 07m". Below 0 (or NaN) counts as 0, above
+// 1e12 as 1e12.
 std::string duration_text(double seconds);
 
 }  // namespace crucible::metrics

@@ -27,7 +27,7 @@ struct Axis {
   double scaled(double v) const { return log ? std::log10(v) : v; }
   double pixel(double v) const {
     const double lo = scaled(ticks.front()), hi = scaled(ticks.back());
-    if (!(hi > lo)) return (from + to) / 2;  // values too close to tell apart, or not finite
+    if (!(hi > lo) || !std::isfinite(hi - lo)) return (from + to) / 2;  // too close to tell apart
     return from + (scaled(v) - lo) / (hi - lo) * (to - from);
   }
 };
@@ -41,6 +41,10 @@ Axis make_axis(const std::vector<double>& values, bool log, double from, double 
   a.to = to;
   return a;
 }
+
+// Whether `v` can be placed on an axis: finite and within 1e300 (so that tick arithmetic stays
+// finite), and on a logarithmic axis at least 1e-300.
+bool drawable(double v, bool log) { return std::abs(v) <= 1e300 && (!log || v >= 1e-300); }
 
 std::string px(double v) { return fmt::format("{:.1f}", v); }
 
@@ -60,6 +64,7 @@ std::vector<double> linear_ticks(double lo, double hi, int count) {
   const double step = (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * magnitude;
   if (!std::isfinite(step) || step <= 0) return {lo, hi};
   const double first = std::floor(lo / step), last = std::ceil(hi / step);
+  if (last - first > 100) return {lo, hi};  // steps too fine for doubles this large
   std::vector<double> ticks;
   for (double k = first; k <= last && ticks.size() < 100; ++k) {
     const double v = k * step;
@@ -102,7 +107,7 @@ std::string svg_chart(const Chart& chart) {
   for (size_t s = 0; s < chart.series.size(); ++s) {
     drawn[s].runs.emplace_back();
     for (const ChartPoint& p : chart.series[s].points) {
-      if (!std::isfinite(p.x) || !std::isfinite(p.y) || (chart.log_x && p.x <= 0)) {
+      if (!drawable(p.x, chart.log_x) || !drawable(p.y, false)) {
         ++left_out;
         if (!drawn[s].runs.back().empty()) drawn[s].runs.emplace_back();
         continue;
@@ -212,7 +217,7 @@ std::string svg_chart(const Chart& chart) {
         for (const auto& run : drawn[s].runs) {
           for (const ChartPoint* p : run) {
             const std::string tip = fmt::format("{}: {} {}, {} {}{}", series.name, chart.x_label,
-                                                number_text(p->x), chart.y_label, number_text(p->y),
+                                                count_text(p->x), chart.y_label, number_text(p->y),
                                                 p->note.empty() ? "" : "; " + p->note);
             out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"{}\">{}</circle>",
                                px(x_axis.pixel(p->x)), px(y_axis.pixel(p->y)),
@@ -233,9 +238,9 @@ std::string svg_chart(const Chart& chart) {
   if (left_out > 0) {
     out += fmt::format(
         "<text class=\"left-out\" x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#b0413e\">{} {} not "
-        "drawn: not finite{}</text>",
+        "drawn: not finite or beyond 1e300{}</text>",
         px(left), px(height - 8), left_out, left_out == 1 ? "value" : "values",
-        chart.log_x ? " or not positive on the logarithmic axis" : "");
+        chart.log_x ? ", or below 1e-300 on the logarithmic axis" : "");
   }
   return out + "</svg>";
 }

@@ -33,10 +33,11 @@ struct Chart {
 // `chart` as an <svg> element: axes with round-number ticks, one colour per series, a legend
 // (unless there is one series, named as the chart or a scatter), a marker per point when a series
 // has at most 100 points (always for a scatter), each marker's tooltip naming its series, x, y and
-// note. A point whose x or y cannot be drawn (not finite, or not positive on a logarithmic axis) is
-// left out, breaks its line, and is counted in a note under the chart. The y axis is logarithmic
-// when every drawn y is positive and the largest is at least 100 times the smallest. Each series is
-// a <g class="series" data-name="NAME"> holding its <polyline>s and <circle>s.
+// note. A point whose x or y cannot be drawn (not finite, beyond 1e300 in size, or below 1e-300 on
+// a logarithmic axis) is left out, breaks its line, and is counted in a note under the chart. The
+// y axis is logarithmic when every drawn y is positive and the largest is at least 100 times the
+// smallest. When any point is drawn, each series is a <g class="series" data-name="NAME"> holding
+// its <polyline>s and <circle>s.
 std::string svg_chart(const Chart& chart);
 
 // About `count` round tick values (1, 2 or 5 times a power of ten apart) from a multiple of the

@@ -74,16 +74,22 @@ std::map<int64_t, Trial> trials_of(const std::vector<json>& rows, bool smaller_i
   return trials;
 }
 
-// The trials in the order of the search's closing table: those that validated, best first (NaN
-// last), then the others by id.
+// The trials in the order of the search's closing table (search::summary_table): those that
+// validated, best first (NaN last), then the others by id.
 std::vector<const Trial*> ranked(const std::map<int64_t, Trial>& trials, bool smaller_is_better) {
   std::vector<const Trial*> out;
   for (const auto& [_, t] : trials) out.push_back(&t);
   std::stable_sort(out.begin(), out.end(), [&](const Trial* a, const Trial* b) {
     if (a->best.has_value() != b->best.has_value()) return a->best.has_value();
-    return a->best && better(*a->best, *b->best, smaller_is_better);
+    return a->best && search::rank_key(*a->best, smaller_is_better) <
+                          search::rank_key(*b->best, smaller_is_better);
   });
   return out;
+}
+
+// Whether `trial` holds the best metric of the search: it ranks first and its metric is a number.
+bool is_best(const std::vector<const Trial*>& order, const Trial* trial) {
+  return !order.empty() && trial == order.front() && trial->best && !std::isnan(*trial->best);
 }
 
 std::string progress_chart(const std::vector<const Trial*>& order, const std::string& metric,
@@ -97,7 +103,7 @@ std::string progress_chart(const std::vector<const Trial*>& order, const std::st
     if (t->validations.empty()) continue;
     ChartSeries s;
     s.name = fmt::format("trial {}", t->id);
-    s.emphasized = t == order.front();
+    s.emphasized = is_best(order, t);
     for (const Validation& v : t->validations) {
       s.points.push_back(
           {static_cast<double>(v.length), v.metric,
@@ -166,7 +172,7 @@ std::string trial_table(const ExperimentConfig& config, const std::vector<const 
     }
     cells.push_back(escape(t->error));
     out.rows.push_back(std::move(cells));
-    out.marked.push_back(t == order.front() && t->best.has_value());
+    out.marked.push_back(is_best(order, t));
   }
   return element("p", "Sorted by their best " + escape(metric) +
                           "; a trial's id links to its own report.") +
@@ -247,7 +253,7 @@ std::string experiment_page(
                             "passed over)")
           .rows;
   const SearcherConfig& searcher = config.searcher;
-  const std::string unit = config::names<LengthUnit>().name(search::Scheduler(config).unit());
+  const std::string unit = config::names<LengthUnit>().name(search::search_unit(config));
   const std::map<int64_t, Trial> trials = trials_of(rows, searcher.smaller_is_better);
   const std::vector<const Trial*> order = ranked(trials, searcher.smaller_is_better);
 
@@ -258,7 +264,7 @@ std::string experiment_page(
     state_text += fmt::format("{}{} {}", state_text.empty() ? "" : ", ", count, state);
   }
   std::string best_text = "-";
-  if (!order.empty() && order.front()->best) {
+  if (!order.empty() && is_best(order, order.front())) {
     best_text = fmt::format("trial {}: {} {}", order.front()->id, searcher.metric,
                             number_text(*order.front()->best));
   }
@@ -280,7 +286,7 @@ std::string experiment_page(
           (files_html.empty() ? "" : ", ") + hyperlink(relative_path(path, page_dir), name);
     }
   }
-  const bool running = states.count("running") > 0;
+  const bool running = states.count("running") > 0 || trials.empty();
   std::string searcher_text =
       fmt::format("{}, metric {} ({} is better)", searcher.name, searcher.metric,
                   searcher.smaller_is_better ? "smaller" : "larger");

@@ -1,10 +1,14 @@
 #include "report/html.h"
 
+#include <cctype>
 #include <cmath>
+#include <cstring>
 
 #include <fmt/format.h>
 
 #include <crucible/version.h>
+
+#include "util/utf8.h"
 
 namespace crucible::report {
 namespace {
@@ -32,6 +36,10 @@ footer { margin-top: 3em; color: #8a93a6; font-size: 0.9em; }
 std::string escape(std::string_view text) {
   std::string out;
   out.reserve(text.size());
+  while (const std::optional<size_t> bad = util::first_invalid_utf8(text)) {
+    out += escape(text.substr(0, *bad)) + "\xEF\xBF\xBD";  // U+FFFD
+    text.remove_prefix(*bad + 1);
+  }
   for (const char c : text) {
     switch (c) {
       case '&':
@@ -50,7 +58,7 @@ std::string escape(std::string_view text) {
         out += "&#39;";
         break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') {
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') {
           out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
         } else {
           out += c;
@@ -66,6 +74,27 @@ std::string number_text(double value) {
   return fmt::format("{:.6g}", value);
 }
 
+std::string url_path(std::string_view path) {
+  std::string out;
+  const size_t first_slash = path.find('/');
+  if (path.substr(0, first_slash).find(':') != std::string_view::npos) out = "./";
+  for (const char c : path) {
+    if (std::isalnum(static_cast<unsigned char>(c)) || std::strchr("-._~/", c) != nullptr) {
+      out += c;
+    } else {
+      out += fmt::format("%{:02X}", static_cast<unsigned>(static_cast<unsigned char>(c)));
+    }
+  }
+  return out;
+}
+
+std::string count_text(double value) {
+  if (std::isfinite(value) && value == std::floor(value) && std::abs(value) < 1e15) {
+    return fmt::format("{:.0f}", value);
+  }
+  return number_text(value);
+}
+
 std::string number_text(const std::optional<double>& value) {
   return value ? number_text(*value) : "-";
 }
@@ -75,7 +104,7 @@ std::string element(std::string_view tag, std::string_view inner, std::string_vi
 }
 
 std::string hyperlink(const std::string& href, const std::string& text) {
-  return element("a", escape(text), "href=\"" + escape(href) + "\"");
+  return element("a", escape(text), "href=\"" + escape(url_path(href)) + "\"");
 }
 
 std::string table(const Table& t) {

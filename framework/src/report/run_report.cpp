@@ -128,11 +128,11 @@ std::string metric_list(const MetricValues& values) {
   return out;
 }
 
-std::string how_it_ended(const Run& run) {
+std::string how_it_ended(const Run& run, const std::string& continue_command) {
   const char* unit = config::names<LengthUnit>().name(run.config.max_length.unit);
   for (const json& row : run.rows) {
     if (text_in(row, "type") == "stopped") {
-      return fmt::format("stopped early at {} batches: {}", number_text(number_in(row, "batches")),
+      return fmt::format("stopped early at {} batches: {}", count_text(number_in(row, "batches")),
                          text_in(row, "reason"));
     }
   }
@@ -143,9 +143,9 @@ std::string how_it_ended(const Run& run) {
   }
   return fmt::format(
       "not finished: {} of {} {} reported (still training, or failed, stopped or killed; "
-      "`trainer fit --resume {}` continues it){}",
-      number_text(reached), run.config.max_length.value, unit, run.dir,
-      run.error.empty() ? "" : "; its last error: " + run.error);
+      "`{}` continues it){}",
+      count_text(reached), run.config.max_length.value, unit, continue_command,
+      run.error.empty() ? "" : "; the log's last ERROR line: " + run.error);
 }
 
 std::string hyperparameters_text(const ExperimentConfig& config) {
@@ -156,7 +156,7 @@ std::string hyperparameters_text(const ExperimentConfig& config) {
                     : json(std::string("a ") +
                            config::names<HyperparameterSpec::Type>().name(spec.type) + " space");
   }
-  return out.dump();
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string metric_charts(const Run& run) {
@@ -215,7 +215,7 @@ std::string validation_table(const Run& run) {
   const std::optional<size_t>& best = run.best;
   for (size_t i = 0; i < validations.size(); ++i) {
     const MetricValues values = metrics_in(*validations[i]);
-    std::vector<std::string> cells = {number_text(number_in(*validations[i], "batches")),
+    std::vector<std::string> cells = {count_text(number_in(*validations[i], "batches")),
                                       number_text(number_in(*validations[i], "epochs"))};
     for (const std::string& name : names) {
       const auto it = values.find(name);
@@ -332,8 +332,8 @@ std::string relative_path(const std::string& path, const std::string& base) {
   return out;
 }
 
-std::string run_page(const std::string& run_dir, const std::string& page_dir,
-                     const std::string& up) {
+std::string run_page(const std::string& run_dir, const std::string& page_dir, const std::string& up,
+                     const std::string& continue_command) {
   const Run run = read_run(run_dir);
   const train::RunDir files{run_dir};
 
@@ -349,7 +349,7 @@ std::string run_page(const std::string& run_dir, const std::string& page_dir,
   if (run.best) {
     const json& row = *run.validations[*run.best];
     best_text = fmt::format("{} at {} batches", number_text(searcher_metric(run, metrics_in(row))),
-                            number_text(number_in(row, "batches")));
+                            count_text(number_in(row, "batches")));
   }
   std::string files_html;
   for (const auto& [name, path] :
@@ -367,9 +367,11 @@ std::string run_page(const std::string& run_dir, const std::string& page_dir,
   const std::vector<std::pair<std::string, std::string>> summary = {
       {"run directory", escape(run_dir)},
       {"trial", escape(run.config.entrypoint)},
-      {"how it ended", escape(how_it_ended(run))},
-      {"trained", fmt::format("{} batches, {} records, {} epochs", number_text(batches),
-                              number_text(records), number_text(epochs))},
+      {"how it ended",
+       escape(how_it_ended(
+           run, continue_command.empty() ? "trainer fit --resume " + run_dir : continue_command))},
+      {"trained", fmt::format("{} batches, {} records, {} epochs", count_text(batches),
+                              count_text(records), number_text(epochs))},
       {"best " + run.config.searcher.metric,
        escape(best_text) + (run.config.searcher.smaller_is_better ? " (smaller is better)"
                                                                   : " (larger is better)")},

@@ -15,7 +15,7 @@ namespace crucible {
 
 std::vector<std::string> write_report(const ReportOptions& options) {
   if (options.dir().empty()) {
-    throw UsageError("a report needs the directory of a run or an experiment");
+    throw UsageError("a report needs the directory of a run or an experiment (none was given)");
   }
   const std::string dir = util::lexically_normal(util::absolute(options.dir()));
   if (!util::is_directory(dir)) throw UsageError(fmt::format("{}: no such directory", dir));
@@ -36,7 +36,8 @@ std::vector<std::string> write_report(const ReportOptions& options) {
                            report::hyperlink(report::relative_path(output, run_dir),
                                              "the experiment " + util::file_name(dir)),
                            report::escape(state)));
-      pages.emplace_back(path, report::run_page(run_dir, run_dir, up));
+      pages.emplace_back(path,
+                         report::run_page(run_dir, run_dir, up, "trainer fit --resume " + dir));
       return report::relative_path(path, page_dir);
     };
     const std::string html = report::experiment_page(dir, page_dir, trial_link);

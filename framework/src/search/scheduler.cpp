@@ -42,11 +42,27 @@ nlohmann::json metric_json(double metric) {
 
 const char* state_name(TrialState state) { return state_names().name(state); }
 
+double rank_key(double metric, bool smaller_is_better) {
+  if (std::isnan(metric)) return std::numeric_limits<double>::infinity();
+  return smaller_is_better ? metric : -metric;
+}
+
+LengthUnit search_unit(const ExperimentConfig& config) {
+  const SearcherConfig& s = config.searcher;
+  if (s.name == "adaptive_asha" && s.max_time > 0) {
+    const auto unit = config::names<LengthUnit>().parse(s.time_metric);
+    TORCH_INTERNAL_ASSERT(unit, "time_metric ", s.time_metric, " passed config validation");
+    return *unit;
+  }
+  return (s.max_length.value > 0 ? s.max_length : config.max_length).unit;
+}
+
 Scheduler::Scheduler(const ExperimentConfig& config)
     : searcher_(config.searcher.name),
       smaller_is_better_(config.searcher.smaller_is_better),
       seed_(config.reproducibility.experiment_seed),
-      space_(config.hyperparameters) {
+      space_(config.hyperparameters),
+      unit_(search_unit(config)) {
   const SearcherConfig& s = config.searcher;
   TORCH_INTERNAL_ASSERT(
       searcher_ == "grid" || searcher_ == "random" || searcher_ == "adaptive_asha",
@@ -55,7 +71,6 @@ Scheduler::Scheduler(const ExperimentConfig& config)
   if (searcher_ != "adaptive_asha") {
     // One segment per trial, of the trial's whole length.
     const Length length = s.max_length.value > 0 ? s.max_length : config.max_length;
-    unit_ = length.unit;
     Bracket b;
     if (searcher_ == "grid") {
       try {
@@ -82,15 +97,10 @@ Scheduler::Scheduler(const ExperimentConfig& config)
   o.mode = s.mode;
   if (s.bracket_rungs > 0) o.bracket_rungs = s.bracket_rungs;
   if (s.max_time > 0) {
-    const auto unit = config::names<LengthUnit>().parse(s.time_metric);
-    TORCH_INTERNAL_ASSERT(unit, "time_metric ", s.time_metric, " passed config validation");
-    unit_ = *unit;
     o.max_time = s.max_time;
   } else {
     // Determined's older form, or else the trials' own length.
-    const Length length = s.max_length.value > 0 ? s.max_length : config.max_length;
-    unit_ = length.unit;
-    o.max_time = length.value;
+    o.max_time = (s.max_length.value > 0 ? s.max_length : config.max_length).value;
   }
   for (const AshaBracket& a : asha_brackets(o)) {
     Bracket b;
@@ -141,10 +151,7 @@ nlohmann::json Scheduler::row(const char* event, const TrialRecord& t) const {
   return r;
 }
 
-double Scheduler::ranked(double metric) const {
-  if (std::isnan(metric)) return std::numeric_limits<double>::infinity();
-  return smaller_is_better_ ? metric : -metric;
-}
+double Scheduler::ranked(double metric) const { return rank_key(metric, smaller_is_better_); }
 
 int64_t Scheduler::next_length(const Bracket& b, int64_t reached) const {
   for (const int64_t length : b.rung_lengths) {

@@ -122,6 +122,14 @@ class Scheduler {
   int64_t max_invalid_ = 0;
 };
 
+// Where `metric` ranks among searcher metrics, smaller first: the metric when smaller is better,
+// else its negation; NaN ranks last (infinity).
+double rank_key(double metric, bool smaller_is_better);
+
+// The unit a search counts trial lengths in: adaptive ASHA's time_metric when it has max_time,
+// else that of searcher.max_length when set (Determined's older form), else that of max_length.
+LengthUnit search_unit(const ExperimentConfig& config);
+
 // A trial state as experiment.jsonl and the table spell it.
 const char* state_name(TrialState state);
 

@@ -57,13 +57,11 @@ std::string describe_row(const nlohmann::json& row, const std::string& metric,
 std::string summary_table(const Scheduler& scheduler, const std::string& metric) {
   std::vector<const TrialRecord*> rows;
   for (const auto& [id, t] : scheduler.trials()) rows.push_back(&t);
-  const double sign = scheduler.smaller_is_better() ? 1 : -1;
+  const bool smaller = scheduler.smaller_is_better();
   std::stable_sort(rows.begin(), rows.end(), [&](const TrialRecord* a, const TrialRecord* b) {
     if (a->best_metric.has_value() != b->best_metric.has_value()) return a->best_metric.has_value();
     if (!a->best_metric) return false;
-    const double x = std::isnan(*a->best_metric) ? INFINITY : sign * *a->best_metric;
-    const double y = std::isnan(*b->best_metric) ? INFINITY : sign * *b->best_metric;
-    return x < y;
+    return rank_key(*a->best_metric, smaller) < rank_key(*b->best_metric, smaller);
   });
   size_t metric_width = std::max<size_t>(metric.size(), 9);
   std::string out = fmt::format("{:>5}  {:<9}  {:>{}}  {:>8}  {}\n", "TRIAL", "STATE", metric,
