@@ -82,7 +82,8 @@ std::string search_config(const TempDir& dir, const std::string& searcher) {
 
 TEST_CASE("trainer report shows a finished run as its files tell it", "[report]") {
   TempDir tmp;
-  const std::string run = finished_resumable_run(tmp);
+  const std::string run = finished_resumable_run(
+      tmp, 0, " --set profiling.enabled=true --set profiling.begin_on_batch=10");
   const std::string out = report_ok(run);
   CHECK(out.find(run + "/report.html") != std::string::npos);
   const json page = read_page(run + "/report.html");
@@ -136,6 +137,22 @@ TEST_CASE("trainer report shows a finished run as its files tell it", "[report]"
   REQUIRE(best_checkpoint);
   CHECK(checkpoints["marked"] == json::array({*best_checkpoint}));
 
+  // The profiler's phases: each phase's mean over its reports, and each report in the chart.
+  const auto profiling = read_metrics(run + "/profiling/metrics.jsonl");
+  REQUIRE(profiling.size() >= 2);
+  double train_batch_ms = 0;
+  for (const auto& row : profiling)
+    train_batch_ms += row["metrics"]["train_batch_ms"].get<double>();
+  train_batch_ms /= static_cast<double>(profiling.size());
+  const json means = table_starting(page, "metric");
+  bool has_mean = false;
+  for (const auto& row : means["rows"]) {
+    has_mean |= row[0] == "train_batch_ms" && row[1] == six(train_batch_ms);
+  }
+  CHECK(has_mean);
+  CHECK(chart_titled(page, "milliseconds per batch, by phase")["series"]["train_batch_ms"].size() ==
+        profiling.size());
+
   // The config as the run recorded it.
   CHECK(std::find(page["pre"].begin(), page["pre"].end(), read_file(run + "/config.yaml")) !=
         page["pre"].end());
@@ -163,6 +180,15 @@ TEST_CASE("trainer report of a run stopped mid-way, with a torn last row, or dam
   CHECK_THAT(how, Catch::Contains("`trainer fit --resume " + run + "` continues it"));
   CHECK_THAT(how, Catch::EndsWith("the log's last ERROR line: a failure <of> the trial"));
   CHECK(chart_titled(page, "loss")["series"]["validation"].size() == 1);  // the one at 32
+
+  // A run that stopped itself says why (the row early stopping and set_stop_requested write).
+  write_file(run + "/metrics.jsonl",
+             kept + R"({"type":"stopped","batches":49,"records":784,"epochs":1.53125,)"
+                    R"("metrics":{},"reason":"early stopping: validation_loss did not improve"})"
+                    "\n");
+  report_ok(run + " --output " + (tmp / "page.html"));
+  CHECK(read_page(tmp / "page.html")["facts"]["how it ended"] ==
+        "stopped early at 49 batches: early stopping: validation_loss did not improve");
 
   // A damaged row with rows after it is named with its line.
   write_file(run + "/metrics.jsonl", rows[0].dump() + "\n{not json\n" + rows[1].dump() + "\n");

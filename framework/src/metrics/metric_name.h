@@ -11,6 +11,10 @@ namespace crucible::metrics {
 // its prefix ("validation_loss"); nullopt when neither is there.
 std::optional<double> find_validation_metric(const MetricValues& values, const std::string& name);
 
+// `name` without the "validation_" prefix that metrics.jsonl gives a validation metric, as
+// evaluate_batch named it; a name without the prefix as it is.
+std::string without_validation_prefix(const std::string& name);
+
 // The names in `values`, comma-separated, for messages.
 std::string metric_names(const MetricValues& values);
 

@@ -10,6 +10,7 @@
 
 #include <crucible/errors.h>
 
+#include "metrics/metric_name.h"
 #include "util/file_system.h"
 
 namespace crucible::metrics {
@@ -29,9 +30,7 @@ std::string host_name() {
 // A metric's name under its group: a validation metric without the validation_ prefix that
 // metrics.jsonl gives it.
 std::string tag_name(const std::string& name, bool training) {
-  const std::string prefix = "validation_";
-  if (!training && name.rfind(prefix, 0) == 0) return name.substr(prefix.size());
-  return name;
+  return training ? name : without_validation_prefix(name);
 }
 
 }  // namespace

@@ -9,11 +9,17 @@ namespace crucible {
 
 namespace metrics {
 
+constexpr std::string_view kValidationPrefix = "validation_";
+
 std::optional<double> find_validation_metric(const MetricValues& values, const std::string& name) {
   auto found = values.find(name);
-  if (found == values.end()) found = values.find("validation_" + name);
+  if (found == values.end()) found = values.find(std::string(kValidationPrefix) + name);
   if (found == values.end()) return std::nullopt;
   return found->second;
+}
+
+std::string without_validation_prefix(const std::string& name) {
+  return name.rfind(kValidationPrefix, 0) == 0 ? name.substr(kValidationPrefix.size()) : name;
 }
 
 std::string metric_names(const MetricValues& values) {

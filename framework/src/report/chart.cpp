@@ -66,7 +66,7 @@ std::vector<double> linear_ticks(double lo, double hi, int count) {
   const double first = std::floor(lo / step), last = std::ceil(hi / step);
   if (last - first > 100) return {lo, hi};  // steps too fine for doubles this large
   std::vector<double> ticks;
-  for (double k = first; k <= last && ticks.size() < 100; ++k) {
+  for (double k = first; k <= last; ++k) {
     const double v = k * step;
     ticks.push_back(std::abs(v) < step * 1e-9 ? 0.0 : v);
   }

@@ -81,40 +81,36 @@ std::vector<const Trial*> ranked(const std::map<int64_t, Trial>& trials, bool sm
   for (const auto& [_, t] : trials) out.push_back(&t);
   std::stable_sort(out.begin(), out.end(), [&](const Trial* a, const Trial* b) {
     if (a->best.has_value() != b->best.has_value()) return a->best.has_value();
-    return a->best && search::rank_key(*a->best, smaller_is_better) <
-                          search::rank_key(*b->best, smaller_is_better);
+    return a->best && better(*a->best, *b->best, smaller_is_better);
   });
   return out;
 }
 
-// Whether `trial` holds the best metric of the search: it ranks first and its metric is a number.
-bool is_best(const std::vector<const Trial*>& order, const Trial* trial) {
-  return !order.empty() && trial == order.front() && trial->best && !std::isnan(*trial->best);
+// The trial with the best metric of the search: the first of `order` when its metric is a number.
+const Trial* best_of(const std::vector<const Trial*>& order) {
+  const bool found = !order.empty() && order.front()->best && !std::isnan(*order.front()->best);
+  return found ? order.front() : nullptr;
 }
 
-std::string progress_chart(const std::vector<const Trial*>& order, const std::string& metric,
-                           const std::string& unit) {
+std::string progress_chart(const std::map<int64_t, Trial>& trials, const Trial* best,
+                           const std::string& metric, const std::string& unit) {
   Chart chart;
   chart.title = metric + " of every trial";
   chart.x_label = unit;
   chart.y_label = metric;
   chart.width = 920;
-  for (const Trial* t : order) {
-    if (t->validations.empty()) continue;
+  for (const auto& [id, t] : trials) {
+    if (t.validations.empty()) continue;
     ChartSeries s;
-    s.name = fmt::format("trial {}", t->id);
-    s.emphasized = is_best(order, t);
-    for (const Validation& v : t->validations) {
+    s.name = fmt::format("trial {}", id);
+    s.emphasized = &t == best;
+    for (const Validation& v : t.validations) {
       s.points.push_back(
           {static_cast<double>(v.length), v.metric,
            (v.rung ? fmt::format("rung {}: ", *v.rung) : std::string()) + v.decision});
     }
     chart.series.push_back(std::move(s));
   }
-  std::sort(
-      chart.series.begin(), chart.series.end(), [](const ChartSeries& a, const ChartSeries& b) {
-        return a.name.size() != b.name.size() ? a.name.size() < b.name.size() : a.name < b.name;
-      });
   return chart.series.empty() ? "" : svg_chart(chart);
 }
 
@@ -145,7 +141,7 @@ std::string hyperparameter_charts(const ExperimentConfig& config,
 }
 
 std::string trial_table(const ExperimentConfig& config, const std::vector<const Trial*>& order,
-                        const std::string& metric, const std::string& unit,
+                        const Trial* best, const std::string& metric, const std::string& unit,
                         const std::function<std::string(int64_t, const std::string&)>& trial_link) {
   std::vector<std::string> names;  // the searched hyperparameters: the constant ones are the
                                    // config's, the same for every trial
@@ -172,7 +168,7 @@ std::string trial_table(const ExperimentConfig& config, const std::vector<const 
     }
     cells.push_back(escape(t->error));
     out.rows.push_back(std::move(cells));
-    out.marked.push_back(is_best(order, t));
+    out.marked.push_back(t == best);
   }
   return element("p", "Sorted by their best " + escape(metric) +
                           "; a trial's id links to its own report.") +
@@ -263,11 +259,10 @@ std::string experiment_page(
   for (const auto& [state, count] : states) {
     state_text += fmt::format("{}{} {}", state_text.empty() ? "" : ", ", count, state);
   }
+  const Trial* best = best_of(order);
   std::string best_text = "-";
-  if (!order.empty() && is_best(order, order.front())) {
-    best_text = fmt::format("trial {}: {} {}", order.front()->id, searcher.metric,
-                            number_text(*order.front()->best));
-  }
+  if (best)
+    best_text = fmt::format("trial {}: {} {}", best->id, searcher.metric, number_text(*best->best));
   std::string best_checkpoint = "-";
   {
     std::ifstream in(util::join(dir, "best"));
@@ -311,11 +306,11 @@ std::string experiment_page(
   body += facts(summary);
   body += element("h2", "Trials") + "\n";
   body += element("div",
-                  progress_chart(order, searcher.metric, unit) +
+                  progress_chart(trials, best, searcher.metric, unit) +
                       hyperparameter_charts(config, order, searcher.metric),
                   "class=\"charts\"") +
           "\n";
-  body += trial_table(config, order, searcher.metric, unit, trial_link);
+  body += trial_table(config, order, best, searcher.metric, unit, trial_link);
   body += rung_table(trials, searcher.smaller_is_better);
   body += events(rows, searcher.metric, unit);
   body += element("h2", "Config") + "\n" + preformatted(config_text);

@@ -15,9 +15,10 @@ bool holds_experiment(const std::string& dir);
 // best, as far as they go (a search still running, or one that was killed, is reported up to its
 // last complete row). Shows how the search stands, every trial's metric over its length with the
 // best trial drawn out, the metric against each numeric hyperparameter, the trials sorted by
-// their best metric (as the search's closing table), ASHA's rungs, and the events. A trial's id
-// links to `trial_link(id, state)` when that is not "" (state as experiment.jsonl spells it:
-// running, completed, stopped, failed or invalid). Links to the experiment's files are relative to
+// their best metric (as the search's closing table), ASHA's rungs, and the events. trial_link(id,
+// state) is called once per trial, in the table's order (state as experiment.jsonl spells it:
+// running, completed, stopped, failed or invalid); the trial's id links to what it returns unless
+// that is "". Links to the experiment's files are relative to
 // `page_dir`. Reads only. Throws ConfigError when config.yaml does not parse, and TrainingError
 // naming the file and line of a damaged row.
 std::string experiment_page(

@@ -12,6 +12,8 @@
 
 #include <crucible/metrics.h>
 
+#include "search/scheduler.h"
+
 namespace crucible::report {
 
 // The number `row[key]`; NaN when absent or not a number (a NaN metric is written as null).
@@ -44,11 +46,10 @@ inline MetricValues metrics_in(const nlohmann::json& row) {
   return out;
 }
 
-// Whether `a` ranks before `b` as a searcher metric: better, and NaN last.
+// Whether searcher metric `a` ranks before `b`, as the searcher ranks them (search::rank_key:
+// better first, NaN last).
 inline bool better(double a, double b, bool smaller_is_better) {
-  if (std::isnan(a)) return false;
-  if (std::isnan(b)) return true;
-  return smaller_is_better ? a < b : a > b;
+  return search::rank_key(a, smaller_is_better) < search::rank_key(b, smaller_is_better);
 }
 
 }  // namespace crucible::report

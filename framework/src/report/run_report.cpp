@@ -25,8 +25,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kValidationPrefix = "validation_";
-
 // What the page shows of a checkpoint.
 struct CheckpointRow {
   std::string dir;
@@ -41,7 +39,6 @@ struct Run {
   Run() = default;
   Run(const Run&) = delete;  // `validations` points into `rows`
   Run(Run&&) = default;
-  std::string dir;
   ExperimentConfig config;
   std::string config_text;
   std::vector<json> rows;                // metrics.jsonl
@@ -59,15 +56,18 @@ double searcher_metric(const Run& run, const MetricValues& values) {
   return metrics::find_validation_metric(values, run.config.searcher.metric).value_or(std::nan(""));
 }
 
-// The index of the validation row with the best searcher metric (the earliest of equal ones).
-std::optional<size_t> best_validation(const Run& run) {
+// The index below `n` whose searcher metric values_of(i) ranks first (the earliest of equal ones),
+// or nullopt when none has it as a number.
+template <class ValuesOf>
+std::optional<size_t> best_index(const Run& run, size_t n, const ValuesOf& values_of) {
   std::optional<size_t> best;
-  for (size_t i = 0; i < run.validations.size(); ++i) {
-    const double v = searcher_metric(run, metrics_in(*run.validations[i]));
-    if (std::isnan(v)) continue;
-    if (!best || better(v, searcher_metric(run, metrics_in(*run.validations[*best])),
-                        run.config.searcher.smaller_is_better)) {
+  double best_metric = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double v = searcher_metric(run, values_of(i));
+    if (!std::isnan(v) &&
+        (!best || better(v, best_metric, run.config.searcher.smaller_is_better))) {
       best = i;
+      best_metric = v;
     }
   }
   return best;
@@ -76,14 +76,14 @@ std::optional<size_t> best_validation(const Run& run) {
 Run read_run(const std::string& dir) {
   const train::RunDir files{dir};
   Run run;
-  run.dir = dir;
   run.config = load_experiment_config(files.config_file());
   run.config_text = util::read_file(files.config_file());
   run.rows = util::read_json_lines(files.metrics_file(), kDamageHint, true).rows;
   for (const json& row : run.rows) {
     if (text_in(row, "type") == "validation") run.validations.push_back(&row);
   }
-  run.best = best_validation(run);
+  run.best = best_index(run, run.validations.size(),
+                        [&](size_t i) { return metrics_in(*run.validations[i]); });
   run.profiling = util::read_json_lines(files.profiling_metrics_file(), kDamageHint, true).rows;
   for (const std::string& checkpoint_dir : checkpoint::list(dir)) {
     CheckpointRow row;
@@ -112,11 +112,6 @@ Run read_run(const std::string& dir) {
     }
   }
   return run;
-}
-
-std::string metric_key(const std::string& name) {
-  return name.rfind(kValidationPrefix, 0) == 0 ? name.substr(std::string(kValidationPrefix).size())
-                                               : name;
 }
 
 // "validation_accuracy 0.8611, validation_loss 0.37705".
@@ -175,14 +170,14 @@ std::string metric_charts(const Run& run) {
     const std::string note =
         is_validation && best && *best == validation_index ? "the best validation" : "";
     for (const auto& [name, value] : metrics_in(row)) {
-      Pair& pair = by_key[is_validation ? metric_key(name) : name];
+      Pair& pair = by_key[is_validation ? metrics::without_validation_prefix(name) : name];
       (is_validation ? pair.validation : pair.training).points.push_back({batches, value, note});
     }
     if (is_validation) ++validation_index;
   }
   if (by_key.empty()) return element("p", "No metrics reported yet.") + "\n";
   std::vector<std::string> order;
-  const std::string first = metric_key(run.config.searcher.metric);
+  const std::string first = metrics::without_validation_prefix(run.config.searcher.metric);
   if (by_key.count(first)) order.push_back(first);
   for (const auto& [key, _] : by_key) {
     if (key != first) order.push_back(key);
@@ -229,15 +224,8 @@ std::string validation_table(const Run& run) {
 
 std::string checkpoint_table(const Run& run, const std::string& page_dir) {
   if (run.checkpoints.empty()) return element("p", "No checkpoint.") + "\n";
-  std::optional<size_t> best;
-  for (size_t i = 0; i < run.checkpoints.size(); ++i) {
-    const double v = searcher_metric(run, run.checkpoints[i].validation);
-    if (!std::isnan(v) &&
-        (!best || better(v, searcher_metric(run, run.checkpoints[*best].validation),
-                         run.config.searcher.smaller_is_better))) {
-      best = i;
-    }
-  }
+  const std::optional<size_t> best = best_index(
+      run, run.checkpoints.size(), [&](size_t i) { return run.checkpoints[i].validation; });
   Table t;
   t.header = {"checkpoint", "batches", "epochs", run.config.searcher.metric, "MB", "note"};
   t.numeric = {false, true, true, true, true, false};
