@@ -83,7 +83,7 @@ TEST_CASE("SIGKILL at any moment, then --resume, ends bitwise identical", "[chec
   if (cut_short) {
     CHECK_THAT(resumed, Catch::Contains("removed " + run +
                                         "/checkpoints/.tmp-batch-0000000080, "
-                                        "a checkpoint whose writing was cut short"));
+                                        "a checkpoint whose writing or deletion was cut short"));
   }
 }
 

@@ -146,7 +146,7 @@ inline void check_same_end(const std::string& reference, const std::string& run,
   CHECK(adam_a.state().size() == 4);  // Adam's moments for each of the 4 parameter tensors
   CHECK(read_file(run + "/metrics.jsonl") == read_file(reference + "/metrics.jsonl"));
   const auto scalars = tensorboard_scalars(run);
-  CHECK(scalars.size() > 20);
+  CHECK(scalars.size() >= static_cast<size_t>(final_batches / 7));  // a report every 7 batches
   const bool same_scalars = scalars == tensorboard_scalars(reference);
   CHECK(same_scalars);
 }

@@ -1,6 +1,7 @@
 #include "checkpoint/checkpoint.h"
 
 #include <algorithm>
+#include <exception>
 
 #include <fmt/format.h>
 
@@ -85,12 +86,19 @@ void write_trial_state(torch::serialize::OutputArchive& archive, const Contents&
   }
 }
 
+// Loads the archive file `path` into `archive`, reading its bytes here: a read error is thrown as
+// "cannot read <path>: <reason>" rather than as LibTorch's report of its fopen.
+void load_archive(torch::serialize::InputArchive& archive, const std::string& path) {
+  const std::vector<char> bytes = read_bytes(path);
+  archive.load_from(bytes.data(), bytes.size());
+}
+
 // Restores the generators, Trial::load_state and the parts. CUDA generators only when
 // `same_gpus` (the writer saw as many GPUs).
 void restore_trial_state(const Contents& contents, const std::string& path, int64_t rank,
                          const torch::Device& device, bool same_gpus) {
   torch::serialize::InputArchive archive;
-  archive.load_from(path);
+  load_archive(archive, path);
   torch::Tensor state;
   if (!archive.try_read(rank_generator_key("cpu", static_cast<size_t>(rank)), state)) {
     archive.read("cpu_generator_state", state);
@@ -200,16 +208,26 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
       file.finish();
       files[name] = {{"size", file.size()}, {"crc32", file.crc32_hex()}};
     };
-    // An archive streams into its file: no copy of it is held in memory.
+    // An archive streams into its file: no copy of it is held in memory. A write that fails is
+    // reported to LibTorch as done and rethrown once save_to returns: LibTorch's zip writer ends
+    // the process (std::terminate, from its destructor) when its output reports a failure.
     auto put_archive = [&](const std::string& name,
                            const std::function<void(torch::serialize::OutputArchive&)>& fill) {
       put(name, [&](DurableFile& file) {
         torch::serialize::OutputArchive archive;
         fill(archive);
+        std::exception_ptr failed;
         archive.save_to([&](const void* data, size_t size) {
-          file.write(data, size);
+          if (!failed) {
+            try {
+              file.write(data, size);
+            } catch (...) {
+              failed = std::current_exception();
+            }
+          }
           return size;
         });
+        if (failed) std::rethrow_exception(failed);
       });
     };
     // Each model twice: a torch.load-able state dict and the same tensors as safetensors.
@@ -327,7 +345,7 @@ Metadata load(const std::string& dir, const Contents& contents, int64_t rank,
     const std::string name = indexed("optimizer", i);
     try {
       torch::serialize::InputArchive archive;
-      archive.load_from(util::join(dir, name));
+      load_archive(archive, util::join(dir, name));
       contents.optimizers[i]->load(archive);
     } catch (const Error&) {
       throw;

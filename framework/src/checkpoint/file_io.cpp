@@ -150,8 +150,13 @@ FileSum sum_file(const std::string& path) {
 
 void replace_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
-  write_durably(tmp, text);
-  util::rename(tmp, path);
+  try {
+    write_durably(tmp, text);
+    util::rename(tmp, path);
+  } catch (...) {
+    util::try_remove_all(tmp);
+    throw;
+  }
   const std::string dir = util::parent_path(path);
   fsync_path(dir.empty() ? "." : dir);
 }

@@ -1,10 +1,9 @@
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <sstream>
+#include <system_error>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -17,6 +16,7 @@
 #include "config/paths.h"
 #include "config/schema.h"
 #include "config/yaml_reader.h"
+#include "util/file_system.h"
 #include "util/utf8.h"
 
 namespace crucible {
@@ -201,14 +201,14 @@ ExperimentConfig parse_experiment_config(const std::string& yaml_text,
 
 ExperimentConfig load_experiment_config(const std::string& path,
                                         const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
-  if (!in) {
+  std::string text;
+  try {
+    text = util::read_file(path);
+  } catch (const std::system_error& e) {
     throw ConfigError(
-        fmt::format("{}: cannot open the experiment file: {}", path, std::strerror(errno)));
+        fmt::format("{}: cannot open the experiment file: {}", path, e.code().message()));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  ExperimentConfig config = parse_experiment_config(text.str(), path, overrides);
+  ExperimentConfig config = parse_experiment_config(text, path, overrides);
   config::make_paths_absolute(config);
   return config;
 }

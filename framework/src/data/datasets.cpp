@@ -3,9 +3,8 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
 #include <memory>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -36,12 +35,13 @@ void require_file(const std::string& path, const std::string& what, const std::s
   }
 }
 
-std::string read_bytes(const std::string& path) {
-  require_file(path, "tensor file", "");
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw TrainingError(fmt::format("{}: cannot be read", path));
-  return bytes;
+// The bytes of `path`, which require_file has found.
+std::string file_bytes(const std::string& path) {
+  try {
+    return util::read_file(path);
+  } catch (const std::system_error& e) {
+    throw TrainingError(fmt::format("{}: cannot be read: {}", path, e.code().message()));
+  }
 }
 
 }  // namespace
@@ -111,8 +111,7 @@ std::pair<torch::Tensor, torch::Tensor> read_cifar10(const std::vector<std::stri
   std::vector<torch::Tensor> records;
   for (const std::string& path : files) {
     require_file(path, "CIFAR-10 file", "");
-    std::ifstream in(path, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string bytes = file_bytes(path);
     if (bytes.empty() || bytes.size() % kRecord != 0) {
       throw TrainingError(
           fmt::format("{}: {} bytes is not a whole number of CIFAR-10 records ({} bytes each)",
@@ -140,7 +139,8 @@ std::pair<torch::Tensor, torch::Tensor> read_cifar10(const std::string& dir, boo
 }
 
 std::map<std::string, torch::Tensor> read_tensor_file(const std::string& path) {
-  const std::string bytes = read_bytes(path);
+  require_file(path, "tensor file", "");
+  const std::string bytes = file_bytes(path);
   const checkpoint::NamedTensors tensors = checkpoint::looks_like_safetensors(bytes)
                                                ? checkpoint::read_safetensors(bytes, path)
                                                : checkpoint::read_torch_dict(bytes, path);

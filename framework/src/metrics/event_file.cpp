@@ -1,9 +1,6 @@
 #include "metrics/event_file.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
+#include <system_error>
 #include <utility>
 
 #include <fmt/format.h>
@@ -145,14 +142,13 @@ uint64_t read_fixed(const std::string& bytes, size_t at, int n) {
 std::vector<std::pair<std::string, Event>> read_records(const std::string& path) {
   std::vector<std::pair<std::string, Event>> records;
   if (!util::exists(path)) return records;
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in) {
+  std::string bytes;
+  try {
+    bytes = util::read_file(path);
+  } catch (const std::system_error& e) {
     throw TrainingError(
-        fmt::format("cannot read TensorBoard file {}: {}", path, std::strerror(errno)));
+        fmt::format("cannot read TensorBoard file {}: {}", path, e.code().message()));
   }
-  const std::string bytes = text.str();
   size_t at = 0;
   while (bytes.size() - at >= 12) {
     const std::string length_bytes = bytes.substr(at, 8);

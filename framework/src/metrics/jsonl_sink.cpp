@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <vector>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <crucible/errors.h>
+
+#include "checkpoint/file_io.h"
+#include "util/file_system.h"
 
 namespace crucible::metrics {
 
@@ -36,21 +39,25 @@ void JsonlSink::write(const Report& report) {
 }
 
 void truncate_metrics_file(const std::string& path, int64_t batches) {
-  std::ifstream in(path);
-  if (!in) return;
-  std::vector<std::string> keep;
+  if (!util::exists(path)) return;
+  std::string text;
+  try {
+    text = util::read_file(path);
+  } catch (const std::exception& e) {
+    throw TrainingError(fmt::format("cannot read metrics file {}: {}", path, e.what()));
+  }
+  std::istringstream in(text);
+  std::string keep;
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
     nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
     if (row.is_discarded()) break;  // a torn last line from a kill
-    if (row.value("batches", int64_t{0}) <= batches) keep.push_back(line);
+    if (row.value("batches", int64_t{0}) <= batches) keep += line + '\n';
   }
-  in.close();
-  std::ofstream out(path, std::ios::trunc);
-  for (const auto& line : keep) out << line << '\n';
-  if (!out) {
-    throw TrainingError(
-        fmt::format("cannot rewrite metrics file {}: {}", path, std::strerror(errno)));
+  try {
+    checkpoint::replace_atomically(path, keep);
+  } catch (const std::exception& e) {
+    throw TrainingError(fmt::format("cannot rewrite metrics file {}: {}", path, e.what()));
   }
 }
 

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -49,9 +48,16 @@ bool looks_like_path(const std::string& lib) {
 // still there.
 std::optional<std::string> recorded_library(const std::string& lib, const std::string& dir) {
   if (dir.empty()) return std::nullopt;
-  std::ifstream in(util::join(dir, kTrialLibraryFile));
-  std::string path;
-  if (!in || !std::getline(in, path) || !util::is_absolute(path)) return std::nullopt;
+  const std::string record = util::join(dir, kTrialLibraryFile);
+  if (!util::exists(record)) return std::nullopt;
+  std::string text;
+  try {
+    text = util::read_file(record);
+  } catch (const std::exception& e) {
+    throw TrainingError(fmt::format("cannot tell which trial library the run used: {}", e.what()));
+  }
+  const std::string path = text.substr(0, text.find('\n'));
+  if (!util::is_absolute(path)) return std::nullopt;
   // An absolute library path names its file exactly; a relative one or a name is what the run
   // resolved when it started.
   const std::string file = util::file_name(path);

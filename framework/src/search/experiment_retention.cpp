@@ -4,6 +4,8 @@
 #include <cmath>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/retention.h"
 #include "train/checkpointer.h"
@@ -12,7 +14,8 @@
 namespace crucible::search {
 
 std::vector<std::string> keep_experiment_best(const ExperimentConfig& config,
-                                              const std::vector<std::string>& run_dirs) {
+                                              const std::vector<std::string>& run_dirs,
+                                              const std::function<void(const std::string&)>& warn) {
   const CheckpointStorageConfig& storage = config.checkpoint_storage;
   if (storage.save_experiment_best == 0) return {};
   const bool smaller = config.searcher.smaller_is_better;
@@ -43,8 +46,12 @@ std::vector<std::string> keep_experiment_best(const ExperimentConfig& config,
     for (const std::string& dir : checkpoint::to_delete(entries, storage.save_trial_latest,
                                                         storage.save_trial_best, smaller)) {
       if (experiment_best.count(dir)) continue;
-      checkpoint::remove(dir);
-      deleted.push_back(dir);
+      try {
+        checkpoint::remove(dir);
+        deleted.push_back(dir);
+      } catch (const std::exception& e) {
+        warn(fmt::format("cannot delete checkpoint {}: {}", dir, e.what()));
+      }
     }
   }
   return deleted;

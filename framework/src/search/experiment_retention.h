@@ -2,6 +2,7 @@
 
 // What a search's end keeps of its trials' checkpoints.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,9 +14,11 @@ namespace crucible::search {
 // `run_dirs` that is neither kept by its own trial's retention (save_trial_latest newest,
 // save_trial_best best, the newest and the single best always) nor among the N best over all
 // trials (by searcher.metric; equal metrics by path). Damaged checkpoints are left alone. Returns
-// the deleted directories; none when N is 0, as each trial then kept only its own. Requires that
-// no trial is running.
+// the deleted directories; none when N is 0, as each trial then kept only its own. One that
+// cannot be deleted stays, and `warn` gets a line naming it and the cause. Requires that no trial
+// is running.
 std::vector<std::string> keep_experiment_best(const ExperimentConfig& config,
-                                              const std::vector<std::string>& run_dirs);
+                                              const std::vector<std::string>& run_dirs,
+                                              const std::function<void(const std::string&)>& warn);
 
 }  // namespace crucible::search

@@ -127,7 +127,8 @@ class Runner {
       const std::string run = TrialFiles(dir_, id).run_dir;
       if (util::exists(run)) trial_runs.push_back(run);
     }
-    for (const std::string& dir : keep_experiment_best(config_, trial_runs)) {
+    const auto warn = [&](const std::string& line) { logger_.warn(line); };
+    for (const std::string& dir : keep_experiment_best(config_, trial_runs, warn)) {
       logger_.info(fmt::format(
           "removed {}: kept by neither its trial's retention nor the experiment's {} best",
           relative(dir), config_.checkpoint_storage.save_experiment_best));

@@ -76,6 +76,7 @@ SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const 
     if (type == "validation") validation = row;
     if (type == "stopped") stopped = row;
   }
+  if (in.bad()) throw TrainingError(fmt::format("trial {}: cannot read {}", trial, path));
   if (validation.is_null()) {
     throw TrainingError(fmt::format("trial {}: {} holds no validation", trial, path));
   }

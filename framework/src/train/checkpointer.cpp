@@ -18,12 +18,13 @@ void Checkpointer::track_existing() {
   for (const auto& dir : checkpoint::list(run_.path)) track(dir);
 }
 
-std::optional<checkpoint::Entry> retention_entry(const std::string& dir,
-                                                 const std::string& metric) {
+std::optional<checkpoint::Entry> retention_entry(const std::string& dir, const std::string& metric,
+                                                 std::string* damage) {
   checkpoint::Metadata meta;
   try {
     meta = checkpoint::metadata(dir);
-  } catch (const checkpoint::DamagedCheckpoint&) {
+  } catch (const checkpoint::DamagedCheckpoint& e) {
+    if (damage) *damage = e.what();
     return std::nullopt;
   }
   checkpoint::Entry entry{dir, meta.batches, std::nullopt};
@@ -36,7 +37,12 @@ std::optional<checkpoint::Entry> retention_entry(const std::string& dir,
 
 void Checkpointer::track(const std::string& dir) {
   // A damaged one is never counted, never deleted here.
-  if (auto entry = retention_entry(dir, config_.searcher.metric)) checkpoints_.push_back(*entry);
+  std::string damage;
+  if (auto entry = retention_entry(dir, config_.searcher.metric, &damage)) {
+    checkpoints_.push_back(*entry);
+  } else {
+    logger_.warn(damage + "; retention leaves it in place");
+  }
 }
 
 void Checkpointer::forget(const std::string& dir) {

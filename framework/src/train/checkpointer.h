@@ -21,8 +21,10 @@
 namespace crucible::train {
 
 // Checkpoint `dir` as retention sees it: its metric is `metric` (searcher.metric) of the
-// validation made at exactly its weights. nullopt when the checkpoint is damaged.
-std::optional<checkpoint::Entry> retention_entry(const std::string& dir, const std::string& metric);
+// validation made at exactly its weights. nullopt when the checkpoint is damaged or unreadable,
+// with the reason in *damage when `damage` is given.
+std::optional<checkpoint::Entry> retention_entry(const std::string& dir, const std::string& metric,
+                                                 std::string* damage = nullptr);
 
 // Writes the checkpoints of one run (the chief writes, every rank takes part) and deletes those
 // that checkpoint_storage's retention counts no longer keep.

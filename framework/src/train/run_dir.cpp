@@ -2,13 +2,10 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <system_error>
 
 #include <chrono>
-#include <cstring>
 #include <ctime>
-#include <fstream>
 #include <random>
 #include <thread>
 
@@ -76,12 +73,11 @@ RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_
   } catch (const std::exception& e) {
     throw TrainingError(fmt::format("cannot create run directory {}: {}", run.path, e.what()));
   }
-  std::ofstream out(run.config_file());
-  out << to_yaml(config);
-  out.close();
-  if (!out) {
-    throw TrainingError(
-        fmt::format("cannot write {}: {}", run.config_file(), std::strerror(errno)));
+  // Whole or not at all: a run directory holds a run once its config.yaml exists.
+  try {
+    checkpoint::replace_atomically(run.config_file(), to_yaml(config));
+  } catch (const std::exception& e) {
+    throw TrainingError(fmt::format("cannot write {}: {}", run.config_file(), e.what()));
   }
   record_trial_library(config, run);
   return run;

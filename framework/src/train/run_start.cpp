@@ -150,7 +150,7 @@ RunStart start_run(const ExperimentConfig& config, const FitOptions& options,
   start.resume_from =
       chief_then_broadcast(dist, [&]() -> nlohmann::json {
         for (const auto& dir : checkpoint::remove_unfinished(start.run.path)) {
-          logger.warn("removed " + dir + ", a checkpoint whose writing was cut short");
+          logger.warn("removed " + dir + ", a checkpoint whose writing or deletion was cut short");
         }
         if (checkpoint::list(start.run.path).empty()) {
           restart_from_beginning(config, start.run, logger);

@@ -11,10 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
 
 namespace crucible::util {
 
@@ -230,12 +230,29 @@ std::vector<std::string> list_directory(const std::string& path) {
 }
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) fail("cannot read", path);
-  return text.str();
+  const auto error = [&](const char* what) {
+    return std::system_error(errno, std::generic_category(), what + path);
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw error("cannot open ");
+  std::string text;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) text.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n > 0) {
+      text.append(buf, static_cast<size_t>(n));
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      const std::system_error e = error("cannot read ");
+      ::close(fd);
+      throw e;
+    }
+  }
+  ::close(fd);
+  return text;
 }
 
 std::string read_symlink(const std::string& path) {

@@ -1,5 +1,6 @@
 #include "util/logger.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -14,6 +15,7 @@ namespace crucible::util {
 void Logger::open(const std::string& path, bool console) {
   std::lock_guard<std::mutex> lock(mu_);
   console_ = console;
+  path_ = path;
   file_.open(path, std::ios::app);
   if (!file_) {
     throw TrainingError(fmt::format("cannot open log file {}: {}", path, std::strerror(errno)));
@@ -46,6 +48,14 @@ void Logger::write(const char* level, const std::string& line, bool to_stderr, b
     std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
     file_ << stamp << " " << level << " " << line << '\n';
     file_.flush();
+    if (!file_) {
+      const int saved = errno;
+      file_.close();
+      std::cerr << fmt::format(
+                       "warning: cannot write log file {}: {}; it ends before this line: {}", path_,
+                       std::strerror(saved), line)
+                << std::endl;
+    }
   }
 }
 

@@ -6,7 +6,10 @@
 
 namespace crucible::util {
 
-// Writes timestamped lines to a run's log file and, when enabled, plain lines to stdout.
+// Writes timestamped lines to a run's log file and, when enabled, plain lines to stdout. A line
+// the file cannot take (a full disk, an I/O error) ends the file's part: the logger says so once on
+// stderr, naming the file and the cause, even when the console is off, and goes on writing to the
+// console alone.
 class Logger {
  public:
   Logger() = default;
@@ -23,6 +26,7 @@ class Logger {
   void write(const char* level, const std::string& line, bool to_stderr, bool console = true);
   std::mutex mu_;
   std::ofstream file_;
+  std::string path_;
   bool console_ = true;
   bool warnings_only_ = false;
 };

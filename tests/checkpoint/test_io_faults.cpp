@@ -1,0 +1,162 @@
+// Storage faults at every place a run touches its directory: the real `trainer`, whose file-system
+// calls under the run directory fail one at a time through tests/support/fault_injection.cpp.
+// Whichever call fails, the process must end with a message naming the cause (or go on after a
+// warning naming it, where that loses nothing), never crash, and leave a run that a plain resume
+// (or, before config.yaml exists, a plain rerun) finishes bitwise identical to a run that met no
+// fault.
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "catch.h"
+
+#include "checkpoint/checkpoint.h"
+#include "fault_injection.h"
+#include "resumable_run.h"
+
+namespace crucible::testing {
+namespace {
+
+constexpr int64_t kBatches = 48;  // 1.5 epochs: checkpoints at 20, 32, 40 and 48, one deleted
+const std::string kShort = " --set max_length.batches=48";
+
+struct Runs {
+  TempDir tmp;
+  std::string config = resumable_config(tmp, 0);
+  std::string reference = tmp / "reference";
+};
+
+// `trainer fit` of the short run into `run`.
+std::string fit_command(const Runs& runs, const std::string& run) {
+  return kTrainer + " fit " + runs.config + kShort + " --quiet --output " + run;
+}
+
+// Runs the reference fit under the library, failing nothing, and returns the calls `kinds` counts.
+std::vector<TracedCall> traced_reference(const Runs& runs, const Fault& kinds) {
+  const std::string trace = runs.tmp / "reference.trace";
+  const auto fit = run_command(
+      with_faults(fit_command(runs, runs.reference), runs.reference, Fault{kinds.kinds}, trace));
+  INFO(fit.output);
+  REQUIRE(fit.exit_code == 0);
+  return read_trace(trace);
+}
+
+// Requires what a process that met `fault` (call `hit`, in run directory `run`) must have done:
+// exit 1 or 2 with an error naming the cause and a path in the run, or exit 0 after a warning
+// (console or log) naming the cause; no crash either way.
+void check_outcome(const CommandResult& r, const std::string& run, const Fault& fault) {
+  const std::string cause = std::strerror(fault.error);
+  CHECK(r.output.find("terminate called") == std::string::npos);
+  if (r.exit_code == 0) {
+    CHECK_THAT(r.output + read_file(run + "/trainer.log"), Catch::Contains(cause));
+  } else {
+    CHECK((r.exit_code == 1 || r.exit_code == 2));
+    CHECK_THAT(r.output,
+               Catch::Contains("error: ") && Catch::Contains(cause) && Catch::Contains(run));
+  }
+}
+
+// Continues `run` after a fault, without one, to its end, and requires the reference's end.
+void check_recovers(const Runs& runs, const std::string& run) {
+  const bool holds_run = util::exists(run + "/config.yaml");
+  const auto again = run_command(holds_run ? kTrainer + " fit --resume " + run + " --quiet"
+                                           : fit_command(runs, run));
+  INFO((holds_run ? "resumed: " : "rerun: ") + again.output);
+  REQUIRE(again.exit_code == 0);
+  check_same_end(runs.reference, run, kBatches);
+}
+
+// For one call at each site that `calls` (a traced process) made: runs `command(run)` on a fresh
+// run directory made by `prepare(run)`, with that call failing as `fault` says; then checks the
+// outcome and the recovery.
+template <typename Prepare, typename Command>
+void fault_each_site(const Runs& runs, const std::vector<TracedCall>& calls, Fault fault,
+                     const Prepare& prepare, const Command& command) {
+  const std::vector<int64_t> sites = one_call_per_site(calls, false);
+  CHECK(sites.size() >= 20);
+  for (const int64_t at : sites) {
+    const std::string run = runs.tmp / ("run-" + std::to_string(at));
+    const std::string trace = run + ".trace";
+    prepare(run);
+    fault.at = at;
+    const auto faulted = run_command(with_faults(command(run), run, fault, trace));
+    INFO("fault at call " << at << ": " << failed_call(trace));
+    INFO(faulted.output);
+    check_outcome(faulted, run, fault);
+    check_recovers(runs, run);
+    util::try_remove_all(run);
+  }
+}
+
+void fault_fit(const Fault& fault) {
+  Runs runs;
+  const auto calls = traced_reference(runs, fault);
+  fault_each_site(
+      runs, calls, fault, [](const std::string&) {},
+      [&](const std::string& run) { return fit_command(runs, run); });
+}
+
+// A run cut short by a full disk as checkpoint 40 was being written: checkpoints 20 and 32, and
+// reports up to batch 35 beyond them.
+std::string cut_short_run(const Runs& runs, const std::vector<TracedCall>& reference_calls) {
+  const std::string run = runs.tmp / "cut-short";
+  int64_t at = 0;
+  for (const TracedCall& call : reference_calls) {
+    if (call.kind == "mkdir" && call.path.find(".tmp-batch-0000000040") != std::string::npos) {
+      at = call.number;
+      break;
+    }
+  }
+  REQUIRE(at > 0);
+  Fault fault = full_disk();
+  fault.at = at;
+  const auto fit = run_command(with_faults(fit_command(runs, run), run, fault, run + ".trace"));
+  INFO(fit.output);
+  REQUIRE(fit.exit_code == 1);
+  REQUIRE(checkpoint::list(run) == std::vector<std::string>{run + "/checkpoints/batch-0000000020",
+                                                            run + "/checkpoints/batch-0000000032"});
+  REQUIRE(last_batches(run + "/metrics.jsonl", "training") == 35);
+  return run;
+}
+
+void fault_resume(const Fault& fault) {
+  Runs runs;
+  const std::string base = cut_short_run(runs, traced_reference(runs, full_disk()));
+  // The resume itself, traced without a fault, reaches the reference's end.
+  const std::string traced = runs.tmp / "traced-resume";
+  copy_tree(base, traced);
+  const auto resumed = run_command(with_faults(kTrainer + " fit --resume " + traced + " --quiet",
+                                               traced, Fault{fault.kinds}, traced + ".trace"));
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  check_same_end(runs.reference, traced, kBatches);
+  fault_each_site(
+      runs, read_trace(traced + ".trace"), fault,
+      [&](const std::string& run) { copy_tree(base, run); },
+      [](const std::string& run) { return kTrainer + " fit --resume " + run + " --quiet"; });
+}
+
+}  // namespace
+
+TEST_CASE("a disk that fills up anywhere in a fit: the cause named, the run ends as if whole",
+          "[checkpoint][faults]") {
+  fault_fit(full_disk());
+}
+
+TEST_CASE("an I/O error anywhere in a fit: the cause named, the run ends as if whole",
+          "[checkpoint][faults]") {
+  fault_fit(io_error());
+}
+
+TEST_CASE("a disk that fills up anywhere in a resume: the cause named, the run ends as if whole",
+          "[checkpoint][faults]") {
+  fault_resume(full_disk());
+}
+
+TEST_CASE("an I/O error anywhere in a resume: the cause named, the run ends as if whole",
+          "[checkpoint][faults]") {
+  fault_resume(io_error());
+}
+
+}  // namespace crucible::testing

@@ -1,0 +1,100 @@
+#pragma once
+
+// Commands run under fault_injection.cpp's LD_PRELOAD library, and the calls it traced.
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "process.h"
+
+namespace crucible::testing {
+
+// Which file-system calls under a directory fail, as fault_injection.cpp's variables say.
+struct Fault {
+  std::string kinds;  // CRUCIBLE_FAULT_OPS: comma-separated kinds of call that count
+  int error = ENOSPC;
+  bool sticky = false;  // every counted call after the failing one fails too
+  int64_t at = 0;       // the counted call that fails (1-based); 0: count and trace only
+};
+
+// A disk that fills up: from one call on, everything that would take space fails.
+inline Fault full_disk() { return {"create,write,fsync,mkdir,rename,truncate", ENOSPC, true}; }
+
+// Storage that fails one call of any kind with an I/O error.
+inline Fault io_error() {
+  return {"create,open,write,fsync,read,mkdir,rename,unlink,truncate", EIO, false};
+}
+
+#ifdef CRUCIBLE_BIN_DIR
+// `command` (a program and its arguments) prefixed with the variables that run it under the
+// library, faulting `fault` on calls under `dir` and tracing every counted call to `trace`.
+inline std::string with_faults(const std::string& command, const std::string& dir,
+                               const Fault& fault, const std::string& trace) {
+  return "CRUCIBLE_FAULT_DIR='" + dir + "' CRUCIBLE_FAULT_OPS=" + fault.kinds +
+         " CRUCIBLE_FAULT_AT=" + std::to_string(fault.at) +
+         " CRUCIBLE_FAULT_ERRNO=" + std::to_string(fault.error) +
+         " CRUCIBLE_FAULT_STICKY=" + (fault.sticky ? "1" : "0") + " CRUCIBLE_FAULT_TRACE='" +
+         trace + "' ASAN_OPTIONS=\"$ASAN_OPTIONS:verify_asan_link_order=0\" LD_PRELOAD='" +
+         CRUCIBLE_BIN_DIR + "/libcrucible_fault_injection.so' " + command;
+}
+#endif
+
+struct TracedCall {
+  int64_t number = 0;
+  std::string kind;
+  std::string path;
+  bool failed = false;
+};
+
+// The calls a trace file lists, in order.
+inline std::vector<TracedCall> read_trace(const std::string& path) {
+  std::vector<TracedCall> calls;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    TracedCall call;
+    std::string flag;
+    fields >> call.number >> call.kind >> call.path >> flag;
+    call.failed = flag == "FAIL";
+    calls.push_back(call);
+  }
+  return calls;
+}
+
+// The call that failed in `trace`, "KIND PATH" ("" when none did).
+inline std::string failed_call(const std::string& trace) {
+  for (const TracedCall& call : read_trace(trace)) {
+    if (call.failed) return call.kind + " " + call.path;
+  }
+  return "";
+}
+
+// The number of the first call at each site of `calls`, in order: a site is a kind of call on a
+// path whose digit runs are taken as one (the 10 checkpoint directories are one site, and so
+// are a file's 200 writes). With `last_too`, each site's last call as well.
+inline std::vector<int64_t> one_call_per_site(const std::vector<TracedCall>& calls, bool last_too) {
+  static const std::regex digits("[0-9]+");
+  std::map<std::string, std::pair<int64_t, int64_t>> sites;
+  for (const TracedCall& call : calls) {
+    const std::string site = call.kind + " " + std::regex_replace(call.path, digits, "#");
+    auto [it, fresh] = sites.try_emplace(site, call.number, call.number);
+    if (!fresh) it->second.second = call.number;
+  }
+  std::vector<int64_t> out;
+  for (const auto& [site, numbers] : sites) {
+    out.push_back(numbers.first);
+    if (last_too && numbers.second != numbers.first) out.push_back(numbers.second);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace crucible::testing
