@@ -21,6 +21,8 @@
 //   CRUCIBLE_FAULT_TRACE   file that gets one line per counted call, "N KIND PATH", with " FAIL"
 //                          appended to the lines of calls that failed
 // A failed call does nothing and returns -1 (or NULL) with that errno, as the real one would.
+// Only the process started with LD_PRELOAD naming this library is affected: it removes LD_PRELOAD
+// from its environment, so the processes it starts (a search's trials) run without it.
 
 #undef _FORTIFY_SOURCE  // its inline wrappers of open() would clash with the definitions here
 
@@ -102,6 +104,8 @@ __attribute__((constructor)) void init() {
     g_trace_fd = static_cast<int>(
         syscall(SYS_openat, AT_FDCWD, trace, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   }
+  // Only the process started under the library: the processes it starts run unhindered.
+  unsetenv("LD_PRELOAD");
 }
 
 // `path` made absolute against `dirfd` (AT_FDCWD or a descriptor opened under g_dir) in `out`;
@@ -300,13 +304,13 @@ int close(int fd) {
 
 int fclose(FILE* f) {
   static int (*cache)(FILE*) = nullptr;
-  if (f) forget(fileno(f));
+  forget(fileno(f));
   return real("fclose", cache)(f);
 }
 
 int closedir(DIR* d) {
   static int (*cache)(DIR*) = nullptr;
-  if (d) forget(dirfd(d));
+  forget(dirfd(d));
   return real("closedir", cache)(d);
 }
 

@@ -28,10 +28,8 @@ struct Fault {
 // A disk that fills up: from one call on, everything that would take space fails.
 inline Fault full_disk() { return {"create,write,fsync,mkdir,rename,truncate", ENOSPC, true}; }
 
-// Storage that fails one call of any kind with an I/O error.
-inline Fault io_error() {
-  return {"create,open,write,fsync,read,mkdir,rename,unlink,truncate", EIO, false};
-}
+// Storage that fails one read, open or deletion with an I/O error (full_disk covers the writes).
+inline Fault io_error() { return {"open,read,unlink", EIO, false}; }
 
 #ifdef CRUCIBLE_BIN_DIR
 // `command` (a program and its arguments) prefixed with the variables that run it under the
