@@ -42,21 +42,6 @@ std::vector<TracedCall> traced_reference(const Runs& runs, const Fault& kinds) {
   return read_trace(trace);
 }
 
-// Requires what a process that met `fault` (call `hit`, in run directory `run`) must have done:
-// exit 1 or 2 with an error naming the cause and a path in the run, or exit 0 after a warning
-// (console or log) naming the cause; no crash either way.
-void check_outcome(const CommandResult& r, const std::string& run, const Fault& fault) {
-  const std::string cause = std::strerror(fault.error);
-  CHECK(r.output.find("terminate called") == std::string::npos);
-  if (r.exit_code == 0) {
-    CHECK_THAT(r.output + read_file(run + "/trainer.log"), Catch::Contains(cause));
-  } else {
-    CHECK((r.exit_code == 1 || r.exit_code == 2));
-    CHECK_THAT(r.output,
-               Catch::Contains("error: ") && Catch::Contains(cause) && Catch::Contains(run));
-  }
-}
-
 // Continues `run` after a fault, without one, to its end, and requires the reference's end.
 void check_recovers(const Runs& runs, const std::string& run) {
   const bool holds_run = util::exists(run + "/config.yaml");
@@ -67,32 +52,22 @@ void check_recovers(const Runs& runs, const std::string& run) {
   check_same_end(runs.reference, run, kBatches);
 }
 
-// For one call at each site that `calls` (a traced process) made: runs `command(run)` on a fresh
-// run directory made by `prepare(run)`, with that call failing as `fault` says; then checks the
-// outcome and the recovery.
+// Faults `fault` at one call of each site of `calls` in command(run), on a run directory made by
+// prepare(run); then checks the outcome and the recovery.
 template <typename Prepare, typename Command>
-void fault_each_site(const Runs& runs, const std::vector<TracedCall>& calls, Fault fault,
-                     const Prepare& prepare, const Command& command) {
-  const std::vector<int64_t> sites = one_call_per_site(calls, false);
-  CHECK(sites.size() >= 10);
-  for (const int64_t at : sites) {
-    const std::string run = runs.tmp / ("run-" + std::to_string(at));
-    const std::string trace = run + ".trace";
-    prepare(run);
-    fault.at = at;
-    const auto faulted = run_command(with_faults(command(run), run, fault, trace));
-    INFO("fault at call " << at << ": " << failed_call(trace));
-    INFO(faulted.output);
-    check_outcome(faulted, run, fault);
-    check_recovers(runs, run);
-    util::try_remove_all(run);
-  }
+void fault_runs(const Runs& runs, const std::vector<TracedCall>& calls, const Fault& fault,
+                const Prepare& prepare, const Command& command) {
+  fault_each_site(calls, fault, 10, runs.tmp.path(), prepare, command,
+                  [&](const std::string& run, const CommandResult& r) {
+                    check_fault_outcome(r, run, fault, run + "/trainer.log");
+                    check_recovers(runs, run);
+                  });
 }
 
 void fault_fit(const Fault& fault) {
   Runs runs;
   const auto calls = traced_reference(runs, fault);
-  fault_each_site(
+  fault_runs(
       runs, calls, fault, [](const std::string&) {},
       [&](const std::string& run) { return fit_command(runs, run); });
 }
@@ -131,7 +106,7 @@ void fault_resume(const Fault& fault) {
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);
   check_same_end(runs.reference, traced, kBatches);
-  fault_each_site(
+  fault_runs(
       runs, read_trace(traced + ".trace"), fault,
       [&](const std::string& run) { copy_tree(base, run); },
       [](const std::string& run) { return kTrainer + " fit --resume " + run + " --quiet"; });

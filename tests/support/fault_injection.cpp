@@ -7,7 +7,7 @@
 // A call counts when its path, or the path its descriptor was opened with, lies under
 // CRUCIBLE_FAULT_DIR, and its kind is one of CRUCIBLE_FAULT_OPS. Kinds:
 //   create    an open that may create or truncate (O_CREAT, O_TRUNC, fopen for writing, creat)
-//   open      any other open (opendir included)
+//   open      any other open of an existing file or directory (opendir included)
 //   write     write, writev, pwrite         fsync    fsync, fdatasync
 //   read      read, pread                   rename   rename, renameat, renameat2
 //   mkdir     mkdir, mkdirat                unlink   unlink, unlinkat, rmdir
@@ -154,7 +154,11 @@ bool fault(Kind kind, const char* path) {
 
 bool fault_at(Kind kind, int dirfd, const char* path) {
   char abs[kMaxPath];
-  return absolute(dirfd, path, abs) && fault(kind, abs);
+  if (!absolute(dirfd, path, abs)) return false;
+  // An open of a file that is not there fails anyway, as the caller expects.
+  struct stat st;
+  if (kind == kOpen && stat(abs, &st) != 0) return false;
+  return fault(kind, abs);
 }
 
 // A call on two paths (a rename) counts once, on whichever of them lies under the directory.

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "catch.h"
 #include "process.h"
 
 namespace crucible::testing {
@@ -94,5 +95,45 @@ inline std::vector<int64_t> one_call_per_site(const std::vector<TracedCall>& cal
   std::sort(out.begin(), out.end());
   return out;
 }
+
+// Requires what a process that met `fault` in directory `dir` must have done: exit 1 or 2 with an
+// error naming the cause and a path in `dir`, or exit 0 after a warning naming the cause (on the
+// console or in `log`); no crash either way.
+inline void check_fault_outcome(const CommandResult& r, const std::string& dir, const Fault& fault,
+                                const std::string& log) {
+  const std::string cause = std::strerror(fault.error);
+  CHECK(r.output.find("terminate called") == std::string::npos);
+  if (r.exit_code == 0) {
+    CHECK_THAT(r.output + read_file(log), Catch::Contains(cause));
+  } else {
+    CHECK((r.exit_code == 1 || r.exit_code == 2));
+    CHECK_THAT(r.output,
+               Catch::Contains("error: ") && Catch::Contains(cause) && Catch::Contains(dir));
+  }
+}
+
+#ifdef CRUCIBLE_BIN_DIR
+// For one call at each site of `calls` (a traced run of the same process): makes a fresh
+// directory `parent`/fault-<call> with prepare(dir), runs command(dir) with that call failing as
+// `fault` says, and hands the result to check(dir, result). Requires at least `min_sites` sites.
+template <typename Prepare, typename Command, typename Check>
+void fault_each_site(const std::vector<TracedCall>& calls, Fault fault, size_t min_sites,
+                     const std::string& parent, const Prepare& prepare, const Command& command,
+                     const Check& check) {
+  const std::vector<int64_t> sites = one_call_per_site(calls, false);
+  CHECK(sites.size() >= min_sites);
+  for (const int64_t at : sites) {
+    const std::string dir = parent + "/fault-" + std::to_string(at);
+    const std::string trace = dir + ".trace";
+    prepare(dir);
+    fault.at = at;
+    const CommandResult r = run_command(with_faults(command(dir), dir, fault, trace));
+    INFO("fault at call " << at << ": " << failed_call(trace));
+    INFO(r.output);
+    check(dir, r);
+    util::try_remove_all(dir);
+  }
+}
+#endif
 
 }  // namespace crucible::testing

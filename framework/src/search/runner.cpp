@@ -169,7 +169,7 @@ class Runner {
     busy_.assign(slots_.size(), false);
     std::vector<nlohmann::json> rows = scheduler_.start();
     if (resuming) {
-      replay();
+      replay(std::move(rows));
       logger_.info(fmt::format("resuming experiment {}{}: {} trials so far, {} running", dir_,
                                rerun ? " (it holds this experiment's config)" : "",
                                scheduler_.trials().size(), scheduler_.running().size()));
@@ -183,16 +183,39 @@ class Runner {
     }
   }
 
-  // Feeds the results experiment.jsonl holds back to the scheduler.
-  void replay() {
+  // Feeds the results experiment.jsonl holds back to the scheduler, which answers with the rows
+  // it wrote after each (its decisions, the trials it created). `started` holds the rows of its
+  // start. The rows the experiment decided but had not recorded when it stopped (a write that
+  // failed or was cut short) are recorded now.
+  void replay(std::vector<nlohmann::json> started) {
     const auto& rows = log_->rows();
+    std::vector<nlohmann::json> decided = std::move(started);
+    size_t recorded = 0;
+    const auto check_recorded = [&](const nlohmann::json& row, size_t line) {
+      if (recorded >= decided.size() ||
+          decided[recorded].value("event", "") != row.value("event", "") ||
+          decided[recorded].value("trial", int64_t{-1}) != row.value("trial", int64_t{-1})) {
+        throw TrainingError(fmt::format(
+            "{}/experiment.jsonl, row {}, does not match this search: the searcher would have "
+            "written {}",
+            dir_, line,
+            recorded < decided.size() ? decided[recorded].dump() : std::string("nothing")));
+      }
+      ++recorded;
+    };
     for (size_t i = 0; i < rows.size(); ++i) {
       const nlohmann::json& row = rows[i];
       // Checks the row's event and trial, which the count of restarts reads too.
       const auto r =
           Scheduler::result_of_row(row, fmt::format("{}/experiment.jsonl, row {}", dir_, i + 1));
-      if (row.value("event", "") == "restarted") ++restarts_[row.value("trial", int64_t{0})];
-      if (!r) continue;
+      if (row.value("event", "") == "restarted") {
+        ++restarts_[row.value("trial", int64_t{0})];
+        continue;
+      }
+      if (!r) {
+        check_recorded(row, i + 1);
+        continue;
+      }
       const auto order = scheduler_.running();
       if (order.empty() || order.front().trial != r->trial) {
         throw TrainingError(fmt::format(
@@ -201,7 +224,11 @@ class Runner {
             dir_, r->trial,
             order.empty() ? std::string("none") : "trial " + std::to_string(order.front().trial)));
       }
-      scheduler_.report(*r);
+      for (auto& out : scheduler_.report(*r)) decided.push_back(std::move(out));
+      check_recorded(row, i + 1);
+    }
+    if (recorded < decided.size()) {
+      write({decided.begin() + static_cast<std::ptrdiff_t>(recorded), decided.end()});
     }
   }
 
@@ -302,7 +329,7 @@ class Runner {
                                            config_.searcher.metric);
         return;
       } catch (const Error& e) {
-        fail_search(e.what(), kExitBadUsage);
+        fail_search(e.what(), e.exit_code());
       }
     }
     const std::string error = last_error(files.log_file);

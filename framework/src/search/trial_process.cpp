@@ -1,6 +1,8 @@
 #include "search/trial_process.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -67,6 +69,10 @@ SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const 
                                   const std::string& metric) {
   const std::string path = util::join(files.run_dir, "metrics.jsonl");
   std::ifstream in(path);
+  if (!in) {
+    throw TrainingError(
+        fmt::format("trial {}: cannot read {}: {}", trial, path, std::strerror(errno)));
+  }
   nlohmann::json validation, stopped;
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
@@ -76,7 +82,10 @@ SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const 
     if (type == "validation") validation = row;
     if (type == "stopped") stopped = row;
   }
-  if (in.bad()) throw TrainingError(fmt::format("trial {}: cannot read {}", trial, path));
+  if (in.bad()) {
+    throw TrainingError(
+        fmt::format("trial {}: cannot read {}: {}", trial, path, std::strerror(errno)));
+  }
   if (validation.is_null()) {
     throw TrainingError(fmt::format("trial {}: {} holds no validation", trial, path));
   }
@@ -104,7 +113,11 @@ SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const 
                     "Crucible writes ({})",
                     trial, path, validation.dump(), util::first_line(e)));
   }
-  r.metric = validation_metric(values, metric, "searcher.metric");
+  try {
+    r.metric = validation_metric(values, metric, "searcher.metric");
+  } catch (const TrainingError& e) {
+    throw ConfigError(e.what());  // the experiment file names a metric the trial does not report
+  }
   return r;
 }
 

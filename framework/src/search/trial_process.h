@@ -38,8 +38,8 @@ std::vector<std::string> segment_command(const std::string& trainer, const Trial
 
 // The result of a segment whose process exited 0: the last validation in the run's
 // metrics.jsonl, its length in `unit` and its `metric`; ended_early holds the reason the run
-// gives when that length is short of `length`. Throws TrainingError naming the run when it has
-// no validation or lacks the metric.
+// gives when that length is short of `length`. Throws TrainingError naming the run when its
+// metrics.jsonl cannot be read or holds no validation, ConfigError when it lacks the metric.
 SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const Length& length,
                                   const std::string& metric);
 
