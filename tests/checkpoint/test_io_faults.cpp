@@ -112,7 +112,54 @@ void fault_resume(const Fault& fault) {
       [](const std::string& run) { return kTrainer + " fit --resume " + run + " --quiet"; });
 }
 
+// Faults `fault` at one call of each site of `trainer predict` of a finished run's last
+// checkpoint, with the run and the output in the faulted directory. The output must be whole or
+// absent, and a plain rerun writes the reference's bytes.
+void fault_predict(const Fault& fault) {
+  Runs runs;
+  const auto fit = run_command(fit_command(runs, runs.reference));
+  INFO(fit.output);
+  REQUIRE(fit.exit_code == 0);
+  const auto command = [](const std::string& dir) {
+    return kTrainer + " predict --checkpoint " + dir + "/run/checkpoints/batch-0000000048" +
+           " --output " + dir + "/predictions.pt";
+  };
+  // `dir`/run: a copy of the finished run.
+  const auto prepare = [&](const std::string& dir) {
+    util::create_directories(dir);
+    copy_tree(runs.reference, dir + "/run");
+  };
+  const std::string traced = runs.tmp / "traced";
+  prepare(traced);
+  const auto predict =
+      run_command(with_faults(command(traced), traced, Fault{fault.kinds}, traced + ".trace"));
+  INFO(predict.output);
+  REQUIRE(predict.exit_code == 0);
+  const std::string predictions = read_file(traced + "/predictions.pt");
+  REQUIRE(!predictions.empty());
+  fault_each_site(read_trace(traced + ".trace"), fault, 5, runs.tmp.path(), prepare, command,
+                  [&](const std::string& dir, const CommandResult& r) {
+                    check_fault_outcome(r, dir, fault, "");
+                    // Whole or absent (a failed fsync of the directory after the rename leaves it
+                    // whole).
+                    if (util::exists(dir + "/predictions.pt")) {
+                      CHECK(read_file(dir + "/predictions.pt") == predictions);
+                    }
+                    CHECK_FALSE(util::exists(dir + "/predictions.pt.tmp"));
+                    const auto again = run_command(command(dir));
+                    INFO(again.output);
+                    REQUIRE(again.exit_code == 0);
+                    CHECK(read_file(dir + "/predictions.pt") == predictions);
+                  });
+}
+
 }  // namespace
+
+TEST_CASE("a full disk or an I/O error anywhere in a predict: the cause named, no partial output",
+          "[checkpoint][faults]") {
+  SECTION("a full disk") { fault_predict(full_disk()); }
+  SECTION("an I/O error") { fault_predict(io_error()); }
+}
 
 TEST_CASE("a disk that fills up anywhere in a fit: the cause named, the run ends as if whole",
           "[checkpoint][faults]") {

@@ -148,10 +148,13 @@ FileSum sum_file(const std::string& path) {
   return sum;
 }
 
-void replace_atomically(const std::string& path, const std::string& text) {
+namespace {
+
+template <typename Bytes>
+void replace_with(const std::string& path, const Bytes& bytes) {
   const std::string tmp = path + ".tmp";
   try {
-    write_durably(tmp, text);
+    write_durably(tmp, bytes);
     util::rename(tmp, path);
   } catch (...) {
     util::try_remove_all(tmp);
@@ -159,6 +162,16 @@ void replace_atomically(const std::string& path, const std::string& text) {
   }
   const std::string dir = util::parent_path(path);
   fsync_path(dir.empty() ? "." : dir);
+}
+
+}  // namespace
+
+void replace_atomically(const std::string& path, const std::string& text) {
+  replace_with(path, text);
+}
+
+void replace_atomically(const std::string& path, const std::vector<char>& bytes) {
+  replace_with(path, bytes);
 }
 
 }  // namespace crucible::checkpoint

@@ -53,9 +53,10 @@ FileSum sum_file(const std::string& path);
 // CRC-32 (zlib's) of `bytes`, as 8 lowercase hex digits.
 std::string crc32_hex(const std::string& bytes);
 
-// Atomically replaces `path` with `text` (temporary file, fsync, rename, fsync of the directory):
-// afterwards `path` holds either its old bytes or `text`, never part of `text`. On failure the
-// temporary file is removed and the error, naming the path, is thrown.
+// Atomically replaces `path` with `text` or `bytes` (temporary file, fsync, rename, fsync of the
+// directory): afterwards `path` holds either its old bytes or the new ones, never part of them. On
+// failure the temporary file is removed and the error, naming the path, is thrown.
 void replace_atomically(const std::string& path, const std::string& text);
+void replace_atomically(const std::string& path, const std::vector<char>& bytes);
 
 }  // namespace crucible::checkpoint

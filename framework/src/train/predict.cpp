@@ -141,7 +141,8 @@ int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& o
   const torch::Tensor all = gather_in_order(dist, outputs);
   if (dist.is_chief()) {
     try {
-      checkpoint::write_durably(output_file, checkpoint::torch_dict_bytes({{"predictions", all}}));
+      checkpoint::replace_atomically(output_file,
+                                     checkpoint::torch_dict_bytes({{"predictions", all}}));
     } catch (const std::exception& e) {
       throw TrainingError(fmt::format("cannot write predictions: {}", e.what()));
     }
