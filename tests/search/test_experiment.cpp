@@ -268,6 +268,38 @@ TEST_CASE("a search counts the cores its CPU affinity allows, not the machine's"
   CHECK(rows_with(rows_of(tmp / "exp"), "completed").size() == 2);
 }
 
+TEST_CASE(
+    "a resumed search takes a log that lacks a row before others, and refuses one that "
+    "records what the searcher did not decide",
+    "[search][experiment]") {
+  TempDir tmp;
+  search_ok(tmp, "{name: grid, metric: validation_loss, max_concurrent_trials: 1}",
+            "lr: 0.05, hidden: {type: categorical, vals: [4, 8]}");
+  const std::string log = tmp / "exp/experiment.jsonl";
+  const auto rows = read_metrics(log);
+  REQUIRE(rows.size() == 6);
+  REQUIRE(rows[3]["event"] == "created");
+  // Without trial 2's 'created' row, as an earlier version could leave it after a failed write.
+  std::string gapped;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i != 3) gapped += rows[i].dump() + "\n";
+  }
+  write_file(log, gapped);
+  const auto resumed = run_command(kTrainer + " fit --resume " + tmp / "exp");
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK(read_file(log) == gapped);
+  // A row of a trial the searcher never created.
+  json stranger = rows[2];
+  stranger["trial"] = 7;
+  write_file(log, gapped + stranger.dump() + "\n");
+  const auto refused = run_command(kTrainer + " fit --resume " + tmp / "exp");
+  INFO(refused.output);
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.output,
+             Catch::Contains("experiment.jsonl, row 6, does not match this search"));
+}
+
 TEST_CASE("an experiment SIGKILLed or SIGTERMed in its second rung resumes to the same decisions",
           "[search][experiment]") {
   TempDir tmp;

@@ -104,7 +104,7 @@ Metadata verify(const std::string& dir);
 // Verifies, then restores `contents` from checkpoint `dir`; returns its metadata. Throws
 // DamagedCheckpoint, or TrainingError when the checkpoint does not fit the trial (another trial
 // class, other model or optimizer count, parameter names or shapes, other callback or part
-// names) or a part's load throws (naming the part).
+// names), a part's load throws (naming the part) or a file cannot be read (naming it).
 // `rank` picks this process's generator states when the checkpoint holds one per rank; `device`
 // is the device this rank computes on. CUDA generators are restored only when the process sees
 // as many GPUs as the writer did (metadata "cuda_devices"); otherwise they start afresh.

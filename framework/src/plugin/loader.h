@@ -29,15 +29,15 @@ std::vector<std::string> search_directories(const std::string& config_dir);
 // (lib<name>.so looked up in search_directories) or a path to a .so (relative to `config_dir`,
 // then to the working directory). Throws PluginError for: library
 // not found (listing where it looked), not loadable, not a Crucible trial library, ABI mismatch
-// (both stamps), class not registered (listing those registered).
+// (both stamps), class not registered (listing those registered); TrainingError when the run
+// directory's kTrialLibraryFile exists but cannot be read.
 TrialFactory resolve_entrypoint(const std::string& entrypoint, const std::string& config_dir);
 
-// The absolute path of the library resolve_entrypoint would load. Throws PluginError as
-// resolve_entrypoint.
+// The absolute path of the library resolve_entrypoint would load. Throws as resolve_entrypoint.
 std::string library_path(const std::string& entrypoint, const std::string& config_dir);
 
 // The entrypoint with its library as the absolute path resolve_entrypoint would load, so that
-// it names the same library from any directory. Throws PluginError as resolve_entrypoint.
+// it names the same library from any directory. Throws as resolve_entrypoint.
 std::string absolute_entrypoint(const std::string& entrypoint, const std::string& config_dir);
 
 }  // namespace crucible::plugin

@@ -185,23 +185,27 @@ class Runner {
 
   // Feeds the results experiment.jsonl holds back to the scheduler, which answers with the rows
   // it wrote after each (its decisions, the trials it created). `started` holds the rows of its
-  // start. The rows the experiment decided but had not recorded when it stopped (a write that
-  // failed or was cut short) are recorded now.
+  // start. The rows the experiment decided after the last one it recorded, and had not recorded
+  // when it stopped (a write that failed or was cut short), are recorded now. A log that lacks
+  // rows before others (written by a version without this) is taken as it is.
   void replay(std::vector<nlohmann::json> started) {
     const auto& rows = log_->rows();
     std::vector<nlohmann::json> decided = std::move(started);
-    size_t recorded = 0;
+    size_t recorded = 0;  // decided[0, recorded) are in the log or were passed over
     const auto check_recorded = [&](const nlohmann::json& row, size_t line) {
-      if (recorded >= decided.size() ||
-          decided[recorded].value("event", "") != row.value("event", "") ||
-          decided[recorded].value("trial", int64_t{-1}) != row.value("trial", int64_t{-1})) {
-        throw TrainingError(fmt::format(
-            "{}/experiment.jsonl, row {}, does not match this search: the searcher would have "
-            "written {}",
-            dir_, line,
-            recorded < decided.size() ? decided[recorded].dump() : std::string("nothing")));
+      const auto same = [&](const nlohmann::json& d) {
+        return d.value("event", "") == row.value("event", "") &&
+               d.value("trial", int64_t{-1}) == row.value("trial", int64_t{-1});
+      };
+      size_t k = recorded;
+      while (k < decided.size() && !same(decided[k])) ++k;
+      if (k == decided.size()) {
+        throw TrainingError(
+            fmt::format("{}/experiment.jsonl, row {}, does not match this search: the searcher "
+                        "decided no such row at that point",
+                        dir_, line));
       }
-      ++recorded;
+      recorded = k + 1;
     };
     for (size_t i = 0; i < rows.size(); ++i) {
       const nlohmann::json& row = rows[i];

@@ -73,13 +73,14 @@ RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_
   } catch (const std::exception& e) {
     throw TrainingError(fmt::format("cannot create run directory {}: {}", run.path, e.what()));
   }
-  // Whole or not at all: a run directory holds a run once its config.yaml exists.
+  // A run directory holds a run once its config.yaml exists: it is written last, whole or not
+  // at all, so that a run cut short before it can be started again with the same --output.
+  record_trial_library(config, run);
   try {
     checkpoint::replace_atomically(run.config_file(), to_yaml(config));
   } catch (const std::exception& e) {
     throw TrainingError(fmt::format("cannot write {}: {}", run.config_file(), e.what()));
   }
-  record_trial_library(config, run);
   return run;
 }
 
