@@ -109,7 +109,7 @@ TEST_CASE("tensors of every dtype load in Python with weights_only and as safete
   write_file_bytes(tmp / "t.safetensors", tensors, true);
 
   // C++ reads the .pt back bitwise.
-  const auto bytes = ckpt::read_bytes(tmp / "t.pt");
+  const auto bytes = crucible::util::read_file_bytes(tmp / "t.pt");
   const c10::IValue value = torch::pickle_load(bytes);
   REQUIRE(value.isGenericDict());
   const auto dict = value.toGenericDict();
@@ -139,7 +139,7 @@ TEST_CASE("a damaged safetensors file is refused by the Python reader", "[checkp
   const ckpt::NamedTensors tensors = {{"w", torch::ones({4})}};
   write_file_bytes(tmp / "t.pt", tensors, false);
   write_file_bytes(tmp / "t.safetensors", tensors, true);
-  auto bytes = ckpt::read_bytes(tmp / "t.safetensors");
+  auto bytes = crucible::util::read_file_bytes(tmp / "t.safetensors");
   bytes.pop_back();
   ckpt::write_durably(tmp / "t.safetensors", bytes);
   const CommandResult py = read_in_python(tmp / "t.pt", tmp / "t.safetensors");

@@ -89,7 +89,7 @@ void write_trial_state(torch::serialize::OutputArchive& archive, const Contents&
 // Loads the archive file `path` into `archive`, reading its bytes here: a read error is thrown as
 // "cannot read <path>: <reason>" rather than as LibTorch's report of its fopen.
 void load_archive(torch::serialize::InputArchive& archive, const std::string& path) {
-  const std::vector<char> bytes = read_bytes(path);
+  const std::vector<char> bytes = util::read_file_bytes(path);
   archive.load_from(bytes.data(), bytes.size());
 }
 
@@ -150,7 +150,7 @@ nlohmann::json part_names(const Contents& contents) {
 
 // Reads a file that verify() has checked.
 std::vector<char> checked_file(const std::string& dir, const std::string& name) {
-  return read_bytes(util::join(dir, name));
+  return util::read_file_bytes(util::join(dir, name));
 }
 
 void expect_count(const std::string& dir, size_t found, size_t expected, const char* what) {
@@ -277,7 +277,7 @@ Metadata metadata(const std::string& dir) {
   }
   nlohmann::json meta;
   try {
-    const auto bytes = read_bytes(util::join(dir, "metadata.json"));
+    const auto bytes = util::read_file_bytes(util::join(dir, "metadata.json"));
     meta = nlohmann::json::parse(bytes.begin(), bytes.end());
   } catch (const std::exception& e) {
     throw DamagedCheckpoint(fmt::format(

@@ -1,7 +1,6 @@
 #include "checkpoint/file_io.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -112,26 +111,6 @@ void fsync_path(const std::string& path) {
   const int fd = open_for_reading(path);
   if (::fsync(fd) != 0) close_and_fail(fd, "cannot fsync", path);
   ::close(fd);
-}
-
-std::vector<char> read_bytes(const std::string& path) {
-  const int fd = open_for_reading(path);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) close_and_fail(fd, "cannot stat", path);
-  std::vector<char> out(static_cast<size_t>(st.st_size));
-  size_t done = 0;
-  while (done < out.size()) {
-    const size_t n = read_some(fd, out.data() + done, out.size() - done, path);
-    if (n == 0) break;  // shrank meanwhile
-    done += n;
-  }
-  out.resize(done);
-  // A file that grew meanwhile: read the rest.
-  char buf[1 << 16];
-  while (const size_t n = read_some(fd, buf, sizeof(buf), path))
-    out.insert(out.end(), buf, buf + n);
-  ::close(fd);
-  return out;
 }
 
 FileSum sum_file(const std::string& path) {

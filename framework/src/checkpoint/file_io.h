@@ -39,9 +39,6 @@ void write_durably(const std::string& path, const std::string& text);
 // fsyncs an existing file or directory. Throws std::runtime_error on failure.
 void fsync_path(const std::string& path);
 
-// The whole file. Throws std::runtime_error when it cannot be read.
-std::vector<char> read_bytes(const std::string& path);
-
 // The size and CRC-32 of the file at `path`, read in fixed-size chunks. Throws
 // std::runtime_error when it cannot be read.
 struct FileSum {

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <sstream>
+#include <system_error>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -43,8 +44,8 @@ void truncate_metrics_file(const std::string& path, int64_t batches) {
   std::string text;
   try {
     text = util::read_file(path);
-  } catch (const std::exception& e) {
-    throw TrainingError(fmt::format("cannot read metrics file {}: {}", path, e.what()));
+  } catch (const std::system_error& e) {
+    throw TrainingError(fmt::format("cannot read metrics file {}: {}", path, e.code().message()));
   }
   std::istringstream in(text);
   std::string keep;

@@ -1,9 +1,9 @@
 #include "search/trial_process.h"
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <fstream>
+#include <sstream>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -68,11 +68,14 @@ std::vector<std::string> segment_command(const std::string& trainer, const Trial
 SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const Length& length,
                                   const std::string& metric) {
   const std::string path = util::join(files.run_dir, "metrics.jsonl");
-  std::ifstream in(path);
-  if (!in) {
+  std::string text;
+  try {
+    text = util::read_file(path);
+  } catch (const std::system_error& e) {
     throw TrainingError(
-        fmt::format("trial {}: cannot read {}: {}", trial, path, std::strerror(errno)));
+        fmt::format("trial {}: cannot read {}: {}", trial, path, e.code().message()));
   }
+  std::istringstream in(text);
   nlohmann::json validation, stopped;
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
@@ -81,10 +84,6 @@ SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const 
     const std::string type = type_field != row.end() && type_field->is_string() ? *type_field : "";
     if (type == "validation") validation = row;
     if (type == "stopped") stopped = row;
-  }
-  if (in.bad()) {
-    throw TrainingError(
-        fmt::format("trial {}: cannot read {}: {}", trial, path, std::strerror(errno)));
   }
   if (validation.is_null()) {
     throw TrainingError(fmt::format("trial {}: {} holds no validation", trial, path));

@@ -229,20 +229,26 @@ std::vector<std::string> list_directory(const std::string& path) {
   return names;
 }
 
-std::string read_file(const std::string& path) {
+namespace {
+
+// The whole file, read straight into a Buffer (std::string or std::vector<char>) sized from its
+// length; a file that grows or shrinks meanwhile is read to its end.
+template <typename Buffer>
+Buffer read_whole(const std::string& path) {
   const auto error = [&](const char* what) {
     return std::system_error(errno, std::generic_category(), what + path);
   };
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw error("cannot open ");
-  std::string text;
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) text.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
+  const size_t size = ::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) : 0;
+  Buffer out(size + 1, '\0');  // a spare byte, so that the read confirming the end needs no growth
+  size_t done = 0;
   for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (done == out.size()) out.resize(2 * out.size());
+    const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
     if (n > 0) {
-      text.append(buf, static_cast<size_t>(n));
+      done += static_cast<size_t>(n);
     } else if (n == 0) {
       break;
     } else if (errno != EINTR) {
@@ -252,7 +258,16 @@ std::string read_file(const std::string& path) {
     }
   }
   ::close(fd);
-  return text;
+  out.resize(done);
+  return out;
+}
+
+}  // namespace
+
+std::string read_file(const std::string& path) { return read_whole<std::string>(path); }
+
+std::vector<char> read_file_bytes(const std::string& path) {
+  return read_whole<std::vector<char>>(path);
 }
 
 std::string read_symlink(const std::string& path) {

@@ -79,10 +79,11 @@ void replace_directory(const std::string& from, const std::string& to);
 // The names in directory `path`, without "." and "..", sorted. Throws when it cannot be read.
 std::vector<std::string> list_directory(const std::string& path);
 
-// The bytes of the file at `path`. Throws std::system_error (code: the errno; what(): "cannot open
-// <path>: <reason>" or "cannot read <path>: <reason>") when it cannot be opened or a read fails,
-// so a read error never passes for the end of the file.
+// The bytes of the file at `path`, as text or as bytes. Throws std::system_error (code: the errno;
+// what(): "cannot open <path>: <reason>" or "cannot read <path>: <reason>") when it cannot be
+// opened or a read fails, so a read error never passes for the end of the file.
 std::string read_file(const std::string& path);
+std::vector<char> read_file_bytes(const std::string& path);
 
 // The target of the symbolic link `path`.
 std::string read_symlink(const std::string& path);

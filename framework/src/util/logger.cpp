@@ -52,8 +52,9 @@ void Logger::write(const char* level, const std::string& line, bool to_stderr, b
       const int saved = errno;
       file_.close();
       std::cerr << fmt::format(
-                       "warning: cannot write log file {}: {}; it ends before this line: {}", path_,
-                       std::strerror(saved), line)
+                       "warning: cannot write log file {}: {}; nothing more goes to it, and it may "
+                       "lack: {}",
+                       path_, std::strerror(saved), line)
                 << std::endl;
     }
   }
