@@ -2,6 +2,7 @@
 """Mixed precision against full precision, through `trainer fit`.
 
 bench_amp.py TRAINER [--epochs N] [--precisions none,bf16,fp16] [--jobs cnn,wide_mlp] [--out DIR]
+             [--table FILE]
 
 Runs two jobs at each precision (optimizations.mixed_precision), each as a fresh `trainer fit`:
   cnn: configs/fashion_mnist_cnn.yaml, the main job;
@@ -10,7 +11,8 @@ Runs two jobs at each precision (optimizations.mixed_precision), each as a fresh
 A run's step rate is the median of its training reports' batches per second (trainer.log), the
 first report left out, so start-up, validation and checkpoints do not count. Prints, per job and
 precision, that rate, its ratio to the job's full-precision rate (the speed-up) and the final
-test accuracy. fp16 needs CUDA: on a CPU its row shows trainer's refusal.
+test accuracy. fp16 needs CUDA: on a CPU its row shows trainer's refusal. With --table, appends
+each mixed-precision rate beside its job's full-precision rate to FILE, as bench_all's rows.
 """
 import argparse
 import json
@@ -57,6 +59,7 @@ def main():
     parser.add_argument("--precisions", default="none,bf16,fp16")
     parser.add_argument("--jobs", default=",".join(JOBS))
     parser.add_argument("--out", default=None, help="keep the runs here")
+    parser.add_argument("--table", default=None, help="append the table rows here")
     args = parser.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="bench_amp-")
     print(f"{'job':<9} {'precision':<9} {'batches/s':>10} {'speed-up':>9} {'accuracy':>9}")
@@ -76,6 +79,14 @@ def main():
             speedup = f"{rate / base:.2f}" if base else "-"
             acc = f"{accuracy:.4f}" if accuracy is not None else "-"
             print(f"{job:<9} {precision:<9} {rate:>10.1f} {speedup:>9} {acc:>9}", flush=True)
+            if args.table and base and precision != "none":
+                row = {"benchmark": "bench_amp",
+                       "measure": f"{job} training step rate, {precision} autocast",
+                       "unit": "batches/s", "crucible": rate,
+                       "reference_name": "the same job in fp32", "reference": base,
+                       "higher_is_better": True, "goal": 0}
+                with open(args.table, "a") as table:
+                    table.write(json.dumps(row) + "\n")
     return 0
 
 

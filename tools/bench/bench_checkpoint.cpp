@@ -1,4 +1,4 @@
-// bench_checkpoint [--repeats N] [--batches N] [--dir DIR]
+// bench_checkpoint [--repeats N] [--batches N] [--dir DIR] [--table FILE]
 //
 // The cost of Crucible's checkpoints:
 //  1. save and load time of a checkpoint (model, Adam state, generator states, metadata; fsynced,
@@ -9,12 +9,9 @@
 //     validation and the final one), the checkpoints' time from trainer.log as a share of the
 //     run's wall time.
 // DIR (default: the system temp directory) is where checkpoints are written: the disk matters.
+// The table rows go to FILE (bench_all).
 #include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <regex>
 
@@ -29,13 +26,9 @@ namespace fs = crucible::util;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
+using bench::Clock;
 using bench::median;
+using bench::seconds_since;
 
 // Four 2560x2560 layers: 26.2 M float parameters, 105 MB.
 torch::nn::Sequential large_mlp() {
@@ -97,19 +90,12 @@ SaveLoad measure(Net model, torch::Tensor input, int repeats, const std::string&
   return {median(save), median(load), median(bare), bytes};
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   int repeats = 9;
   int64_t batches = 1000;
-  std::string root = fs::temp_directory();
+  std::string root = fs::temp_directory(), table;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--repeats") {
@@ -118,8 +104,11 @@ int main(int argc, char** argv) {
       batches = std::stoll(argv[i + 1]);
     } else if (flag == "--dir") {
       root = argv[i + 1];
+    } else if (flag == "--table") {
+      table = argv[i + 1];
     } else {
-      std::cerr << "usage: bench_checkpoint [--repeats N] [--batches N] [--dir DIR]\n";
+      std::cerr << "usage: bench_checkpoint [--repeats N] [--batches N] [--dir DIR] "
+                   "[--table FILE]\n";
       return 2;
     }
   }
@@ -136,6 +125,9 @@ int main(int argc, char** argv) {
     fmt::print("{:<28} {:>10} {:>10.1f} {:>10.1f} {:>12.0f} {:>7.1f} ms\n", name, m.bytes,
                m.save_s * 1e3, m.load_s * 1e3, static_cast<double>(m.bytes) / m.save_s / 1e6,
                m.bare_save_s * 1e3);
+    bench::append_row(
+        table, {"bench_checkpoint", fmt::format("checkpoint save, {}", name), "ms", m.save_s * 1e3,
+                "torch::save, one file, no fsync", m.bare_save_s * 1e3, false, 0});
   };
   torch::manual_seed(1);
   row("Fashion-MNIST CNN (0.42 M)",
@@ -153,10 +145,10 @@ int main(int argc, char** argv) {
   const int rc = std::system(command.c_str());
   const double wall = seconds_since(started);
   if (rc != 0) {
-    std::cerr << "trainer fit failed:\n" << slurp(fs::join(dir, "fit.out"));
+    std::cerr << "trainer fit failed:\n" << fs::read_file(fs::join(dir, "fit.out"));
     return 1;
   }
-  const std::string log = slurp(fs::join(run, "trainer.log"));
+  const std::string log = fs::read_file(fs::join(run, "trainer.log"));
   const std::regex line(R"(\[checkpoint\] batch +(\d+) .* \(([0-9.]+)s\))");
   double in_checkpoints = 0;
   int count = 0;
@@ -173,6 +165,9 @@ int main(int argc, char** argv) {
       "  {} checkpoints took {:.3f} s of the run's {:.1f} s wall time: {:.3f}% "
       "(target <= 1%)\n",
       count, in_checkpoints, wall, 100.0 * in_checkpoints / wall);
+  bench::append_row(
+      table, {"bench_checkpoint", fmt::format("checkpoints' share of a {}-batch CNN run", batches),
+              "%", 100.0 * in_checkpoints / wall, "", 0, false, 1.0});
   fs::remove_all(dir);
   return 0;
 }

@@ -1,7 +1,8 @@
 // bench_ddp [--batches N] [--batch-size B] [--rounds R] [--python PYTHON] [--sizes-mb LIST]
-//           [--repeats K]
+//           [--repeats K] [--table FILE]
 //
-// Two processes on this machine, both sides with the same OMP_NUM_THREADS (cores / 2):
+// Two processes on this machine's CPU (CUDA devices hidden, as two ranks cannot share one GPU
+// under NCCL), both sides with the same OMP_NUM_THREADS (cores / 2):
 // (a) data-parallel training throughput: the bench MLP through `trainer fit --slots 2` vs Python
 //     PyTorch's DistributedDataParallel over Gloo (Debian's python3-torch), B records per rank
 //     per step, the same data and split; samples/s from the median step time of rank 0, rounds
@@ -10,8 +11,8 @@
 //     gradient tensors of S bytes in all, default 25 MB buckets), with gradients copied into
 //     and out of the buckets and with gradients as bucket views (the default), vs one bare c10d
 //     Gloo all-reduce of an S-byte tensor; median of K; bus bandwidth = S / t * 2(n-1)/n.
+// The table rows go to FILE (bench_all): (a), and (b) at the largest size.
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -25,12 +26,9 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::seconds_since;
 constexpr int kRanks = 2;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // One rank of (b): prints "bytes bare_s crucible_s" per size on rank 0.
 int allreduce_worker(const std::vector<int64_t>& sizes_mb, int repeats) {
@@ -90,12 +88,8 @@ double crucible_step(int64_t batches, int64_t per_rank, int64_t warmup) {
   if (status != 0) throw std::runtime_error("trainer fit failed:\n" + log);
   double step = 0;
   for (int r = 0; r < kRanks; ++r) {
-    const std::string file = timing + ".rank" + std::to_string(r);
-    std::ifstream in(file);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (r == 0) step = bench::median(bench::read_numbers(text.str()));
-    crucible::util::remove(file);
+    const double median = bench::median_of_file(timing + ".rank" + std::to_string(r));
+    if (r == 0) step = median;
   }
   return step;
 }
@@ -126,7 +120,7 @@ int main(int argc, char** argv) {
   int64_t batches = 1500, per_rank = 64, warmup = 20;
   int rounds = 3, repeats = 31;
   std::string python = "/usr/bin/python3";
-  std::string sizes = "1,4,16,64";
+  std::string sizes = "1,4,16,64", table;
   try {
     if (argc == 4 && std::string(argv[1]) == "--allreduce-worker") {
       return allreduce_worker(parse_list(argv[2]), std::stoi(argv[3]));
@@ -145,15 +139,18 @@ int main(int argc, char** argv) {
         sizes = value;
       } else if (flag == "--repeats") {
         repeats = std::stoi(value);
+      } else if (flag == "--table") {
+        table = value;
       } else {
         std::cerr << "usage: bench_ddp [--batches N] [--batch-size B] [--rounds R] "
-                     "[--python PYTHON] [--sizes-mb LIST] [--repeats K]\n";
+                     "[--python PYTHON] [--sizes-mb LIST] [--repeats K] [--table FILE]\n";
         return 2;
       }
     }
     const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     const std::string threads = std::to_string(std::max(1, cores / kRanks));
     setenv("OMP_NUM_THREADS", threads.c_str(), 1);
+    setenv("CUDA_VISIBLE_DEVICES", "", 1);
 
     std::vector<double> ours, theirs;
     for (int round = 0; round < rounds; ++round) {
@@ -174,6 +171,12 @@ int main(int argc, char** argv) {
       fmt::print("PyTorch DistributedDataParallel (Gloo)  {:>9.0f} samples/s  ({:.3f} ms/step)\n",
                  their_rate, bench::median(theirs) * 1e3);
       fmt::print("ratio Crucible / PyTorch DDP: {:.3f}\n", our_rate / their_rate);
+      bench::append_row(table,
+                        {"bench_ddp",
+                         fmt::format("data-parallel MLP, 2 CPU processes, batch {} per "
+                                     "rank: trainer fit --slots 2",
+                                     per_rank),
+                         "samples/s", our_rate, "PyTorch DDP (Gloo)", their_rate, true, 1.0});
     } else {
       fmt::print("PyTorch DDP: skipped ({} cannot run torch.distributed with Gloo)\n", python);
     }
@@ -194,6 +197,7 @@ int main(int argc, char** argv) {
                "GB/s", "ms", "GB/s", "ratio", "ms", "GB/s", "ratio");
     std::istringstream lines(out.str());
     const double factor = 2.0 * (kRanks - 1) / kRanks;
+    std::vector<double> largest;
     for (std::string line; std::getline(lines, line);) {
       const std::string prefix = "[rank 0] ";
       if (line.rfind(prefix, 0) != 0) continue;
@@ -205,6 +209,16 @@ int main(int argc, char** argv) {
           "{:>6.3f}\n",
           v[0] / (1 << 20), v[1] * 1e3, busbw(v[1]), v[2] * 1e3, busbw(v[2]), v[1] / v[2],
           v[3] * 1e3, busbw(v[3]), v[1] / v[3]);
+      if (largest.empty() || v[0] > largest[0]) largest = v;
+    }
+    if (!largest.empty()) {
+      const auto busbw = [&](double t) { return largest[0] / t * factor / 1e9; };
+      bench::append_row(table, {"bench_ddp",
+                                fmt::format("gradient all-reduce, {:.0f} MB, 2 CPU processes: "
+                                            "gradient sync, buckets as views",
+                                            largest[0] / (1 << 20)),
+                                "GB/s", busbw(largest[3]), "bare c10d Gloo all-reduce",
+                                busbw(largest[1]), true, 0});
     }
     return 0;
   } catch (const std::exception& e) {

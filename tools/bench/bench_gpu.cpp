@@ -1,4 +1,4 @@
-// bench_gpu [--config FILE] [--epochs N] [--rounds R] [--python PYTHON]
+// bench_gpu [--config FILE] [--epochs N] [--rounds R] [--python PYTHON] [--table FILE]
 //
 // The Fashion-MNIST CNN job (configs/fashion_mnist_cnn.yaml: its hyperparameters, epochs and
 // data) run four ways on this machine's first GPU, or on the CPU where there is none:
@@ -7,10 +7,11 @@
 //      StepLR, batch size, seed and data, validating every epoch, without checkpoints;
 //   3. the same loop in plain PyTorch (fashion_cnn_pytorch.py);
 //   4. the same in PyTorch Lightning, when the Python has it.
-// Every run is a fresh process and its wall time is the whole process's (start-up, data loading
-// and the CUDA context included). Prints the median over rounds of wall time, training steps per
+// Every run is a fresh process, all with the same OMP_NUM_THREADS (LibTorch's intra-op thread
+// count unless set), and its wall time is the whole process's (start-up, data loading and the
+// CUDA context included). Prints the median over rounds of wall time, training steps per
 // second of wall time and test accuracy of each, and each wall time's ratio to the hand-written
-// loop's.
+// loop's; appends trainer fit's wall time beside each other runner's to FILE (bench_all).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -203,7 +204,7 @@ int main(int argc, char** argv) {
     return hand_written_loop(Job::from_args(argc, argv));
   }
   std::string config = fmt::format("{}/configs/fashion_mnist_cnn.yaml", CRUCIBLE_SOURCE_DIR);
-  std::string python = CRUCIBLE_PYTHON;
+  std::string python = CRUCIBLE_PYTHON, table;
   std::optional<int64_t> epochs;
   int rounds = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -216,8 +217,11 @@ int main(int argc, char** argv) {
       rounds = std::stoi(argv[i + 1]);
     else if (flag == "--python")
       python = argv[i + 1];
+    else if (flag == "--table")
+      table = argv[i + 1];
     else {
-      std::cerr << "usage: bench_gpu [--config FILE] [--epochs N] [--rounds R] [--python PYTHON]\n";
+      std::cerr << "usage: bench_gpu [--config FILE] [--epochs N] [--rounds R] [--python PYTHON] "
+                   "[--table FILE]\n";
       return 2;
     }
   }
@@ -230,6 +234,7 @@ int main(int argc, char** argv) {
     epochs = parsed.max_length.value;
   }
   const Job job = Job::from_config(parsed, *epochs);
+  const std::string threads = bench::pin_threads(torch::get_num_threads());
   const std::string run =
       fs::join(fs::temp_directory(), fmt::format("crucible_bench_gpu_{}", getpid()));
   const std::string script = fmt::format("{}/fashion_cnn_pytorch.py", CRUCIBLE_BENCH_DIR);
@@ -262,10 +267,11 @@ int main(int argc, char** argv) {
 
   const torch::Device device =
       torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-  fmt::print("Fashion-MNIST CNN ({}), {} epochs of batch {}, on {}{}; LibTorch {}; {} round(s)\n",
-             config, *epochs, job.batch, device.is_cuda() ? "CUDA device 0" : "the CPU",
-             device.is_cuda() ? "" : fmt::format(" ({} threads)", torch::get_num_threads()),
-             TORCH_VERSION, rounds);
+  fmt::print(
+      "Fashion-MNIST CNN ({}), {} epochs of batch {}, on {}, OMP_NUM_THREADS={}; LibTorch {}; {} "
+      "round(s)\n",
+      config, *epochs, job.batch, device.is_cuda() ? "CUDA device 0" : "the CPU", threads,
+      TORCH_VERSION, rounds);
   fmt::print("median over rounds; whole-process wall time; ratio = wall time / hand-written's\n");
   fmt::print("{:<28} {:>10} {:>9} {:>10} {:>8} {:>7}\n", "runner", "wall s", "steps", "steps/s",
              "test acc", "ratio");
@@ -286,6 +292,17 @@ int main(int argc, char** argv) {
     const double steps = median_of(runner.results, &Result::steps);
     fmt::print("{:<28} {:>10.1f} {:>9.0f} {:>10.1f} {:>8.4f} {:>7.2f}\n", runner.name, wall, steps,
                steps / wall, median_of(runner.results, &Result::accuracy), wall / hand_wall);
+  }
+  // Goals: parity with the hand-written loop (within 5%), ahead of the Python runners.
+  const double fit_wall = median_of(runners[0].results, &Result::wall_s);
+  const std::string measure =
+      fmt::format("Fashion-MNIST CNN job, {} epoch(s), whole process, {}: trainer fit", *epochs,
+                  device.is_cuda() ? "CUDA" : "CPU");
+  for (size_t i = 1; i < runners.size(); ++i) {
+    if (runners[i].results.empty()) continue;
+    bench::append_row(table,
+                      {"bench_gpu", measure, "s", fit_wall, runners[i].name,
+                       median_of(runners[i].results, &Result::wall_s), false, i == 1 ? 0.95 : 1.0});
   }
   return 0;
 }

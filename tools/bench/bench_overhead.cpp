@@ -1,15 +1,14 @@
-// bench_overhead [--batches N] [--batch-size B] [--rounds R] [--python PYTHON]
+// bench_overhead [--batches N] [--batch-size B] [--rounds R] [--python PYTHON] [--table FILE]
 //
 // Median step time of one MLP training step (a) through `trainer fit` with the bench_mlp trial,
 // (b) in a hand-written LibTorch loop doing the same work, (c) in Python PyTorch when a Python
-// with torch is available. Prints each median and the ratios to the hand-written loop.
+// with torch is available; all three on the device `trainer fit` picks (CUDA device 0 when
+// there is one, else the CPU), each in a process of its own with the same OMP_NUM_THREADS
+// (LibTorch's intra-op thread count unless set). Prints each median and the ratios to the
+// hand-written loop, and appends the table rows to FILE (bench_all).
 #include <unistd.h>
-#include <algorithm>
-#include <cstdio>
 
-#include <cstdlib>
 #include <iostream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -22,9 +21,16 @@ using bench::capture;
 using bench::median;
 using bench::read_numbers;
 
-std::vector<double> hand_written(int64_t batches, int64_t batch_size, int64_t warmup) {
+torch::Device bench_device() {
+  return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+}
+
+// The hand-written loop (this program with --loop); prints its step times.
+int hand_written(int64_t batches, int64_t batch_size, int64_t warmup) {
   torch::manual_seed(1);
+  const torch::Device device = bench_device();
   bench::MLP model;
+  model->to(device);
   auto opt = bench::make_optimizer(model);
   auto [x, y] = bench::make_data(1);
   const int64_t per_epoch = bench::kRecords / batch_size;
@@ -34,13 +40,21 @@ std::vector<double> hand_written(int64_t batches, int64_t batch_size, int64_t wa
     clock.tick();
     if (b % per_epoch == 0) perm = torch::randperm(bench::kRecords, torch::kLong);
     auto idx = perm.slice(0, (b % per_epoch) * batch_size, (b % per_epoch + 1) * batch_size);
-    auto loss = torch::nn::functional::cross_entropy(model->forward(x.index_select(0, idx)),
-                                                     y.index_select(0, idx));
+    auto loss = torch::nn::functional::cross_entropy(
+        model->forward(x.index_select(0, idx).to(device)), y.index_select(0, idx).to(device));
     opt.zero_grad();
     loss.backward();
     opt.step();
   }
-  return clock.durations(static_cast<size_t>(warmup));
+  for (double d : clock.durations(static_cast<size_t>(warmup))) fmt::print("{}\n", d);
+  return 0;
+}
+
+// Median step time of `command`, which prints one per line; 0 when it fails.
+double median_step(const std::string& command) {
+  int rc = 0;
+  const std::string out = capture(command + " 2>/dev/null", &rc);
+  return rc == 0 ? median(read_numbers(out)) : 0;
 }
 
 // Runs `trainer fit` on the bench trial; stores the median step time in *median_s.
@@ -60,20 +74,19 @@ bool trainer_steps(int64_t batches, int64_t batch_size, int64_t warmup, int work
     std::cerr << "trainer fit failed:\n" << log;
     return false;
   }
-  std::ifstream in(timing);
-  std::stringstream text;
-  text << in.rdbuf();
-  crucible::util::remove(timing);
-  *median_s = median(read_numbers(text.str()));
+  *median_s = bench::median_of_file(timing);
   return true;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 5 && std::string(argv[1]) == "--loop") {
+    return hand_written(std::stoll(argv[2]), std::stoll(argv[3]), std::stoll(argv[4]));
+  }
   int64_t batches = 2000, batch_size = 64, warmup = 20;
   int rounds = 5;
-  std::string python = "/usr/bin/python3";
+  std::string python = "/usr/bin/python3", table;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--batches")
@@ -84,31 +97,41 @@ int main(int argc, char** argv) {
       python = argv[i + 1];
     else if (flag == "--rounds")
       rounds = std::stoi(argv[i + 1]);
+    else if (flag == "--table")
+      table = argv[i + 1];
     else {
       std::cerr << "usage: bench_overhead [--batches N] [--batch-size B] [--rounds R] "
-                   "[--python PYTHON]\n";
+                   "[--python PYTHON] [--table FILE]\n";
       return 2;
     }
   }
+  const std::string threads = bench::pin_threads(torch::get_num_threads());
   // Rounds interleave the variants so that drift of the machine hits all of them alike.
   std::vector<double> hand, fit0, fit1, py;
   for (int round = 0; round < rounds; ++round) {
-    hand.push_back(median(hand_written(batches, batch_size, warmup)));
+    const double h = median_step(fmt::format("{} --loop {} {} {}",
+                                             crucible::util::read_symlink("/proc/self/exe"),
+                                             batches, batch_size, warmup));
+    if (h == 0) {
+      std::cerr << "the hand-written loop failed\n";
+      return 1;
+    }
+    hand.push_back(h);
     for (int workers : {0, 1}) {
       double s = 0;
       if (!trainer_steps(batches, batch_size, warmup, workers, &s)) return 1;
       (workers == 0 ? fit0 : fit1).push_back(s);
     }
-    int rc = 0;
-    const std::string out =
-        capture(fmt::format("{} {}/overhead_pytorch.py {} {} {} 2>/dev/null", python,
-                            CRUCIBLE_BENCH_DIR, batches, batch_size, warmup),
-                &rc);
-    if (rc == 0) py.push_back(median(read_numbers(out)));
+    const double p = median_step(fmt::format("{} {}/overhead_pytorch.py {} {} {}", python,
+                                             CRUCIBLE_BENCH_DIR, batches, batch_size, warmup));
+    if (p > 0) py.push_back(p);
   }
   const double hand_s = median(hand);
-  fmt::print("MLP 784-256-128-10, batch {}, {} steps ({} warm-up), {} rounds, torch threads {}\n",
-             batch_size, batches, warmup, rounds, torch::get_num_threads());
+  const torch::Device device = bench_device();
+  fmt::print(
+      "MLP 784-256-128-10, batch {}, {} steps ({} warm-up), {} rounds, {}, "
+      "OMP_NUM_THREADS={}\n",
+      batch_size, batches, warmup, rounds, device.is_cuda() ? "CUDA device 0" : "CPU", threads);
   fmt::print("median over rounds of each round's median step time; ratio = time / hand-written\n");
   auto row = [&](const std::string& name, const std::vector<double>& v) {
     fmt::print("{:<38} {:>8.3f} ms/step   ratio {:.3f}\n", name, median(v) * 1e3,
@@ -117,11 +140,23 @@ int main(int argc, char** argv) {
   row("hand-written LibTorch loop", hand);
   row("Crucible trainer fit, 0 loader workers", fit0);
   row("Crucible trainer fit, 1 loader worker", fit1);
-  if (py.size() == static_cast<size_t>(rounds)) {
+  const bool with_python = py.size() == static_cast<size_t>(rounds);
+  if (with_python) {
     row("Python PyTorch loop", py);
   } else {
     fmt::print("Python PyTorch loop: skipped ({} has no torch; apt-get install python3-torch)\n",
                python);
   }
+
+  const std::string measure = fmt::format("MLP step, batch {}, {}: trainer fit", batch_size,
+                                          device.is_cuda() ? "CUDA" : "CPU");
+  auto step_row = [&](const std::string& what, const std::vector<double>& v,
+                      const std::string& reference, double reference_s, double goal) {
+    bench::append_row(table, {"bench_overhead", measure + what, "ms", median(v) * 1e3, reference,
+                              reference_s * 1e3, false, goal});
+  };
+  step_row(", 0 loader workers", fit0, "hand-written LibTorch loop", hand_s, 0.95);
+  step_row(", 1 loader worker", fit1, "hand-written LibTorch loop", hand_s, 0);
+  if (with_python) step_row(", 0 loader workers", fit0, "Python PyTorch loop", median(py), 1.0);
   return 0;
 }

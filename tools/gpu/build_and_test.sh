@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Second half of the GPU toolkit, run on the GPU machine from the repository root with
-# .gpu-deps/ (tools/gpu/fetch_deps.sh) beside it: unpacks the packages into a prefix, builds
-# Crucible with ninja against the LibTorch of the machine's PyTorch (torch.utils.cmake_prefix_path;
-# no library preloaded), runs the whole suite, then the GPU benchmark (tools/bench/bench_gpu: the
-# Fashion-MNIST CNN job through trainer fit, a hand-written LibTorch loop, plain PyTorch and
-# Lightning when installed; BENCH_ROUNDS rounds, default 3) and tools/bench/bench_amp.py (mixed
-# precision against fp32, AMP_EPOCHS epochs, default 2). Logs go to $OUT when set (the device
-# tool), else to build-gpu/. Exits with the suite's status, or 1 when the build or benchmark fails.
+# .gpu-deps/ (tools/gpu/fetch_deps.sh) beside it:
+#   tools/gpu/build_and_test.sh [build] [test] [bench]     (no stage named: all three)
+# build: unpacks the packages into a prefix and builds Crucible with ninja against the LibTorch
+#        of the machine's PyTorch (torch.utils.cmake_prefix_path; no library preloaded);
+# test:  runs the whole suite;
+# bench: runs tools/bench/bench_all, every benchmark and one table of their figures (the
+#        Fashion-MNIST CNN job through trainer fit, a hand-written LibTorch loop, plain PyTorch
+#        and Lightning when installed, BENCH_ROUNDS rounds, default 2; the step overhead; the
+#        checkpoint cost; data-parallel on the CPU; mixed precision against fp32 with
+#        bench_amp.py), the table also in $OUT/gpu_bench_table.md.
+# Each stage fits the device tool's 10 minutes per call; build/ stays between calls. Logs go to
+# $OUT when set (the device tool), else to build-gpu/. Exits with the suite's status, or 1 when
+# the build or a benchmark fails.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
@@ -40,21 +46,26 @@ torch_prefix=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_
   cmake --version | head -1
 } 2>&1 | tee "$logs/gpu_machine.log"
 
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" -DCRUCIBLE_PYTHON="$python" \
-  2>&1 | tee "$logs/gpu_configure.log" || exit 1
-cmake --build "$build" -j "$(nproc)" 2>&1 | tail -n 200 | tee "$logs/gpu_build.log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+stages=${*:-build test bench}
+has() { [[ " $stages " == *" $1 "* ]]; }
+status=0
 
-ctest --test-dir "$build" -j 8 --output-on-failure 2>&1 | tee "$logs/gpu_ctest.log"
-suite=${PIPESTATUS[0]}
+if has build; then
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" -DCRUCIBLE_PYTHON="$python" \
+    2>&1 | tee "$logs/gpu_configure.log" || exit 1
+  cmake --build "$build" -j "$(nproc)" 2>&1 | tail -n 200 | tee "$logs/gpu_build.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+fi
 
-"$build/bin/bench_gpu" --rounds "${BENCH_ROUNDS:-3}" --python "$python" 2>&1 |
-  tee "$logs/gpu_bench.log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+if has test; then
+  ctest --test-dir "$build" -j 8 --output-on-failure 2>&1 | tee "$logs/gpu_ctest.log"
+  status=${PIPESTATUS[0]}
+fi
 
-# Mixed precision (fp32, bf16, fp16 with the gradient scaler) on the CNN and a wide MLP.
-"$python" tools/bench/bench_amp.py "$build/bin/trainer" --epochs "${AMP_EPOCHS:-2}" 2>&1 |
-  tee "$logs/gpu_bench_amp.log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
-exit "$suite"
+if has bench; then
+  "$build/bin/bench_all" --rounds "${BENCH_ROUNDS:-2}" --python "$python" \
+    --markdown "$logs/gpu_bench_table.md" 2>&1 | tee "$logs/gpu_bench.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+fi
+exit "$status"
