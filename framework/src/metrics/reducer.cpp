@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include <ATen/Dispatch.h>
 #include <fmt/format.h>
 
 #include <crucible/errors.h>
@@ -17,15 +18,59 @@ std::string key_list(const Map& m) {
   return "{" + out + "}";
 }
 
-torch::Tensor scalar_of(const std::string& name, const torch::Tensor& t, const char* where,
-                        int64_t batch_idx) {
+void check_scalar(const std::string& name, const torch::Tensor& t, const char* where,
+                  int64_t batch_idx) {
   if (!t.defined() || t.numel() != 1) {
     throw TrainingError(
         fmt::format("{} returned metric '{}' at batch {} with {} elements; a "
                     "metric must be a one-element tensor",
                     where, name, batch_idx, t.defined() ? t.numel() : 0));
   }
+}
+
+torch::Tensor scalar_of(const std::string& name, const torch::Tensor& t, const char* where,
+                        int64_t batch_idx) {
+  check_scalar(name, t, where, batch_idx);
   return t.detach().reshape({}).to(torch::kDouble);
+}
+
+// The value of one-element CPU tensor `t`, converted to double as to(kDouble) would, read in
+// place (no tensor operation).
+double read_cpu_value(const torch::Tensor& t) {
+  if (t.layout() != torch::kStrided) return t.to(torch::kDouble).to_dense().item<double>();
+  double v = 0;
+  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, t.scalar_type(), "read_cpu_value",
+                             [&] { v = static_cast<double>(*t.data_ptr<scalar_t>()); });
+  return v;
+}
+
+// The one-element tensors `values` as doubles, in order: CPU ones read in place, the others
+// gathered on their device and copied to the host at once.
+std::vector<double> to_host_doubles(const std::vector<torch::Tensor>& values) {
+  std::vector<double> out(values.size());
+  std::vector<torch::Tensor> elsewhere;
+  std::vector<size_t> where;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i].is_cpu()) {
+      out[i] = read_cpu_value(values[i]);
+    } else {
+      elsewhere.push_back(values[i].reshape({1}));
+      where.push_back(i);
+    }
+  }
+  if (elsewhere.empty()) return out;
+  const bool alike = std::all_of(elsewhere.begin(), elsewhere.end(), [&](const torch::Tensor& t) {
+    return t.device() == elsewhere.front().device() && t.dtype() == elsewhere.front().dtype();
+  });
+  if (!alike) {
+    for (size_t k = 0; k < elsewhere.size(); ++k) {
+      out[where[k]] = elsewhere[k].to(torch::kCPU, torch::kDouble).item<double>();
+    }
+    return out;
+  }
+  const torch::Tensor host = torch::cat(elsewhere).to(torch::kCPU, torch::kDouble);
+  for (size_t k = 0; k < where.size(); ++k) out[where[k]] = host.data_ptr<double>()[k];
+  return out;
 }
 
 double max_of(double a, double b) { return std::max(a, b); }
@@ -160,27 +205,49 @@ MetricValues average_across_ranks(const DistributedContext& dist, const MetricVa
 
 void TrainingAccumulator::add(const Metrics& batch_metrics, int64_t batch_idx) {
   for (const auto& [name, tensor] : batch_metrics) {
-    torch::Tensor v = scalar_of(name, tensor, "train_batch", batch_idx);
-    Entry& e = sums_[name];
-    if (skip_non_finite_) {
-      const torch::Tensor ok = torch::isfinite(v);
-      const torch::Tensor kept = torch::where(ok, v, torch::zeros_like(v));
-      e.sum = e.sum.defined() ? e.sum + kept : kept;
-      e.finite = e.finite.defined() ? e.finite + ok : ok.to(torch::kLong);
-    } else {
-      e.sum = e.sum.defined() ? e.sum + v : v;
-      e.values.emplace_back(batch_idx, v);
+    check_scalar(name, tensor, "train_batch", batch_idx);
+    torch::Tensor value = tensor.detach();
+    // A view into a larger tensor would keep all of it alive until the values are summed.
+    if (value.storage().nbytes() > static_cast<size_t>(value.element_size())) {
+      value = value.clone();
     }
+    Entry& e = sums_[name];
+    e.pending.emplace_back(batch_idx, std::move(value));
     ++e.count;
   }
   ++batches_;
 }
 
+void TrainingAccumulator::sum_pending(Entry& e) const {
+  if (e.pending.empty()) return;
+  std::vector<torch::Tensor> tensors;
+  tensors.reserve(e.pending.size());
+  for (const auto& [batch, t] : e.pending) tensors.push_back(t);
+  const std::vector<double> values = to_host_doubles(tensors);
+  for (size_t i = 0; i < values.size(); ++i) {
+    double v = values[i];
+    if (skip_non_finite_) {
+      const bool finite = std::isfinite(v);
+      if (!finite) v = 0.0;
+      e.finite += finite ? 1 : 0;
+    } else if (!std::isfinite(v) && e.first_non_finite < 0) {
+      e.first_non_finite = e.pending[i].first;
+    }
+    e.sum = e.sum ? *e.sum + v : v;
+  }
+  e.pending.clear();
+}
+
+void TrainingAccumulator::sum_all_pending() const {
+  for (auto& [name, e] : sums_) sum_pending(e);
+}
+
 MetricValues TrainingAccumulator::peek() const {
+  sum_all_pending();
   MetricValues out;
   for (const auto& [name, e] : sums_) {
-    const int64_t n = skip_non_finite_ ? e.finite.item<int64_t>() : e.count;
-    out[name] = e.sum.item<double>() / static_cast<double>(n);
+    const int64_t n = skip_non_finite_ ? e.finite : e.count;
+    out[name] = e.sum.value_or(0.0) / static_cast<double>(n);
   }
   for (const auto& [name, n] : counts_) out[name] = static_cast<double>(n);
   return out;
@@ -189,10 +256,8 @@ MetricValues TrainingAccumulator::peek() const {
 int64_t TrainingAccumulator::first_non_finite(const std::string& name) const {
   const auto it = sums_.find(name);
   if (it == sums_.end()) return -1;
-  for (const auto& [batch, value] : it->second.values) {
-    if (!std::isfinite(value.item<double>())) return batch;
-  }
-  return -1;
+  sum_pending(it->second);
+  return it->second.first_non_finite;
 }
 
 MetricValues TrainingAccumulator::flush() {
@@ -208,11 +273,12 @@ void TrainingAccumulator::reset() {
 }
 
 nlohmann::json TrainingAccumulator::state() const {
+  sum_all_pending();
   nlohmann::json sums = nlohmann::json::object();
   for (const auto& [name, e] : sums_) {
-    sums[name] = {{"sum", e.sum.item<double>()},
+    sums[name] = {{"sum", e.sum.value_or(0.0)},
                   {"count", e.count},
-                  {"finite", skip_non_finite_ ? e.finite.item<int64_t>() : e.count}};
+                  {"finite", skip_non_finite_ ? e.finite : e.count}};
   }
   return {{"batches", batches_}, {"sums", sums}, {"counts", counts_}};
 }
@@ -226,9 +292,9 @@ void TrainingAccumulator::restore(const nlohmann::json& state) {
     // Checkpoints before the non-finite policy wrote [sum, count].
     const bool pair = saved.is_array();
     Entry& e = sums_[name];
-    e.sum = torch::tensor((pair ? saved.at(0) : saved.at("sum")).get<double>(), torch::kDouble);
+    e.sum = (pair ? saved.at(0) : saved.at("sum")).get<double>();
     e.count = (pair ? saved.at(1) : saved.at("count")).get<int64_t>();
-    e.finite = torch::tensor(pair ? e.count : saved.at("finite").get<int64_t>(), torch::kLong);
+    e.finite = pair ? e.count : saved.at("finite").get<int64_t>();
   }
 }
 

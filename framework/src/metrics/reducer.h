@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,9 @@ class ValidationAccumulator {
   int64_t batches_ = 0;
 };
 
-// Averages train_batch metrics over a reporting period, without host syncs until flush().
+// Averages train_batch metrics over a reporting period. add() runs no tensor operation (it
+// keeps each value, detached, where it lies); the values are summed in doubles, in the order
+// added, when a result or the state is asked for: one copy to the host per metric then.
 // With skip_non_finite, non-finite values are left out of the means (a metric whose every value
 // was non-finite has mean NaN); without, one makes its mean non-finite and first_non_finite()
 // names the batch.
@@ -41,6 +44,8 @@ class TrainingAccumulator {
  public:
   explicit TrainingAccumulator(bool skip_non_finite = false) : skip_non_finite_(skip_non_finite) {}
 
+  // Adds one batch's metrics. Throws TrainingError naming the metric when one is not a
+  // one-element tensor.
   void add(const Metrics& batch_metrics, int64_t batch_idx);
   // Adds n to the count `name`, reported as the sum over the period (not a mean).
   void add_count(const std::string& name, int64_t n) { counts_[name] += n; }
@@ -55,22 +60,29 @@ class TrainingAccumulator {
   void reset();
   // The first batch of the period whose value of `name` was not finite; -1 when none was, with
   // skip_non_finite, or when it lies before restore() (whose sums were finite: checkpoints are
-  // written only then). Reads the values one by one: for error messages only.
+  // written only then).
   int64_t first_non_finite(const std::string& name) const;
-  // The pending sums as JSON (exact: doubles round-trip), for checkpoints; and back.
+  // The pending sums as JSON (exact: doubles round-trip), for checkpoints; and back. A period
+  // summed partly before state() and partly after restore() has the sums it would have had
+  // without them.
   nlohmann::json state() const;
   void restore(const nlohmann::json& state);
 
  private:
   struct Entry {
-    torch::Tensor sum;     // of the values; with skip_non_finite, of the finite ones
-    int64_t count = 0;     // values added
-    torch::Tensor finite;  // skip_non_finite: how many values were finite (kLong)
-    // Without skip_non_finite, the values added since the last restore, by batch.
-    std::vector<std::pair<int64_t, torch::Tensor>> values;
+    std::optional<double> sum;  // of the values summed; with skip_non_finite, of the finite ones
+    int64_t count = 0;          // values added
+    int64_t finite = 0;         // skip_non_finite: how many values summed were finite
+    int64_t first_non_finite = -1;  // without skip_non_finite: its batch, since restore()
+    std::vector<std::pair<int64_t, torch::Tensor>> pending;  // added, not summed yet, by batch
   };
+  // Sums the pending values of `e`, in the order added.
+  void sum_pending(Entry& e) const;
+  // Sums every entry's pending values; changes no result (means, state) this class gives.
+  void sum_all_pending() const;
+
   bool skip_non_finite_;
-  std::map<std::string, Entry> sums_;
+  mutable std::map<std::string, Entry> sums_;
   std::map<std::string, int64_t> counts_;
   int64_t batches_ = 0;
 };
