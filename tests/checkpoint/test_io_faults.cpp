@@ -42,16 +42,6 @@ std::vector<TracedCall> traced_reference(const Runs& runs, const Fault& kinds) {
   return read_trace(trace);
 }
 
-// Continues `run` after a fault, without one, to its end, and requires the reference's end.
-void check_recovers(const Runs& runs, const std::string& run) {
-  const bool holds_run = util::exists(run + "/config.yaml");
-  const auto again = run_command(holds_run ? kTrainer + " fit --resume " + run + " --quiet"
-                                           : fit_command(runs, run));
-  INFO((holds_run ? "resumed: " : "rerun: ") + again.output);
-  REQUIRE(again.exit_code == 0);
-  check_same_end(runs.reference, run, kBatches);
-}
-
 // Faults `fault` at one call of each site of `calls` in command(run), on a run directory made by
 // prepare(run); then checks the outcome and the recovery.
 template <typename Prepare, typename Command>
@@ -60,7 +50,7 @@ void fault_runs(const Runs& runs, const std::vector<TracedCall>& calls, const Fa
   fault_each_site(calls, fault, 10, runs.tmp.path(), prepare, command,
                   [&](const std::string& run, const CommandResult& r) {
                     check_fault_outcome(r, run, fault, run + "/trainer.log");
-                    check_recovers(runs, run);
+                    finish_after_fault(runs.reference, run, fit_command(runs, run), kBatches);
                   });
 }
 
@@ -113,44 +103,17 @@ void fault_resume(const Fault& fault) {
 }
 
 // Faults `fault` at one call of each site of `trainer predict` of a finished run's last
-// checkpoint, with the run and the output in the faulted directory. The output must be whole or
-// absent, and a plain rerun writes the reference's bytes.
+// checkpoint, with the run and the output in the faulted directory.
 void fault_predict(const Fault& fault) {
   Runs runs;
   const auto fit = run_command(fit_command(runs, runs.reference));
   INFO(fit.output);
   REQUIRE(fit.exit_code == 0);
-  const auto command = [](const std::string& dir) {
-    return kTrainer + " predict --checkpoint " + dir + "/run/checkpoints/batch-0000000048" +
-           " --output " + dir + "/predictions.pt";
-  };
-  // `dir`/run: a copy of the finished run.
-  const auto prepare = [&](const std::string& dir) {
-    util::create_directories(dir);
-    copy_tree(runs.reference, dir + "/run");
-  };
-  const std::string traced = runs.tmp / "traced";
-  prepare(traced);
-  const auto predict =
-      run_command(with_faults(command(traced), traced, Fault{fault.kinds}, traced + ".trace"));
-  INFO(predict.output);
-  REQUIRE(predict.exit_code == 0);
-  const std::string predictions = read_file(traced + "/predictions.pt");
-  REQUIRE(!predictions.empty());
-  fault_each_site(read_trace(traced + ".trace"), fault, 5, runs.tmp.path(), prepare, command,
-                  [&](const std::string& dir, const CommandResult& r) {
-                    check_fault_outcome(r, dir, fault, "");
-                    // Whole or absent (a failed fsync of the directory after the rename leaves it
-                    // whole).
-                    if (util::exists(dir + "/predictions.pt")) {
-                      CHECK(read_file(dir + "/predictions.pt") == predictions);
-                    }
-                    CHECK_FALSE(util::exists(dir + "/predictions.pt.tmp"));
-                    const auto again = run_command(command(dir));
-                    INFO(again.output);
-                    REQUIRE(again.exit_code == 0);
-                    CHECK(read_file(dir + "/predictions.pt") == predictions);
-                  });
+  fault_single_output(
+      runs.reference, runs.tmp.path(), fault, 5, "predictions.pt", [](const std::string& dir) {
+        return kTrainer + " predict --checkpoint " + dir +
+               "/run/checkpoints/batch-0000000048 --output " + dir + "/predictions.pt";
+      });
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fault_injection.h"
 #include "resumable_run.h"
 
 using namespace crucible::testing;
@@ -121,4 +122,41 @@ TEST_CASE(
   std::vector<int64_t> profiled;
   for (const auto& [b, _] : profiling_rows(run)) profiled.push_back(b);
   CHECK(profiled == batches_of(read_metrics(run + "/metrics.jsonl"), "training"));
+}
+
+TEST_CASE(
+    "a full disk or an I/O error in profiling's files: the cause named, the training ends as "
+    "if whole",
+    "[profile][faults]") {
+  TempDir tmp;
+  const std::string reference = finished_resumable_run(tmp);
+  const std::string config = resumable_config(tmp, 0);
+  const auto fit = [&](const std::string& run) {
+    return kTrainer + " fit " + config +
+           " --set profiling.enabled=true --set profiling.begin_on_batch=10"
+           " --set profiling.end_after_batch=39 --set profiling.trace=true --quiet --output " +
+           run;
+  };
+  for (const Fault& fault : {full_disk(), io_error()}) {
+    INFO("faults " << fault.kinds);
+    const std::string traced = tmp / ("traced-" + std::to_string(fault.error));
+    const auto unfaulted =
+        run_command(with_faults(fit(traced), traced, Fault{fault.kinds}, traced + ".trace"));
+    INFO(unfaulted.output);
+    REQUIRE(unfaulted.exit_code == 0);
+    std::vector<TracedCall> calls;
+    for (const TracedCall& call : read_trace(traced + ".trace")) {
+      if (call.path.find("/profiling") != std::string::npos) calls.push_back(call);
+    }
+    fault_each_site(
+        calls, fault, fault.sticky ? 5 : 1, tmp.path(), [](const std::string&) {}, fit,
+        [&](const std::string& run, const CommandResult& r) {
+          check_fault_outcome(r, run, fault, run + "/trainer.log");
+          // The trace is whole or absent.
+          const std::string trace = run + "/profiling/trace.json";
+          if (crucible::util::exists(trace)) CHECK_NOTHROW(trace_events(trace));
+          CHECK_FALSE(crucible::util::exists(trace + ".tmp"));
+          finish_after_fault(reference, run, fit(run));
+        });
+  }
 }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
+#include "fault_injection.h"
 #include "resumable_run.h"
 
 using namespace crucible::testing;
@@ -195,6 +196,19 @@ TEST_CASE("trainer report of a run stopped mid-way, with a torn last row, or dam
   const auto damaged = run_command(kTrainer + " report " + run + " 2>&1");
   CHECK(damaged.exit_code == 1);
   CHECK_THAT(damaged.output, Catch::Contains(run + "/metrics.jsonl:2: not a JSON row"));
+}
+
+TEST_CASE("trainer report under a full disk or I/O errors: the cause named, no partial page",
+          "[report][faults]") {
+  TempDir tmp;
+  const std::string run = finished_resumable_run(tmp, 0, " --set profiling.enabled=true");
+  const auto report = [](const std::string& dir) { return kTrainer + " report " + dir + "/run"; };
+  SECTION("a full disk") {
+    fault_single_output(run, tmp / "full", full_disk(), 3, "run/report.html", report);
+  }
+  SECTION("an I/O error") {
+    fault_single_output(run, tmp / "io", io_error(), 5, "run/report.html", report);
+  }
 }
 
 TEST_CASE("trainer report refuses what is not a run or an experiment, naming it", "[report]") {

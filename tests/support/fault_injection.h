@@ -134,6 +134,54 @@ void fault_each_site(const std::vector<TracedCall>& calls, Fault fault, size_t m
     util::try_remove_all(dir);
   }
 }
+
+// `text` with every occurrence of `from` replaced by `to`.
+inline std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+// Faults `fault` at one call of each site (at least `min_sites`) of command(dir), a command that
+// reads `dir`/run, a copy of run directory `source`, and writes the one file `dir`/`output`; the
+// fault directory is `dir`, a fresh `parent`/fault-<call>. Requires of each: the outcome
+// check_fault_outcome names (a command that goes on names the cause on the console or in its
+// output: a report shows an unreadable file as such); no temporary file beside the output; a
+// rerun without the fault that writes what the unfaulted run wrote (with `dir` in place of its
+// own directory); and, where the faulted command failed but left the output, the same bytes as
+// the rerun's (whole, never part).
+template <typename Command>
+void fault_single_output(const std::string& source, const std::string& parent, const Fault& fault,
+                         size_t min_sites, const std::string& output, const Command& command) {
+  const auto prepare = [&](const std::string& dir) {
+    util::create_directories(dir);
+    copy_tree(source, dir + "/run");
+  };
+  const std::string traced = parent + "/traced";
+  prepare(traced);
+  const auto unfaulted =
+      run_command(with_faults(command(traced), traced, Fault{fault.kinds}, traced + ".trace"));
+  INFO(unfaulted.output);
+  REQUIRE(unfaulted.exit_code == 0);
+  const std::string expected = read_file(traced + "/" + output);
+  REQUIRE(!expected.empty());
+  fault_each_site(read_trace(traced + ".trace"), fault, min_sites, parent, prepare, command,
+                  [&](const std::string& dir, const CommandResult& r) {
+                    const std::string path = dir + "/" + output;
+                    check_fault_outcome(r, dir, fault, path);
+                    // A failed fsync of the directory after the rename leaves the output whole.
+                    const bool left = util::exists(path);
+                    const std::string was = left ? read_file(path) : "";
+                    CHECK_FALSE(util::exists(path + ".tmp"));
+                    const auto again = run_command(command(dir));
+                    INFO(again.output);
+                    REQUIRE(again.exit_code == 0);
+                    const std::string now = read_file(path);
+                    CHECK(replace_all(now, dir, traced) == expected);
+                    if (left && r.exit_code != 0) CHECK(was == now);
+                  });
+}
 #endif
 
 }  // namespace crucible::testing

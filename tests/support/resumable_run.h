@@ -151,4 +151,16 @@ inline void check_same_end(const std::string& reference, const std::string& run,
   CHECK(same_scalars);
 }
 
+// Finishes `run`, which a fault stopped (or not), without a fault and requires the end of
+// `reference` (check_same_end): `trainer fit --resume` when the run holds config.yaml, else
+// `fit`, the command that was to make it, again.
+inline void finish_after_fault(const std::string& reference, const std::string& run,
+                               const std::string& fit, int64_t final_batches = 128) {
+  const bool holds_run = util::exists(run + "/config.yaml");
+  const auto again = run_command(holds_run ? kTrainer + " fit --resume " + run + " --quiet" : fit);
+  INFO((holds_run ? "resumed: " : "rerun: ") + again.output);
+  REQUIRE(again.exit_code == 0);
+  check_same_end(reference, run, final_batches);
+}
+
 }  // namespace crucible::testing

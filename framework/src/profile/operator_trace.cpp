@@ -1,24 +1,15 @@
 #include "profile/operator_trace.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-
 #include <ATen/record_function.h>
-#include <fmt/format.h>
+#include <c10/util/Exception.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 
-#include <crucible/errors.h>
+#include "checkpoint/file_io.h"
 
 namespace crucible::profile {
 
-OperatorTrace::OperatorTrace(const std::string& path) {
-  // RecordProfile opens the file itself and says nothing when it cannot: try first.
-  if (!std::ofstream(path)) {
-    throw TrainingError(
-        fmt::format("cannot create operator trace {}: {}", path, std::strerror(errno)));
-  }
-  record_ = std::make_unique<torch::autograd::profiler::RecordProfile>(path);
+OperatorTrace::OperatorTrace(std::string path) : path_(std::move(path)) {
+  record_ = std::make_unique<torch::autograd::profiler::RecordProfile>(text_);
   was_enabled_ = at::isRecordFunctionEnabled();
   set_recording(false);
 }
@@ -29,5 +20,11 @@ OperatorTrace::~OperatorTrace() {
 }
 
 void OperatorTrace::set_recording(bool on) { at::enableRecordFunction(on); }
+
+void OperatorTrace::write() {
+  TORCH_INTERNAL_ASSERT(record_, "OperatorTrace::write called twice");
+  record_.reset();  // RecordProfile writes the trace as it ends
+  checkpoint::replace_atomically(path_, text_.str());
+}
 
 }  // namespace crucible::profile

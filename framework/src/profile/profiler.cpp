@@ -31,8 +31,13 @@ const char* name_of(Phase phase) {
 }
 
 Profiler::Profiler(const ProfilingConfig& config, torch::Device device,
-                   const DistributedContext& dist, std::string trace_file)
-    : config_(config), device_(device), dist_(dist), trace_file_(std::move(trace_file)) {}
+                   const DistributedContext& dist, std::string trace_file,
+                   std::function<void(const std::string&)> warn)
+    : config_(config),
+      device_(device),
+      dist_(dist),
+      trace_file_(std::move(trace_file)),
+      warn_(std::move(warn)) {}
 
 Profiler::~Profiler() {
   try {
@@ -48,7 +53,7 @@ void Profiler::begin_batch(int64_t batch_idx) {
   if (!active_) return;
   if (dist_.is_chief()) {
     if (!period_counters_) period_counters_ = read_system_counters();
-    if (config_.trace && !trace_ && !trace_written_) {
+    if (config_.trace && !trace_ && !trace_ended_) {
       util::create_directories(util::parent_path(trace_file_));
       trace_ = std::make_unique<OperatorTrace>(trace_file_);
     }
@@ -132,8 +137,14 @@ std::string Profiler::summary() const {
 
 void Profiler::finish() {
   if (!trace_) return;
-  trace_.reset();  // RecordProfile writes the file as it stops
-  trace_written_ = true;
+  const std::unique_ptr<OperatorTrace> trace = std::move(trace_);
+  trace_ended_ = true;
+  try {
+    trace->write();
+    trace_written_ = true;
+  } catch (const std::exception& e) {
+    warn_(fmt::format("the operator trace is lost, training goes on: {}", e.what()));
+  }
 }
 
 ScopedPhase::ScopedPhase(Profiler* profiler, Phase phase)

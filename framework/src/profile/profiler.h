@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,8 +40,10 @@ class Profiler {
  public:
   // `trace_file` is where the chief writes the operator trace when config.trace is set;
   // `device` is the rank's training device (CUDA timings wait for it when config.sync_timings).
+  // A trace that cannot be written is reported through `warn` (the cause and the path) and
+  // training goes on without it.
   Profiler(const ProfilingConfig& config, torch::Device device, const DistributedContext& dist,
-           std::string trace_file);
+           std::string trace_file, std::function<void(const std::string&)> warn);
   // Ends a trace still recording (a run that ended inside its window), writing it.
   ~Profiler();
   Profiler(const Profiler&) = delete;
@@ -69,7 +72,8 @@ class Profiler {
   // is the same on every rank.
   MetricValues take_period();
 
-  // Writes the trace when it is still recording (the run ends inside the window).
+  // Writes the trace when it is still recording (the run ends inside the window); a trace is
+  // written once, and none is started after it.
   void finish();
 
   // The end-of-run lines ("  profile: ..."): this rank's profiled batches and each phase's
@@ -93,8 +97,10 @@ class Profiler {
   PhaseTimes period_, total_;
   int64_t first_profiled_ = -1, last_profiled_ = -1;
   std::optional<SystemCounters> period_counters_;
+  const std::function<void(const std::string&)> warn_;
   std::unique_ptr<OperatorTrace> trace_;  // the chief's, while it records
-  bool trace_written_ = false;
+  bool trace_ended_ = false;              // whether finish() ended one
+  bool trace_written_ = false;            // and wrote it
 };
 
 // Times one phase of the batch being trained while it lives, when `profiler` is not null and

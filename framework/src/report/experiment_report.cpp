@@ -1,7 +1,6 @@
 #include "report/experiment_report.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -264,8 +263,8 @@ std::string experiment_page(
   if (best)
     best_text = fmt::format("trial {}: {} {}", best->id, searcher.metric, number_text(*best->best));
   std::string best_checkpoint = "-";
-  {
-    std::ifstream in(util::join(dir, "best"));
+  if (const std::string path = util::join(dir, "best"); util::exists(path)) {
+    std::istringstream in(util::read_file(path));
     std::string relative;
     if (std::getline(in, relative) && !relative.empty()) {
       best_checkpoint = hyperlink(relative_path(util::join(dir, relative), page_dir), relative);

@@ -1,6 +1,5 @@
 #include "report/run_report.h"
 
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -104,7 +103,7 @@ Run read_run(const std::string& dir) {
     }
     run.checkpoints.push_back(std::move(row));
   }
-  std::ifstream log(files.log_file());
+  std::istringstream log(util::exists(files.log_file()) ? util::read_file(files.log_file()) : "");
   for (std::string line; std::getline(log, line);) {
     const size_t level = line.find(' ');
     if (level != std::string::npos && line.compare(level, 7, " ERROR ") == 0) {

@@ -287,8 +287,9 @@ class FitLoop {
                           detail::DistributedAccess::collectives(dist_)->backend_for(device))
             : ""));
     session_ = std::make_unique<TrialSession>(config_, factory_, dist_);
-    profiler_ = std::make_unique<profile::Profiler>(config_.profiling, session_->state().device,
-                                                    dist_, run_.trace_file());
+    profiler_ = std::make_unique<profile::Profiler>(
+        config_.profiling, session_->state().device, dist_, run_.trace_file(),
+        [this](const std::string& line) { logger_.warn(line); });
     session_->state().profiler = profiler_.get();
     // A run continued from a checkpoint has its own weights.
     const std::string warm =
