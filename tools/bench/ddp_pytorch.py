@@ -4,6 +4,7 @@ Run one process per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set.
 trains on its slice of every global batch (the same split Crucible makes); rank 0 prints its step
 times, one per line.
 """
+import os
 import sys
 import time
 
@@ -11,6 +12,8 @@ import torch
 import torch.distributed as dist
 
 batches, per_rank, warmup = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+# Builds without libuv (Debian 13's python3-torch 2.6) cannot serve the default TCPStore.
+os.environ.setdefault("USE_LIBUV", "0")
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 torch.manual_seed(1)
