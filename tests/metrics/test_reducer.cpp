@@ -131,3 +131,50 @@ TEST_CASE("metrics may be plain numbers beside tensors", "[metrics]") {
   CHECK(training.flush() ==
         crucible::MetricValues{{"loss", 1.5}, {"accuracy", 0.875}, {"count", 2.0}, {"ok", 1.0}});
 }
+
+TEST_CASE(
+    "training means are the in-order double sums of the values, whatever their dtype, and a "
+    "state taken mid-period changes none",
+    "[metrics]") {
+  using crucible::metrics::TrainingAccumulator;
+  // Values whose float sum and whose sum in another order differ from the in-order double sum.
+  torch::manual_seed(3);
+  const torch::Tensor losses = torch::rand({200}) * 1000;
+  double expected = 0;
+  for (int64_t i = 0; i < losses.size(0); ++i) {
+    const double v = static_cast<double>(losses[i].item<float>());
+    expected = i == 0 ? v : expected + v;
+  }
+  expected /= static_cast<double>(losses.size(0));
+
+  TrainingAccumulator whole, split;
+  for (int64_t i = 0; i < losses.size(0); ++i) {
+    // A view into the whole tensor (kept as a copy), then as a tensor of its own.
+    const crucible::Metrics m = {{"loss", i % 2 == 0 ? losses[i] : losses[i].clone()}};
+    whole.add(m, i);
+    split.add(m, i);
+    if (i == 77) {
+      TrainingAccumulator resumed;
+      resumed.restore(nlohmann::json::parse(split.state().dump()));
+      split = std::move(resumed);
+    }
+  }
+  CHECK(whole.peek().at("loss") == expected);
+  CHECK(split.peek().at("loss") == expected);
+
+  // Each CPU dtype reads as to(kDouble) would.
+  TrainingAccumulator dtypes;
+  dtypes.add({{"half", torch::tensor(0.1).to(torch::kHalf)},
+              {"bf16", torch::tensor(0.1).to(torch::kBFloat16)},
+              {"int", torch::tensor(int64_t{7})},
+              {"flag", torch::tensor(true)},
+              {"shaped", torch::full({1, 1}, 2.5)}},
+             0);
+  const auto means = dtypes.flush();
+  CHECK(means.at("half") == torch::tensor(0.1).to(torch::kHalf).to(torch::kDouble).item<double>());
+  CHECK(means.at("bf16") ==
+        torch::tensor(0.1).to(torch::kBFloat16).to(torch::kDouble).item<double>());
+  CHECK(means.at("int") == 7.0);
+  CHECK(means.at("flag") == 1.0);
+  CHECK(means.at("shaped") == 2.5);
+}

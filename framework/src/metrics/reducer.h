@@ -34,9 +34,11 @@ class ValidationAccumulator {
   int64_t batches_ = 0;
 };
 
-// Averages train_batch metrics over a reporting period. add() runs no tensor operation (it
-// keeps each value, detached, where it lies); the values are summed in doubles, in the order
-// added, when a result or the state is asked for: one copy to the host per metric then.
+// Averages train_batch metrics over a reporting period. add() computes nothing: it keeps each
+// value detached where it lies (copied only when it is a view into a larger tensor, which it
+// would otherwise keep alive). The values are summed in doubles, in the order added, when a
+// result, the state or first_non_finite() is asked for: CPU values are read in place, the others
+// copied to the host at once, per metric.
 // With skip_non_finite, non-finite values are left out of the means (a metric whose every value
 // was non-finite has mean NaN); without, one makes its mean non-finite and first_non_finite()
 // names the batch.
