@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
   if (fs::exists(table)) {
     std::istringstream lines(fs::read_file(table));
     for (std::string line; std::getline(lines, line);) {
-      rows.push_back(bench::row_from_json(nlohmann::json::parse(line)));
+      rows.push_back(nlohmann::json::parse(line).get<bench::Row>());
     }
     fs::remove(table);
   }

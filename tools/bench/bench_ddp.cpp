@@ -2,7 +2,7 @@
 //           [--repeats K] [--table FILE]
 //
 // Two processes on this machine's CPU (CUDA devices hidden, as two ranks cannot share one GPU
-// under NCCL), both sides with the same OMP_NUM_THREADS (cores / 2):
+// under NCCL), both sides with the same OMP_NUM_THREADS (cores / 2 unless set):
 // (a) data-parallel training throughput: the bench MLP through `trainer fit --slots 2` vs Python
 //     PyTorch's DistributedDataParallel over Gloo (Debian's python3-torch), B records per rank
 //     per step, the same data and split; samples/s from the median step time of rank 0, rounds
@@ -148,8 +148,7 @@ int main(int argc, char** argv) {
       }
     }
     const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    const std::string threads = std::to_string(std::max(1, cores / kRanks));
-    setenv("OMP_NUM_THREADS", threads.c_str(), 1);
+    const std::string threads = bench::pin_threads(std::max(1, cores / kRanks));
     setenv("CUDA_VISIBLE_DEVICES", "", 1);
 
     std::vector<double> ours, theirs;

@@ -94,36 +94,15 @@ struct Row {
   double goal = 0;
 };
 
-inline nlohmann::json to_json(const Row& r) {
-  return {{"benchmark", r.benchmark},
-          {"measure", r.measure},
-          {"unit", r.unit},
-          {"crucible", r.crucible},
-          {"reference_name", r.reference_name},
-          {"reference", r.reference},
-          {"higher_is_better", r.higher_is_better},
-          {"goal", r.goal}};
-}
-
-inline Row row_from_json(const nlohmann::json& j) {
-  Row r;
-  r.benchmark = j.at("benchmark");
-  r.measure = j.at("measure");
-  r.unit = j.at("unit");
-  r.crucible = j.at("crucible");
-  r.reference_name = j.at("reference_name");
-  r.reference = j.at("reference");
-  r.higher_is_better = j.at("higher_is_better");
-  r.goal = j.at("goal");
-  return r;
-}
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Row, benchmark, measure, unit, crucible, reference_name,
+                                   reference, higher_is_better, goal)
 
 // Appends `row` to table file `path` as one JSON line; does nothing when `path` is empty.
 // Throws std::runtime_error when the file cannot be written.
 inline void append_row(const std::string& path, const Row& row) {
   if (path.empty()) return;
   FILE* f = std::fopen(path.c_str(), "a");
-  const std::string line = to_json(row).dump() + "\n";
+  const std::string line = nlohmann::json(row).dump() + "\n";
   const bool ok = f && std::fwrite(line.data(), 1, line.size(), f) == line.size();
   if (!f || std::fclose(f) != 0 || !ok) {
     throw std::runtime_error("cannot append to benchmark table " + path);

@@ -10,7 +10,8 @@
 #        and Lightning when installed, BENCH_ROUNDS rounds, default 2; the step overhead; the
 #        checkpoint cost; data-parallel on the CPU; mixed precision against fp32 with
 #        bench_amp.py), the table also in $OUT/gpu_bench_table.md.
-# Each stage fits the device tool's 10 minutes per call; build/ stays between calls. Logs go to
+# The stages are split to fit the device tool's 10 minutes per call (not yet seen on a GPU
+# machine); build-gpu/ stays between calls. Logs go to
 # $OUT when set (the device tool), else to build-gpu/. Exits with the suite's status, or 1 when
 # the build or a benchmark fails.
 set -uo pipefail

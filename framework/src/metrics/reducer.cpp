@@ -34,10 +34,9 @@ torch::Tensor scalar_of(const std::string& name, const torch::Tensor& t, const c
   return t.detach().reshape({}).to(torch::kDouble);
 }
 
-// The value of one-element CPU tensor `t`, converted to double as to(kDouble) would, read in
-// place (no tensor operation).
+// The value of one-element strided CPU tensor `t`, converted to double as to(kDouble) would,
+// read in place (no tensor operation).
 double read_cpu_value(const torch::Tensor& t) {
-  if (t.layout() != torch::kStrided) return t.to(torch::kDouble).to_dense().item<double>();
   double v = 0;
   AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, t.scalar_type(), "read_cpu_value",
                              [&] { v = static_cast<double>(*t.data_ptr<scalar_t>()); });
@@ -212,7 +211,8 @@ void TrainingAccumulator::add(const Metrics& batch_metrics, int64_t batch_idx) {
       value = value.clone();
     }
     Entry& e = sums_[name];
-    e.pending.emplace_back(batch_idx, std::move(value));
+    e.pending.push_back(std::move(value));
+    e.pending_batches.push_back(batch_idx);
     ++e.count;
   }
   ++batches_;
@@ -220,10 +220,7 @@ void TrainingAccumulator::add(const Metrics& batch_metrics, int64_t batch_idx) {
 
 void TrainingAccumulator::sum_pending(Entry& e) const {
   if (e.pending.empty()) return;
-  std::vector<torch::Tensor> tensors;
-  tensors.reserve(e.pending.size());
-  for (const auto& [batch, t] : e.pending) tensors.push_back(t);
-  const std::vector<double> values = to_host_doubles(tensors);
+  const std::vector<double> values = to_host_doubles(e.pending);
   for (size_t i = 0; i < values.size(); ++i) {
     double v = values[i];
     if (skip_non_finite_) {
@@ -231,11 +228,12 @@ void TrainingAccumulator::sum_pending(Entry& e) const {
       if (!finite) v = 0.0;
       e.finite += finite ? 1 : 0;
     } else if (!std::isfinite(v) && e.first_non_finite < 0) {
-      e.first_non_finite = e.pending[i].first;
+      e.first_non_finite = e.pending_batches[i];
     }
     e.sum = e.sum ? *e.sum + v : v;
   }
   e.pending.clear();
+  e.pending_batches.clear();
 }
 
 void TrainingAccumulator::sum_all_pending() const {

@@ -75,8 +75,9 @@ class TrainingAccumulator {
     std::optional<double> sum;  // of the values summed; with skip_non_finite, of the finite ones
     int64_t count = 0;          // values added
     int64_t finite = 0;         // skip_non_finite: how many values summed were finite
-    int64_t first_non_finite = -1;  // without skip_non_finite: its batch, since restore()
-    std::vector<std::pair<int64_t, torch::Tensor>> pending;  // added, not summed yet, by batch
+    int64_t first_non_finite = -1;         // without skip_non_finite: its batch, since restore()
+    std::vector<torch::Tensor> pending;    // added, not summed yet
+    std::vector<int64_t> pending_batches;  // their batches
   };
   // Sums the pending values of `e`, in the order added.
   void sum_pending(Entry& e) const;
