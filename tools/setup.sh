@@ -11,7 +11,7 @@ build_dir=${BUILD_DIR:-$root/build}
 
 packages=(
   build-essential cmake ccache
-  libtorch-dev libgloo-dev libopenblas0-pthread
+  libtorch-dev libgloo-dev libopenblas0-openmp libopenblas0-pthread
   libyaml-cpp-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   catch2 python3-torch python3-protobuf python3-crcmod openmpi-bin
   slurmd slurmctld slurm-client munge
@@ -24,13 +24,17 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
 if [ ${#missing[@]} -gt 0 ]; then
-  sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
   echo "setup: installing ${missing[*]}"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
+
+# LibTorch's matrix products on OpenBLAS's OpenMP build, which shares LibTorch's threads. The
+# pthreads build stays installed: tests/util's BLAS test runs trainer on both.
+SUDO=$sudo "$root/tools/openblas_openmp.sh"
 
 cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build_dir" -j2

@@ -74,18 +74,13 @@ int allreduce_worker(const std::vector<int64_t>& sizes_mb, int repeats) {
 // Median step time of rank 0 of `trainer fit` on the bench MLP with 2 slots.
 double crucible_step(int64_t batches, int64_t per_rank, int64_t warmup) {
   const std::string timing = fmt::format("/tmp/crucible_bench_ddp_{}.txt", getpid());
-  const std::string run = fmt::format("/tmp/crucible_bench_ddp_run_{}", getpid());
-  const std::string command = fmt::format(
-      "{}/trainer fit {}/bench_overhead.yaml --quiet --slots {} --output {} "
-      "--set max_length.batches={} --set hyperparameters.global_batch_size={} "
-      "--set hyperparameters.warmup={} --set hyperparameters.workers=0 "
-      "--set hyperparameters.timing_file={} 2>&1",
-      CRUCIBLE_BIN_DIR, CRUCIBLE_BENCH_DIR, kRanks, run, batches, per_rank * kRanks, warmup,
+  bench::fit_bench_mlp(
+      "",
+      fmt::format("--slots {} --set max_length.batches={} "
+                  "--set hyperparameters.global_batch_size={} "
+                  "--set hyperparameters.warmup={} --set hyperparameters.workers=0",
+                  kRanks, batches, per_rank * kRanks, warmup),
       timing);
-  int status = 0;
-  const std::string log = bench::capture(command, &status);
-  crucible::util::remove_all(run);
-  if (status != 0) throw std::runtime_error("trainer fit failed:\n" + log);
   double step = 0;
   for (int r = 0; r < kRanks; ++r) {
     const double median = bench::median_of_file(timing + ".rank" + std::to_string(r));

@@ -61,17 +61,16 @@ double median_step(const std::string& command) {
 bool trainer_steps(int64_t batches, int64_t batch_size, int64_t warmup, int workers,
                    double* median_s) {
   const std::string timing = fmt::format("/tmp/crucible_bench_steps_{}.txt", getpid());
-  const std::string run = fmt::format("/tmp/crucible_bench_run_{}", getpid());
-  const std::string command = fmt::format(
-      "{}/trainer fit {}/bench_overhead.yaml --quiet --output {} --set max_length.batches={} "
-      "--set hyperparameters.global_batch_size={} --set hyperparameters.warmup={} "
-      "--set hyperparameters.workers={} --set hyperparameters.timing_file={} 2>&1",
-      CRUCIBLE_BIN_DIR, CRUCIBLE_BENCH_DIR, run, batches, batch_size, warmup, workers, timing);
-  int rc = 0;
-  const std::string log = capture(command, &rc);
-  crucible::util::remove_all(run);
-  if (rc != 0) {
-    std::cerr << "trainer fit failed:\n" << log;
+  try {
+    bench::fit_bench_mlp(
+        "",
+        fmt::format("--set max_length.batches={} "
+                    "--set hyperparameters.global_batch_size={} "
+                    "--set hyperparameters.warmup={} --set hyperparameters.workers={}",
+                    batches, batch_size, warmup, workers),
+        timing);
+  } catch (const std::exception& e) {
+    std::cerr << e.what();
     return false;
   }
   *median_s = bench::median_of_file(timing);

@@ -1,7 +1,7 @@
 #pragma once
 
 // Small pieces the benchmarks share: medians, numbers out of text, running a command, a port,
-// a clock, and the rows of the one benchmark table (bench_all).
+// a clock, a `trainer fit` of the bench MLP, and the rows of the one benchmark table (bench_all).
 
 #include <unistd.h>
 
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "free_port.h"
@@ -76,6 +77,23 @@ inline double median_of_file(const std::string& path) {
   const double m = median(read_numbers(crucible::util::read_file(path)));
   crucible::util::remove(path);
   return m;
+}
+
+// Runs `env trainer fit bench_overhead.yaml ... args` (the bench MLP trial): `env` holds
+// environment assignments ("" for none), `args` further options (--set ...). The trial writes its
+// step times to `timing`, with ".rank<R>" appended in a distributed run; the run directory is
+// removed. Throws std::runtime_error holding the fit's output when it fails.
+inline void fit_bench_mlp(const std::string& env, const std::string& args,
+                          const std::string& timing) {
+  const std::string run = fmt::format("/tmp/crucible_bench_run_{}", getpid());
+  const std::string command = fmt::format(
+      "{} {}/trainer fit {}/bench_overhead.yaml --quiet --output {} "
+      "--set hyperparameters.timing_file={} {} 2>&1",
+      env, CRUCIBLE_BIN_DIR, CRUCIBLE_BENCH_DIR, run, timing, args);
+  int status = 0;
+  const std::string log = capture(command, &status);
+  crucible::util::remove_all(run);
+  if (status != 0) throw std::runtime_error("trainer fit failed:\n" + log);
 }
 
 // One row of the benchmark table: a figure of Crucible's beside the same figure of a reference

@@ -44,12 +44,13 @@ if [ "${1:-}" = --cuda ]; then
 else
   flavor=trixie
   components="main"
-  # Beside the libraries, what the suite runs: Python with torch and safetensors (the weight
+  # OpenBLAS in both builds, the OpenMP one selected (tools/openblas_openmp.sh, as tools/setup.sh
+  # does). Beside the libraries, what the suite runs: Python with torch and safetensors (the weight
   # tests), protobuf and crcmod (the TensorBoard test), Open MPI and Slurm (the launcher tests),
   # the dataset (the end-to-end tests).
-  packages=("${common[@]}" libtorch-dev libgloo-dev libopenblas0-pthread python3-torch
-            python3-safetensors python3-protobuf python3-crcmod openmpi-bin slurmd slurmctld
-            slurm-client munge dataset-fashion-mnist)
+  packages=("${common[@]}" libtorch-dev libgloo-dev libopenblas0-openmp libopenblas0-pthread
+            python3-torch python3-safetensors python3-protobuf python3-crcmod openmpi-bin slurmd
+            slurmctld slurm-client munge dataset-fashion-mnist)
   configure_args=()
 fi
 rootfs=$cache/$flavor-root
@@ -75,6 +76,7 @@ if [ "$(cat "$rootfs/.crucible-stamp" 2>/dev/null)" != "$stamp_text" ]; then
     --aptopt='APT::Install-Recommends "false"' \
     --essential-hook='echo "nvidia-cudnn nvidia-cudnn/question select I Decline" |
       chroot "$1" debconf-set-selections' \
+    --customize-hook="chroot \"\$1\" bash -s < '$repo/tools/openblas_openmp.sh'" \
     --customize-hook='rm -rf "$1"/var/cache/apt/archives/*.deb' \
     trixie "$rootfs.new" "$mirror"
   echo "$stamp_text" >"$rootfs.new/.crucible-stamp"

@@ -21,6 +21,7 @@
 #include "train/stop_vote.h"
 #include "train/test_mode.h"
 #include "train/warm_start.h"
+#include "util/blas.h"
 #include "util/logger.h"
 
 namespace crucible::train {
@@ -273,6 +274,17 @@ class FitLoop {
     logger_.info("test mode: checkpoint round trip OK");
   }
 
+  // Records the CPU's intra-op threads and BLAS in the log, and warns when the BLAS's own threads
+  // compete with LibTorch's.
+  void log_cpu_threads() {
+    const util::BlasInfo blas = util::loaded_blas();
+    const int threads = at::get_num_threads();
+    logger_.info(fmt::format("cpu: {} intra-op thread{}; BLAS {}", threads, threads == 1 ? "" : "s",
+                             util::describe(blas)));
+    const std::string warning = util::blas_oversubscription_warning(blas, threads);
+    if (!warning.empty()) logger_.warn(warning);
+  }
+
   void set_up() {
     check_runnable(config_, factory_, dist_);
     const RunStart start = start_run(config_, options_, logger_);
@@ -286,6 +298,7 @@ class FitLoop {
             ? fmt::format(", {} ranks over {}", dist_.size(),
                           detail::DistributedAccess::collectives(dist_)->backend_for(device))
             : ""));
+    if (device.is_cpu() && dist_.is_chief()) log_cpu_threads();
     session_ = std::make_unique<TrialSession>(config_, factory_, dist_);
     profiler_ = std::make_unique<profile::Profiler>(
         config_.profiling, session_->state().device, dist_, run_.trace_file(),
