@@ -148,4 +148,12 @@ TEST_CASE(
   fault_resume(io_error());
 }
 
+TEST_CASE(
+    "a look-up of any path of a fit or a resume that fails with an I/O error: the cause named, "
+    "the run ends as if whole",
+    "[checkpoint][faults]") {
+  SECTION("a fit") { fault_fit(stat_error()); }
+  SECTION("a resume") { fault_resume(stat_error()); }
+}
+
 }  // namespace crucible::testing

@@ -61,4 +61,11 @@ TEST_CASE(
   fault_search(io_error());
 }
 
+TEST_CASE(
+    "a look-up of any path of a search that fails with an I/O error: the cause named, the "
+    "search resumes to the same trials and best",
+    "[search][faults]") {
+  fault_search(stat_error());
+}
+
 }  // namespace crucible::testing

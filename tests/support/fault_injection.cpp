@@ -11,7 +11,7 @@
 //   write     write, writev, pwrite         fsync    fsync, fdatasync
 //   read      read, pread                   rename   rename, renameat, renameat2
 //   mkdir     mkdir, mkdirat                unlink   unlink, unlinkat, rmdir
-//   truncate  ftruncate, truncate
+//   truncate  ftruncate, truncate         stat     stat, lstat, fstatat (a path's, not an fd's)
 // Environment:
 //   CRUCIBLE_FAULT_DIR     absolute directory; nothing outside it is touched or counted
 //   CRUCIBLE_FAULT_OPS     comma-separated kinds (default: every kind)
@@ -44,9 +44,21 @@
 
 namespace {
 
-enum Kind { kCreate, kOpen, kWrite, kFsync, kRead, kRename, kMkdir, kUnlink, kTruncate, kKinds };
-const char* const kKindNames[kKinds] = {"create", "open",  "write",  "fsync",   "read",
-                                        "rename", "mkdir", "unlink", "truncate"};
+enum Kind {
+  kCreate,
+  kOpen,
+  kWrite,
+  kFsync,
+  kRead,
+  kRename,
+  kMkdir,
+  kUnlink,
+  kTruncate,
+  kStat,
+  kKinds
+};
+const char* const kKindNames[kKinds] = {"create", "open",  "write",  "fsync",    "read",
+                                        "rename", "mkdir", "unlink", "truncate", "stat"};
 
 constexpr int kMaxFd = 65536;
 constexpr size_t kMaxPath = 4096;
@@ -157,7 +169,7 @@ bool fault_at(Kind kind, int dirfd, const char* path) {
   if (!absolute(dirfd, path, abs)) return false;
   // An open of a file that is not there fails anyway, as the caller expects.
   struct stat st;
-  if (kind == kOpen && stat(abs, &st) != 0) return false;
+  if (kind == kOpen && syscall(SYS_newfstatat, AT_FDCWD, abs, &st, 0) != 0) return false;
   return fault(kind, abs);
 }
 
@@ -418,6 +430,42 @@ int mkdirat(int dirfd, const char* path, mode_t mode) {
   static int (*cache)(int, const char*, mode_t) = nullptr;
   if (fault_at(kMkdir, dirfd, path)) return -1;
   return real("mkdirat", cache)(dirfd, path, mode);
+}
+
+int stat(const char* path, struct stat* st) {
+  static int (*cache)(const char*, struct stat*) = nullptr;
+  if (fault_at(kStat, AT_FDCWD, path)) return -1;
+  return real("stat", cache)(path, st);
+}
+
+int stat64(const char* path, struct stat64* st) {
+  static int (*cache)(const char*, struct stat64*) = nullptr;
+  if (fault_at(kStat, AT_FDCWD, path)) return -1;
+  return real("stat64", cache)(path, st);
+}
+
+int lstat(const char* path, struct stat* st) {
+  static int (*cache)(const char*, struct stat*) = nullptr;
+  if (fault_at(kStat, AT_FDCWD, path)) return -1;
+  return real("lstat", cache)(path, st);
+}
+
+int lstat64(const char* path, struct stat64* st) {
+  static int (*cache)(const char*, struct stat64*) = nullptr;
+  if (fault_at(kStat, AT_FDCWD, path)) return -1;
+  return real("lstat64", cache)(path, st);
+}
+
+int fstatat(int dirfd, const char* path, struct stat* st, int flags) {
+  static int (*cache)(int, const char*, struct stat*, int) = nullptr;
+  if (!((flags & AT_EMPTY_PATH) && path[0] == '\0') && fault_at(kStat, dirfd, path)) return -1;
+  return real("fstatat", cache)(dirfd, path, st, flags);
+}
+
+int fstatat64(int dirfd, const char* path, struct stat64* st, int flags) {
+  static int (*cache)(int, const char*, struct stat64*, int) = nullptr;
+  if (!((flags & AT_EMPTY_PATH) && path[0] == '\0') && fault_at(kStat, dirfd, path)) return -1;
+  return real("fstatat64", cache)(dirfd, path, st, flags);
 }
 
 int unlink(const char* path) {

@@ -32,6 +32,9 @@ inline Fault full_disk() { return {"create,write,fsync,mkdir,rename,truncate", E
 // Storage that fails one read, open or deletion with an I/O error (full_disk covers the writes).
 inline Fault io_error() { return {"open,read,unlink", EIO, false}; }
 
+// Storage that fails one look-up (stat, lstat, fstatat of a path) with an I/O error.
+inline Fault stat_error() { return {"stat", EIO, false}; }
+
 #ifdef CRUCIBLE_BIN_DIR
 // `command` (a program and its arguments) prefixed with the variables that run it under the
 // library, faulting `fault` on calls under `dir` and tracing every counted call to `trace`.

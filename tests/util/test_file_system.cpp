@@ -1,6 +1,9 @@
 // Paths and files over POSIX (util/file_system.h).
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "catch.h"
 
 #include "process.h"
@@ -73,4 +76,25 @@ TEST_CASE("replace_directory puts a directory in place of another, or of none", 
   CHECK_THROWS_WITH(util::replace_directory(tmp / "nothing", tmp / "fresh"),
                     Catch::Contains("nothing"));
   CHECK(read_file(tmp / "fresh/b.txt") == "new");  // a failed replace keeps what was there
+}
+
+TEST_CASE("exists tells a missing path from one the file system cannot look up", "[util]") {
+  TempDir tmp;
+  write_file(tmp / "file", "x");
+  CHECK(util::exists(tmp / "file"));
+  CHECK_FALSE(util::exists(tmp / "missing"));
+  CHECK_FALSE(util::exists(tmp / "file/below"));  // ENOTDIR: nothing can be there
+  CHECK_FALSE(util::is_directory(tmp / "missing/below"));
+  // A loop of symbolic links can be named but not looked up: neither there nor missing.
+  REQUIRE(::symlink((tmp / "b").c_str(), (tmp / "a").c_str()) == 0);
+  REQUIRE(::symlink((tmp / "a").c_str(), (tmp / "b").c_str()) == 0);
+  // (Catch2 2's composed matchers hold their parts by reference: each is made in place.)
+  const std::string place = "cannot look up " + (tmp / "a");
+  const std::string cause = std::strerror(ELOOP);
+  CHECK_THROWS_WITH(util::exists(tmp / "a"), Catch::Contains(place) && Catch::Contains(cause));
+  CHECK_THROWS_WITH(util::is_directory(tmp / "a"),
+                    Catch::Contains(place) && Catch::Contains(cause));
+  CHECK_THROWS_WITH(util::is_regular_file(tmp / "a"),
+                    Catch::Contains(place) && Catch::Contains(cause));
+  CHECK_THROWS_WITH(util::file_size(tmp / "a"), Catch::Contains(place) && Catch::Contains(cause));
 }

@@ -32,6 +32,14 @@ std::string without_trailing_slashes(const std::string& path) {
 
 bool stat_of(const std::string& path, struct stat& st) { return ::stat(path.c_str(), &st) == 0; }
 
+// stat_of that tells absence (false: `path` or a directory on its way is missing) from a file
+// system that cannot say (throws naming the path and the cause: an I/O error, a denied search).
+bool stat_or_throw(const std::string& path, struct stat& st) {
+  if (stat_of(path, st)) return true;
+  if (errno == ENOENT || errno == ENOTDIR) return false;
+  fail("cannot look up", path);
+}
+
 // A directory stream, closed when it goes out of scope.
 using Directory = std::unique_ptr<DIR, int (*)(DIR*)>;
 
@@ -143,22 +151,22 @@ std::string canonical_or_absolute(const std::string& path) {
 
 bool exists(const std::string& path) {
   struct stat st {};
-  return stat_of(path, st);
+  return stat_or_throw(path, st);
 }
 
 bool is_directory(const std::string& path) {
   struct stat st {};
-  return stat_of(path, st) && S_ISDIR(st.st_mode);
+  return stat_or_throw(path, st) && S_ISDIR(st.st_mode);
 }
 
 bool is_regular_file(const std::string& path) {
   struct stat st {};
-  return stat_of(path, st) && S_ISREG(st.st_mode);
+  return stat_or_throw(path, st) && S_ISREG(st.st_mode);
 }
 
 std::optional<uint64_t> file_size(const std::string& path) {
   struct stat st {};
-  if (!stat_of(path, st) || !S_ISREG(st.st_mode)) return std::nullopt;
+  if (!stat_or_throw(path, st) || !S_ISREG(st.st_mode)) return std::nullopt;
   return static_cast<uint64_t>(st.st_size);
 }
 

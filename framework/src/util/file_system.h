@@ -44,12 +44,17 @@ std::string lexically_normal(const std::string& path);
 // absolute(path). Never throws.
 std::string canonical_or_absolute(const std::string& path);
 
-// Whether `path` names something (following symbolic links). Never throws.
+// Whether `path` names something (following symbolic links): false when it, or a directory on
+// its way, is missing. Throws std::runtime_error naming the path and the cause when the file system
+// cannot tell (an I/O error, a denied search, a loop of symbolic links), so that no caller takes a
+// file it could not see for one that is not there. is_directory and is_regular_file likewise, true
+// only for that kind of file.
 bool exists(const std::string& path);
 bool is_directory(const std::string& path);
 bool is_regular_file(const std::string& path);
 
-// The size of the regular file at `path`; nullopt when it cannot be read. Never throws.
+// The size of the regular file at `path`; nullopt when there is none. Throws as exists() does
+// when the file system cannot tell.
 std::optional<uint64_t> file_size(const std::string& path);
 
 // Creates `path` and every missing parent (mode 0777 before the umask). An existing directory is
