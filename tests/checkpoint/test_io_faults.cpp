@@ -122,6 +122,7 @@ TEST_CASE("a full disk or an I/O error anywhere in a predict: the cause named, n
           "[checkpoint][faults]") {
   SECTION("a full disk") { fault_predict(full_disk()); }
   SECTION("an I/O error") { fault_predict(io_error()); }
+  SECTION("a failed look-up") { fault_predict(stat_error()); }
 }
 
 TEST_CASE("a disk that fills up anywhere in a fit: the cause named, the run ends as if whole",

@@ -1,10 +1,15 @@
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "catch.h"
 
 #include <crucible/errors.h>
 
 #include "plugin/loader.h"
+#include "util/file_system.h"
 
 using crucible::plugin::resolve_entrypoint;
 
@@ -82,4 +87,24 @@ TEST_CASE("an unknown class lists the classes the library registers", "[plugin]"
                      "it registers: RecordingTrial, ResumableTrial, ReducerTrial, BatchNormTrial, "
                      "ClippingTrial, "
                      "BothEvalTrial, NeitherEvalTrial, ThrowingCtorTrial"));
+}
+
+TEST_CASE(
+    "a search directory that cannot be looked up is passed over, and named when nothing is found",
+    "[plugin]") {
+  // A loop of symbolic links where the library's file would be: neither there nor missing.
+  const std::string dir = std::string(CRUCIBLE_BIN_DIR) + "/../plugin-loop-test";
+  crucible::util::create_directories(dir);
+  for (const char* name : {"libcrucible_test_trials.so", "libno_such_trials.so"}) {
+    const std::string link = dir + "/" + name;
+    crucible::util::remove(link);
+    REQUIRE(::symlink(link.c_str(), link.c_str()) == 0);
+  }
+  setenv("CRUCIBLE_TRIAL_PATH", dir.c_str(), 1);
+  CHECK(resolve_entrypoint("crucible_test_trials:RecordingTrial", "").name == "RecordingTrial");
+  const std::string message = plugin_error("no_such_trials:X");
+  unsetenv("CRUCIBLE_TRIAL_PATH");
+  CHECK_THAT(message, Catch::Contains("cannot look up " + dir + "/libno_such_trials.so: ") &&
+                          Catch::Contains(std::strerror(ELOOP)));
+  crucible::util::remove_all(dir);
 }

@@ -209,6 +209,9 @@ TEST_CASE("trainer report under a full disk or I/O errors: the cause named, no p
   SECTION("an I/O error") {
     fault_single_output(run, tmp / "io", io_error(), 5, "run/report.html", report);
   }
+  SECTION("a failed look-up") {
+    fault_single_output(run, tmp / "stat", stat_error(), 3, "run/report.html", report);
+  }
 }
 
 TEST_CASE("trainer report refuses what is not a run or an experiment, naming it", "[report]") {

@@ -67,9 +67,12 @@ double cnn_wall(const Setting& s, const std::string& libdir, int64_t batches, st
                   s.env(libdir), CRUCIBLE_BIN_DIR, CRUCIBLE_SOURCE_DIR, run, batches),
       &status);
   const double wall = bench::seconds_since(start);
+  if (status != 0) {
+    crucible::util::try_remove_all(run);
+    throw std::runtime_error("trainer fit failed:\n" + log);
+  }
   *logged = cpu_line(run);
   crucible::util::remove_all(run);
-  if (status != 0) throw std::runtime_error("trainer fit failed:\n" + log);
   return wall;
 }
 

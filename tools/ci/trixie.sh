@@ -54,7 +54,10 @@ else
   configure_args=()
 fi
 rootfs=$cache/$flavor-root
-stamp_text="trixie $components ${packages[*]}"
+# The stamp also holds a digest of the script that selects the BLAS, so that a change to it remakes
+# the root.
+blas_hook="$repo/tools/openblas_openmp.sh"
+stamp_text="trixie $components ${packages[*]} $(sha256sum <"$blas_hook" | cut -c1-16)"
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "trixie.sh: needs root (mmdebstrap, mount, chroot)" >&2
@@ -76,7 +79,7 @@ if [ "$(cat "$rootfs/.crucible-stamp" 2>/dev/null)" != "$stamp_text" ]; then
     --aptopt='APT::Install-Recommends "false"' \
     --essential-hook='echo "nvidia-cudnn nvidia-cudnn/question select I Decline" |
       chroot "$1" debconf-set-selections' \
-    --customize-hook="chroot \"\$1\" bash -s < '$repo/tools/openblas_openmp.sh'" \
+    --customize-hook="chroot \"\$1\" bash -s < $(printf %q "$blas_hook")" \
     --customize-hook='rm -rf "$1"/var/cache/apt/archives/*.deb' \
     trixie "$rootfs.new" "$mirror"
   echo "$stamp_text" >"$rootfs.new/.crucible-stamp"

@@ -71,9 +71,16 @@ std::optional<std::string> recorded_library(const std::string& lib, const std::s
 std::string find_library(const std::string& lib, const std::string& config_dir) {
   if (auto recorded = recorded_library(lib, config_dir)) return *recorded;
   std::vector<std::string> tried;
+  // A place that cannot be looked up is passed over, as a search path's unreadable entries are,
+  // and listed with its cause should nothing be found.
   auto exists = [&](const std::string& p) {
-    tried.push_back(p);
-    return util::is_regular_file(p);
+    try {
+      tried.push_back(p);
+      return util::is_regular_file(p);
+    } catch (const std::exception& e) {
+      tried.back() = e.what();
+      return false;
+    }
   };
   if (looks_like_path(lib)) {
     if (util::is_absolute(lib)) {

@@ -71,8 +71,9 @@ std::string blas_oversubscription_warning(const BlasInfo& blas, int intra_op_thr
   }
   return fmt::format(
       "{} runs {} threads of its own beside LibTorch's {} OpenMP threads: they compete for the "
-      "cores, and CPU training can run several times slower (a 16x slower step was measured "
-      "with Debian 13's LibTorch 2.6). Use OpenBLAS's OpenMP build (Debian: install "
+      "cores, and CPU training can run many times slower (with Debian 13's LibTorch 2.6 on 2 "
+      "CPUs, a small MLP's step took 16 ms against 0.7 ms on the OpenMP build). Use OpenBLAS's "
+      "OpenMP build (Debian: install "
       "libopenblas0-openmp and select it with update-alternatives for libopenblas.so.0, "
       "libblas.so.3 and liblapack.so.3; tools/setup.sh does), or set OPENBLAS_NUM_THREADS=1 or "
       "OMP_NUM_THREADS=1",
