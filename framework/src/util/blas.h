@@ -34,7 +34,8 @@ std::string describe(const BlasInfo& blas);
 // A warning naming the cause and the fixes when `blas` runs a thread pool of its own (kPthreads)
 // with more than one thread while LibTorch runs `intra_op_threads` > 1 OpenMP threads: the two
 // pools then take turns on the same cores, and an operator that calls the BLAS from inside a
-// parallel region (LibTorch 2.x's im2col convolution does) starts a pool per call. "" otherwise.
+// parallel region (LibTorch 2.x's im2col convolution does) asks that pool for its threads from
+// every thread of the region. "" otherwise.
 std::string blas_oversubscription_warning(const BlasInfo& blas, int intra_op_threads);
 
 }  // namespace crucible::util
