@@ -4,6 +4,9 @@
 //   collectives  every collective, with values that reveal what each rank contributed
 //   die          rank 1 exits with code 3 right after joining; the others then allreduce
 //   hang         rank 1 sleeps forever after joining; the others then allreduce
+//   vanish       every rank all-reduces in a loop; rank 0 (which serves the store) exits with
+//                code 3 between or in the middle of them, so that the others write to its closed
+//                connections
 //   misleading   rank 1 prints a peer failure's words, waits past the timeout and fails on its
 //                own (exit 1), after the others gave up on it in their allreduce (exit 5)
 //   grad_sync    GradientSync on an MLP against all-gathered local gradients, with and without
@@ -193,6 +196,18 @@ int main(int argc, char** argv) {
     // all-reduce below, not while still connecting to it. The pause lets the barrier's last
     // messages arrive before rank 1's connections close.
     ctx.barrier();
+    if (mode == "vanish") {
+      if (ctx.rank() == 0) {
+        std::thread([] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
+          std::_Exit(3);
+        }).detach();
+      }
+      auto small = torch::ones({4});
+      for (int i = 0; i < 10000000; ++i) ctx.allreduce(small);
+      std::cout << "all-reduces returned" << std::endl;
+      return 0;
+    }
     if (ctx.rank() == 1) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       if (mode == "die") std::_Exit(3);

@@ -65,6 +65,22 @@ nlohmann::json result_of(const Finished& f) {
   return nlohmann::json::parse(f.log.substr(0, f.log.find('\n')));
 }
 
+// Checks that every rank but `lost` failed its allreduce within `limit_s` seconds of the start,
+// with kExitPeerLost and a message naming itself, the operation and `cause`.
+void check_peer_lost(const std::vector<Finished>& ranks, int lost, const std::string& cause,
+                     double limit_s) {
+  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
+    if (r == lost) continue;
+    const Finished& f = ranks[static_cast<size_t>(r)];
+    INFO(f.log);
+    CHECK(f.exit_code == crucible::kExitPeerLost);
+    CHECK_THAT(f.log,
+               Catch::Contains(fmt::format("error: rank {}: allreduce across ranks failed", r)) &&
+                   Catch::Contains(cause));
+    CHECK(f.seconds < limit_s);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("collectives across 2 and 3 ranks give exact results", "[dist]") {
@@ -115,27 +131,24 @@ TEST_CASE("a rank that dies makes the others fail, each naming itself and the op
   const auto ranks =
       run_world(3, "die", torchrun_world(3, free_port(), "CRUCIBLE_TEST_TIMEOUT_S=120"));
   CHECK(ranks[1].exit_code == 3);
-  for (int r : {0, 2}) {
-    INFO(ranks[static_cast<size_t>(r)].log);
-    CHECK(ranks[static_cast<size_t>(r)].exit_code == crucible::kExitPeerLost);
-    CHECK_THAT(ranks[static_cast<size_t>(r)].log,
-               Catch::Contains(fmt::format("error: rank {}: allreduce across ranks failed", r)) &&
-                   Catch::Contains("a peer rank died, hangs or is unreachable"));
-    CHECK(ranks[static_cast<size_t>(r)].seconds < 60);  // the closed connection, not the timeout
+  // The closed connection tells them, not the timeout.
+  check_peer_lost(ranks, 1, "a peer rank died, hangs or is unreachable", 60);
+}
+
+TEST_CASE("a rank that vanishes while the others send to it makes them fail, not die of SIGPIPE",
+          "[dist]") {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const auto ranks =
+        run_world(3, "vanish", torchrun_world(3, free_port(), "CRUCIBLE_TEST_TIMEOUT_S=120"));
+    CHECK(ranks[0].exit_code == 3);
+    check_peer_lost(ranks, 0, "a peer rank died, hangs or is unreachable", 60);
   }
 }
 
 TEST_CASE("a rank that hangs makes the others fail within the timeout", "[dist]") {
   const auto ranks = run_world(
       3, "hang", torchrun_world(3, free_port(), "CRUCIBLE_TEST_TIMEOUT_S=3"), 30, /*hanging=*/1);
-  for (int r : {0, 2}) {
-    INFO(ranks[static_cast<size_t>(r)].log);
-    CHECK(ranks[static_cast<size_t>(r)].exit_code == crucible::kExitPeerLost);
-    CHECK_THAT(ranks[static_cast<size_t>(r)].log,
-               Catch::Contains(fmt::format("error: rank {}: allreduce across ranks failed", r)) &&
-                   Catch::Contains("timeout 3 s"));
-    CHECK(ranks[static_cast<size_t>(r)].seconds < 15);
-  }
+  check_peer_lost(ranks, 1, "timeout 3 s", 15);
   CHECK(ranks[1].exit_code == -1);  // still hanging when the others gave up: killed by the test
 }
 

@@ -152,7 +152,9 @@ TrialFactory check_experiment(const ExperimentConfig& config);
 // resources.distributed_backend picks. Every wait for another rank fails after
 // resources.distributed_timeout_seconds, or $CRUCIBLE_DIST_TIMEOUT seconds when set. Returns
 // nullopt when the environment describes no run. Throws UsageError naming a malformed variable,
-// and TrainingError naming the rank and the address when a peer cannot be reached.
+// and TrainingError naming the rank and the address when a peer cannot be reached. Where
+// SIGPIPE has its default action, it gets a handler that does nothing, so that a peer that goes
+// away fails the collective writing to it rather than killing this process.
 std::optional<DistributedContext> join_launched_run(const ExperimentConfig& config);
 
 }  // namespace crucible

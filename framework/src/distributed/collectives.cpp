@@ -10,6 +10,7 @@
 
 #include <crucible/errors.h>
 
+#include "util/broken_pipes.h"
 #include "util/error_text.h"
 
 namespace crucible::detail {
@@ -150,6 +151,7 @@ c10::intrusive_ptr<dist::Group> nccl_group(const Rendezvous& r,
 DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeout, bool nccl) {
   const Topology& t = r.topology;
   if (t.size == 1) return DistributedContext();
+  util::survive_broken_pipes();
   const std::string where = fmt::format("rank {}: rendezvous at {}:{} ({})", t.rank, r.master_addr,
                                         r.master_port, r.source);
   c10::intrusive_ptr<c10d::Store> store;

@@ -76,8 +76,10 @@ namespace crucible::dist {
 // Joins the run `rendezvous` describes: connects to (rank 0: serves) the TCPStore at
 // master_addr:master_port and builds a Gloo process group over it, and with `nccl` an NCCL
 // process group for CUDA tensors too (requires nccl_built()). Every wait (the rendezvous, each
-// collective) fails after `timeout`. Throws TrainingError naming the rank, the address and the
-// cause when the store or a peer cannot be reached.
+// collective) fails after `timeout`. A peer that closes its connections makes the collective that
+// writes to them fail, not this process die of SIGPIPE (util::survive_broken_pipes). Throws
+// TrainingError naming the rank, the address and the cause when the store or a peer cannot be
+// reached.
 DistributedContext connect(const Rendezvous& rendezvous, std::chrono::milliseconds timeout,
                            bool nccl = false);
 

@@ -21,6 +21,7 @@
 
 #include "distributed/c10d_compat.h"
 #include "launch/process.h"
+#include "util/broken_pipes.h"
 #include "util/cpus.h"
 #include "util/error_text.h"
 
@@ -246,6 +247,7 @@ class Supervisor {
 }  // namespace
 
 c10::intrusive_ptr<c10d::TCPStore> serve_store(const std::string& host, int port) {
+  util::survive_broken_pipes();
   try {
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(port);

@@ -46,7 +46,9 @@ struct LaunchResult {
 
 // Serves a rendezvous store (a c10d TCPStore) at host:port, port 0 picking a free one (getPort()
 // tells which). Workers started with CRUCIBLE_STORE_HOSTED=1 connect to it as clients. Throws
-// crucible::Error naming the address when it cannot be served.
+// crucible::Error naming the address when it cannot be served. A worker that goes away while the
+// store answers it must not kill this process: SIGPIPE is made harmless first
+// (util::survive_broken_pipes).
 c10::intrusive_ptr<c10d::TCPStore> serve_store(const std::string& host, int port);
 
 // Serves the rendezvous store (node 0), starts `slots` workers, writes each line of their stdout

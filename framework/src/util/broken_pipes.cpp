@@ -1,0 +1,25 @@
+#include "util/broken_pipes.h"
+
+#include <signal.h>
+
+namespace crucible::util {
+namespace {
+
+void ignore_signal(int) {}
+
+}  // namespace
+
+void survive_broken_pipes() {
+  struct sigaction current = {};
+  if (sigaction(SIGPIPE, nullptr, &current) != 0 || current.sa_handler != SIG_DFL ||
+      (current.sa_flags & SA_SIGINFO) != 0) {
+    return;
+  }
+  struct sigaction action = {};
+  action.sa_handler = ignore_signal;
+  action.sa_flags = SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGPIPE, &action, nullptr);
+}
+
+}  // namespace crucible::util

@@ -1,0 +1,13 @@
+#pragma once
+
+namespace crucible::util {
+
+// Makes a write to a socket or pipe whose reader has gone fail with EPIPE in this process instead
+// of killing it with SIGPIPE, so that the writer can report the closed connection. Only when
+// SIGPIPE still has its default action: it then gets a handler that does nothing, which (unlike
+// SIG_IGN) programs this process later execs do not inherit. A disposition the program set itself
+// is kept. Required before this process talks to other ranks or serves them a store, since Gloo
+// writes to its sockets without MSG_NOSIGNAL. Safe to call from any thread, any number of times.
+void survive_broken_pipes();
+
+}  // namespace crucible::util
