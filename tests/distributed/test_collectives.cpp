@@ -145,6 +145,28 @@ TEST_CASE("a rank that vanishes while the others send to it makes them fail, not
   }
 }
 
+TEST_CASE("a rank that fails before joining makes the others fail after the timeout, naming it",
+          "[dist]") {
+  const auto env = torchrun_world(3, free_port(), "CRUCIBLE_TEST_TIMEOUT_S=3");
+  const auto ranks = run_world(3, "collectives", [&](int rank) {
+    // A malformed variable stops rank 1 before it reaches the store.
+    return rank == 1 ? env(rank) + " WORLD_SIZE=three" : env(rank);
+  });
+  CHECK(ranks[1].exit_code == crucible::kExitBadUsage);
+  for (int r : {0, 2}) {
+    const Finished& f = ranks[static_cast<size_t>(r)];
+    INFO(f.log);
+    CHECK(f.exit_code == crucible::kExitPeerLost);
+    CHECK(f.seconds < 15);
+    CHECK_THAT(f.log, Catch::Contains(fmt::format("error: rank {}: rendezvous at ", r)));
+    // Rank 0 serves the store: once it gave up, rank 2 may find the store gone before its own
+    // timeout.
+    if (r == 0 || f.log.find("the store stopped answering") == std::string::npos) {
+      CHECK_THAT(f.log, Catch::Contains("failed: rank 1 had not joined after 3 s"));
+    }
+  }
+}
+
 TEST_CASE("a rank that hangs makes the others fail within the timeout", "[dist]") {
   const auto ranks = run_world(
       3, "hang", torchrun_world(3, free_port(), "CRUCIBLE_TEST_TIMEOUT_S=3"), 30, /*hanging=*/1);
