@@ -26,7 +26,9 @@ namespace {
 
 constexpr int64_t kBatches = 48;   // checkpoints at 20, 32, 40 and 48, one deleted
 constexpr double kEndWithin = 60;  // seconds one rank may take to end after the other did
-constexpr int kTimeout = 20;       // seconds a rank waits for the other (CRUCIBLE_DIST_TIMEOUT)
+// Seconds a rank of a run with a fault waits for the other (CRUCIBLE_DIST_TIMEOUT); the runs
+// without one keep the default 300 s.
+constexpr int kTimeout = 20;
 const std::string kShort = " --set max_length.batches=48 --slots 2 --quiet";
 
 struct Runs {
@@ -46,21 +48,23 @@ std::string resume_command(const std::string& run) {
   return kTrainer + " fit --resume " + run + " --quiet";
 }
 
-// The variables of rank `rank` of a 2-rank run whose store is at `port`.
-std::string rank_env(int rank, int port) {
-  return torchrun_env(rank, 2, port) + " CRUCIBLE_DIST_TIMEOUT=" + std::to_string(kTimeout);
+// The variables of rank `rank` of a 2-rank run whose store is at `port`; with `faulted_run`,
+// CRUCIBLE_DIST_TIMEOUT=kTimeout too, for a rank whose peer may fail before joining.
+std::string rank_env(int rank, int port, bool faulted_run) {
+  const std::string env = torchrun_env(rank, 2, port);
+  return faulted_run ? env + " CRUCIBLE_DIST_TIMEOUT=" + std::to_string(kTimeout) : env;
 }
 
-// One rank of a 2-rank run, started on construction with torchrun's variables and `command`
+// One rank of a 2-rank run, started on construction with rank_env's variables and `command`
 // (which writes or resumes `run`), that meets no fault; the other rank is the caller's to start
 // with the same port.
 class UnfaultedRank {
  public:
-  UnfaultedRank(int rank, const std::string& command, const std::string& run)
+  UnfaultedRank(int rank, const std::string& command, const std::string& run, bool faulted_run)
       : rank_(rank),
         port_(free_port()),
         log_(run + ".rank" + std::to_string(rank) + ".log"),
-        child_(rank_env(rank, port_) + " " + command, log_) {}
+        child_(rank_env(rank, port_, faulted_run) + " " + command, log_) {}
   int port() const { return port_; }
   // Waits up to kEndWithin seconds for the exit; fails the calling test when it does not come.
   int wait_exit() {
@@ -84,9 +88,9 @@ class UnfaultedRank {
 template <typename Command>
 CommandResult run_pair(int faulted, const Command& command, const std::string& run,
                        const Fault& fault, const std::string& trace, CommandResult& other) {
-  UnfaultedRank unfaulted(1 - faulted, command(run), run);
-  CommandResult r = run_command(
-      with_faults(rank_env(faulted, unfaulted.port()) + " " + command(run), run, fault, trace));
+  UnfaultedRank unfaulted(1 - faulted, command(run), run, fault.at > 0);
+  CommandResult r = run_command(with_faults(
+      rank_env(faulted, unfaulted.port(), fault.at > 0) + " " + command(run), run, fault, trace));
   other.exit_code = unfaulted.wait_exit();
   other.output = unfaulted.output();
   return r;
@@ -140,10 +144,10 @@ void fault_rank(const Runs& runs, int faulted, const Fault& fault, size_t min_si
       read_trace(traced + ".trace"), fault, min_sites, runs.tmp.path(),
       [&](const std::string& run) {
         prepare(run);
-        pending = std::make_unique<UnfaultedRank>(1 - faulted, command(run), run);
+        pending = std::make_unique<UnfaultedRank>(1 - faulted, command(run), run, true);
       },
       [&](const std::string& run) {
-        return rank_env(faulted, pending->port()) + " " + command(run);
+        return rank_env(faulted, pending->port(), true) + " " + command(run);
       },
       [&](const std::string& run, const CommandResult& r) {
         check_fault_outcome(r, run, fault, run + "/trainer.log");

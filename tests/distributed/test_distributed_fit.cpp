@@ -385,8 +385,10 @@ TEST_CASE("a SIGKILLed worker is named: killing the launcher leaves no worker", 
   }
 }
 
-TEST_CASE("a 2-slot run killed or preempted, then resumed, ends bitwise identical",
-          "[dist][fit][resume]") {
+TEST_CASE(
+    "a 2-slot run killed, preempted or cut off from its console, then resumed, ends bitwise "
+    "identical",
+    "[dist][fit][resume]") {
   TempDir tmp;
   const std::string reference = tmp / "reference";
   auto full = run_command(kTrainer + " fit " + resumable_config(tmp, 0) + " --slots 2 --quiet " +
@@ -405,7 +407,20 @@ TEST_CASE("a 2-slot run killed or preempted, then resumed, ends bitwise identica
     signal = SIGTERM;
     expected_exit = 4;
   }
-  {
+  SECTION("the launcher's console closed: every rank stops at the same batch, checkpointed") {
+    signal = SIGPIPE;  // not sent: the reader of the launcher's stdout ends after batch 35
+  }
+  if (signal == SIGPIPE) {
+    const auto piped =
+        run_command("bash -o pipefail -c \"" + kTrainer + " fit " + resumable_config(tmp, 20) +
+                    " --slots 2 --output " + run + " | sed -n '/batch *35 /{p;q}'\"");
+    INFO(piped.output);
+    CHECK(piped.exit_code == 4);
+    CHECK_THAT(piped.output, Catch::Contains("the launcher's standard output was closed: "
+                                             "stopping every rank as on SIGTERM"));
+    // The stop checkpoint is newer than the periodic one at 40: the next report (42) failed.
+    CHECK(latest(run) > "batch-0000000040");
+  } else {
     Child launcher(
         kTrainer + " fit " + resumable_config(tmp, 20) + " --slots 2 --quiet --output " + run,
         tmp / "log");

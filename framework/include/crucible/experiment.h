@@ -151,8 +151,10 @@ TrialFactory check_experiment(const ExperimentConfig& config);
 // a Slurm step's SLURM_*): connects to the rendezvous store and builds the process groups that
 // resources.distributed_backend picks. Every wait for another rank fails after
 // resources.distributed_timeout_seconds, or $CRUCIBLE_DIST_TIMEOUT seconds when set. Returns
-// nullopt when the environment describes no run. Throws UsageError naming a malformed variable,
-// and TrainingError naming the rank and the address when a peer cannot be reached. Where
+// nullopt when the environment describes no run. Throws UsageError naming a malformed variable;
+// PeerLostError (exit 5) naming the rank, the address and the cause when the store does not
+// answer or another rank does not join in time (naming that rank); TrainingError when this rank
+// cannot serve the store or build its process groups. Where
 // SIGPIPE has its default action, it gets a handler that does nothing, so that a peer that goes
 // away fails the collective writing to it rather than killing this process.
 std::optional<DistributedContext> join_launched_run(const ExperimentConfig& config);

@@ -6,13 +6,11 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-#include <thread>
-
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <crucible/errors.h>
 
+#include "distributed/roll_call.h"
 #include "util/broken_pipes.h"
 #include "util/error_text.h"
 
@@ -120,32 +118,6 @@ bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
 }
 
-// Announces rank t.rank on `store` (keys under `prefix`) and waits until all t.size ranks have.
-// Throws PeerLostError naming the ranks that had not after `timeout`.
-void wait_for_every_rank(c10d::Store& store, const std::string& prefix, const Topology& t,
-                         std::chrono::milliseconds timeout, const std::string& where) {
-  const auto joined = [&](int64_t rank) { return prefix + "joined/rank" + std::to_string(rank); };
-  store.set(joined(t.rank), std::vector<uint8_t>{1});
-  const std::string count = prefix + "joined/count";
-  store.add(count, 1);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (store.add(count, 0) < t.size) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      std::vector<int64_t> missing;
-      for (int64_t rank = 0; rank < t.size; ++rank) {
-        if (!store.check({joined(rank)})) missing.push_back(rank);
-      }
-      const bool one = missing.size() == 1;
-      throw PeerLostError(fmt::format(
-          "{} failed: {} {} had not joined after {} s (resources.distributed_timeout_seconds, "
-          "or $CRUCIBLE_DIST_TIMEOUT); {} failed before joining, hangs or cannot reach the store",
-          where, one ? "rank" : "ranks", fmt::join(missing, ", "), timeout.count() / 1000.0,
-          one ? "it" : "they"));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
 // An NCCL group over `store` (its own key prefix). A collective a peer never joins aborts the
 // communicator after `timeout` (TORCH_NCCL_ASYNC_ERROR_HANDLING, unless set), so a dead or hung
 // rank cannot hang the others on the GPU.
@@ -184,29 +156,26 @@ DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeou
   const std::string where = fmt::format("rank {}: rendezvous at {}:{} ({})", t.rank, r.master_addr,
                                         r.master_port, r.source);
   c10::intrusive_ptr<c10d::Store> store;
+  // Rank 0 serves the store unless the launcher does. The store does not count the workers: the
+  // roll call does, and names the ranks that do not come.
+  const bool serves_store = t.rank == 0 && !r.store_hosted;
   try {
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(r.master_port);
-    // Rank 0 serves the store unless the launcher does. The store does not count the workers:
-    // wait_for_every_rank does, and names the ranks that do not come.
-    options.isServer = t.rank == 0 && !r.store_hosted;
+    options.isServer = serves_store;
     options.waitWorkers = false;
     options.timeout = timeout;
     store = open_tcp_store(r.master_addr, options);
   } catch (const std::exception& e) {
-    throw TrainingError(fmt::format("{} failed: {}", where, first_line(e)));
+    if (serves_store) throw TrainingError(fmt::format("{} failed: {}", where, first_line(e)));
+    throw PeerLostError(fmt::format(
+        "{} failed: no store answered within {} s ({}); {}, which serves it, failed before "
+        "serving, hangs, or cannot be reached",
+        where, timeout.count() / 1000.0, first_line(e),
+        r.store_hosted ? "the launcher" : "rank 0"));
   }
   const std::string prefix = r.store_prefix + "crucible/";
-  try {
-    wait_for_every_rank(*store, prefix, t, timeout, where);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw PeerLostError(fmt::format(
-        "{} failed: the store stopped answering while this rank waited for the others to join "
-        "({}); whoever serves it (rank 0 or the launcher) ended or cannot be reached",
-        where, first_line(e)));
-  }
+  roll_call(*store, prefix, t, timeout, where, serves_store);
   c10::intrusive_ptr<dist::Group> group;
   try {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);

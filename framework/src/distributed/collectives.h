@@ -74,12 +74,13 @@ struct DistributedAccess {
 namespace crucible::dist {
 
 // Joins the run `rendezvous` describes: connects to (rank 0: serves) the TCPStore at
-// master_addr:master_port and builds a Gloo process group over it, and with `nccl` an NCCL
-// process group for CUDA tensors too (requires nccl_built()). Every wait (the rendezvous, each
-// collective) fails after `timeout`. A peer that closes its connections makes the collective that
-// writes to them fail, not this process die of SIGPIPE (util::survive_broken_pipes). Throws
-// TrainingError naming the rank, the address and the cause when the store or a peer cannot be
-// reached.
+// master_addr:master_port, holds the roll call (every rank must come within `timeout`) and builds
+// a Gloo process group over the store, and with `nccl` an NCCL process group for CUDA tensors too
+// (requires nccl_built()). Every wait (the rendezvous, each collective) fails after `timeout`. A
+// peer that closes its connections makes the collective that writes to them fail, not this
+// process die of SIGPIPE (util::survive_broken_pipes). Throws PeerLostError naming the rank, the
+// address and the cause when the store does not answer or a rank does not come (roll_call), and
+// TrainingError when this rank cannot serve the store or build its groups.
 DistributedContext connect(const Rendezvous& rendezvous, std::chrono::milliseconds timeout,
                            bool nccl = false);
 

@@ -160,6 +160,13 @@ class Supervisor {
     } else {
       err_ << "[rank " << w.rank << "] " << line << std::endl;
     }
+    if ((!out_ || !err_) && !console_lost_) {
+      console_lost_ = true;
+      (out_ ? out_ : err_) << "the launcher's " << (out_ ? "standard error" : "standard output")
+                           << " was closed: stopping every rank as on SIGTERM, with a checkpoint"
+                           << std::endl;
+      signal_running(SIGTERM);
+    }
     w.tail.push_back(line);
     while (w.tail.size() > options_.tail_lines) w.tail.pop_front();
   }
@@ -238,6 +245,7 @@ class Supervisor {
   std::ostream& err_;
   std::vector<Worker> workers_;
   std::vector<const Worker*> failures_;  // in the order they were reaped
+  bool console_lost_ = false;            // out_ or err_ failed and the workers were stopped
   std::optional<Clock::time_point> first_failure_at_;
   const Worker* failed_ = nullptr;
   std::vector<int64_t> unresponsive_;  // ranks running when only peer-wait failures had come
@@ -265,6 +273,7 @@ LaunchResult launch(const LaunchOptions& options, std::ostream& out, std::ostrea
   if (options.nnodes > 1 && options.master_port == 0) {
     throw UsageError("a run over several nodes needs --master-port (and --master-addr)");
   }
+  util::survive_broken_pipes();
   c10::intrusive_ptr<c10d::TCPStore> store;
   int port = options.master_port;
   if (options.node_rank == 0) {

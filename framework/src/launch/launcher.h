@@ -47,8 +47,8 @@ struct LaunchResult {
 // Serves a rendezvous store (a c10d TCPStore) at host:port, port 0 picking a free one (getPort()
 // tells which). Workers started with CRUCIBLE_STORE_HOSTED=1 connect to it as clients. Throws
 // crucible::Error naming the address when it cannot be served. A worker that goes away while the
-// store answers it must not kill this process: SIGPIPE is made harmless first
-// (util::survive_broken_pipes).
+// store answers it must not kill this process (the libuv server writes without MSG_NOSIGNAL):
+// SIGPIPE is made harmless first (util::survive_broken_pipes).
 c10::intrusive_ptr<c10d::TCPStore> serve_store(const std::string& host, int port);
 
 // Serves the rendezvous store (node 0), starts `slots` workers, writes each line of their stdout
@@ -56,9 +56,12 @@ c10::intrusive_ptr<c10d::TCPStore> serve_store(const std::string& host, int port
 // plain_rank0_stdout), and waits for them. When one
 // exits non-zero or is killed, the others get a second to fail too (the failure reported is then
 // one that was not caused by a lost peer), then SIGTERM and, after `grace`, SIGKILL. SIGTERM,
-// SIGUSR1 and SIGINT sent to the launcher are forwarded to every worker. Workers run in their own
-// process group and die with the launcher (PR_SET_PDEATHSIG): none is ever left behind. Throws
-// crucible::Error when a worker cannot be started or the store cannot be served.
+// SIGUSR1 and SIGINT sent to the launcher are forwarded to every worker. When `out` or `err`
+// can no longer be written (a pipe whose reader ended: SIGPIPE is made harmless first,
+// util::survive_broken_pipes), the workers get SIGTERM, so the run stops with a checkpoint as
+// if the launcher had been sent it, and the cause goes to the stream still open. Workers run in
+// their own process group and die with the launcher (PR_SET_PDEATHSIG): none is ever left
+// behind. Throws crucible::Error when a worker cannot be started or the store cannot be served.
 LaunchResult launch(const LaunchOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace crucible::launch

@@ -7,7 +7,8 @@ namespace crucible::util {
 // SIGPIPE still has its default action: it then gets a handler that does nothing, which (unlike
 // SIG_IGN) programs this process later execs do not inherit. A disposition the program set itself
 // is kept. Required before this process talks to other ranks or serves them a store, since Gloo
-// writes to its sockets without MSG_NOSIGNAL. Safe to call from any thread, any number of times.
+// writes to its sockets without MSG_NOSIGNAL. May be called any number of times, from any thread;
+// a disposition another thread sets at the same moment may be replaced by the handler.
 void survive_broken_pipes();
 
 }  // namespace crucible::util
