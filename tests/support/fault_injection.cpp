@@ -2,14 +2,14 @@
 // what a process does when its disk fills up or its storage returns errors.
 //
 // It interposes the C library's file calls (open and fopen in their variants, write, writev,
-// pwrite, fsync, fdatasync, read, pread, rename, mkdir, unlink, rmdir, ftruncate and their *at
-// forms), whichever library makes them: Crucible's own POSIX calls and libstdc++'s streams alike.
+// pwrite, fsync, fdatasync, read, pread, readdir, rename, mkdir, unlink, rmdir, ftruncate and
+// their *at forms), whichever library makes them: Crucible's own POSIX calls and libstdc++'s streams alike.
 // A call counts when its path, or the path its descriptor was opened with, lies under
 // CRUCIBLE_FAULT_DIR, and its kind is one of CRUCIBLE_FAULT_OPS. Kinds:
 //   create    an open that may create or truncate (O_CREAT, O_TRUNC, fopen for writing, creat)
 //   open      any other open of an existing file or directory (opendir included)
 //   write     write, writev, pwrite         fsync    fsync, fdatasync
-//   read      read, pread                   rename   rename, renameat, renameat2
+//   read      read, pread, readdir          rename   rename, renameat, renameat2
 //   mkdir     mkdir, mkdirat                unlink   unlink, unlinkat, rmdir
 //   truncate  ftruncate, truncate         stat     stat, lstat, fstatat (a path's, not an fd's)
 // Environment:
@@ -358,6 +358,19 @@ ssize_t read(int fd, void* buf, size_t n) {
   static ssize_t (*cache)(int, void*, size_t) = nullptr;
   if (fault_fd(kRead, fd)) return -1;
   return real("read", cache)(fd, buf, n);
+}
+
+// A failed readdir returns NULL with errno set; the end of the directory leaves errno alone.
+struct dirent* readdir(DIR* d) {
+  static struct dirent* (*cache)(DIR*) = nullptr;
+  if (fault_fd(kRead, dirfd(d))) return nullptr;
+  return real("readdir", cache)(d);
+}
+
+struct dirent64* readdir64(DIR* d) {
+  static struct dirent64* (*cache)(DIR*) = nullptr;
+  if (fault_fd(kRead, dirfd(d))) return nullptr;
+  return real("readdir64", cache)(d);
 }
 
 ssize_t pread(int fd, void* buf, size_t n, off_t offset) {
