@@ -21,11 +21,7 @@ namespace {
 constexpr int64_t kBatches = 48;  // 1.5 epochs: checkpoints at 20, 32, 40 and 48, one deleted
 const std::string kShort = " --set max_length.batches=48";
 
-struct Runs {
-  TempDir tmp;
-  std::string config = resumable_config(tmp, 0);
-  std::string reference = tmp / "reference";
-};
+using Runs = ResumableRuns;
 
 // `trainer fit` of the short run into `run`.
 std::string fit_command(const Runs& runs, const std::string& run) {

@@ -65,18 +65,18 @@ nlohmann::json result_of(const Finished& f) {
   return nlohmann::json::parse(f.log.substr(0, f.log.find('\n')));
 }
 
-// Checks that every rank but `lost` failed its allreduce within `limit_s` seconds of the start,
-// with kExitPeerLost and a message naming itself, the operation and `cause`.
+// Checks that every rank but `lost` failed within `limit_s` seconds of the start, with
+// kExitPeerLost and the message "error: rank R: `operation`...", naming `cause`.
 void check_peer_lost(const std::vector<Finished>& ranks, int lost, const std::string& cause,
-                     double limit_s) {
+                     double limit_s,
+                     const std::string& operation = "allreduce across ranks failed") {
   for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
     if (r == lost) continue;
     const Finished& f = ranks[static_cast<size_t>(r)];
     INFO(f.log);
     CHECK(f.exit_code == crucible::kExitPeerLost);
-    CHECK_THAT(f.log,
-               Catch::Contains(fmt::format("error: rank {}: allreduce across ranks failed", r)) &&
-                   Catch::Contains(cause));
+    CHECK_THAT(f.log, Catch::Contains(fmt::format("error: rank {}: {}", r, operation)) &&
+                          Catch::Contains(cause));
     CHECK(f.seconds < limit_s);
   }
 }
@@ -154,17 +154,11 @@ TEST_CASE("a rank that fails before joining makes the others fail after the time
       return rank == missing ? env(rank) + " WORLD_SIZE=three" : env(rank);
     });
     CHECK(ranks[static_cast<size_t>(missing)].exit_code == crucible::kExitBadUsage);
-    for (int r = 0; r < 3; ++r) {
-      if (r == missing) continue;
-      const Finished& f = ranks[static_cast<size_t>(r)];
-      INFO(f.log);
-      CHECK(f.exit_code == crucible::kExitPeerLost);
-      CHECK(f.seconds < 15);
-      CHECK_THAT(f.log, Catch::Contains(fmt::format("error: rank {}: rendezvous at ", r)));
-      // Rank 0 serves the store; the first rank to give up records who was missing for all.
-      CHECK_THAT(f.log, Catch::Contains(missing == 0 ? "failed: no store answered within 3 s"
-                                                     : "failed: rank 1 had not joined after 3 s"));
-    }
+    // Rank 0 serves the store; the first rank to give up records who was missing for all.
+    check_peer_lost(ranks, missing,
+                    missing == 0 ? "failed: no store answered within 3 s"
+                                 : "failed: rank 1 had not joined after 3 s",
+                    15, "rendezvous at ");
   }
 }
 

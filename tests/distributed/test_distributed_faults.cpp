@@ -31,11 +31,7 @@ constexpr double kEndWithin = 60;  // seconds one rank may take to end after the
 constexpr int kTimeout = 20;
 const std::string kShort = " --set max_length.batches=48 --slots 2 --quiet";
 
-struct Runs {
-  TempDir tmp;
-  std::string config = resumable_config(tmp, 0);
-  std::string reference = tmp / "reference";
-};
+using Runs = ResumableRuns;
 
 // `trainer fit` of the short run into `run` on 2 slots (the built-in launcher, or one rank of an
 // outside launcher's when run with its variables).

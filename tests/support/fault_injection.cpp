@@ -3,9 +3,9 @@
 //
 // It interposes the C library's file calls (open and fopen in their variants, write, writev,
 // pwrite, fsync, fdatasync, read, pread, readdir, rename, mkdir, unlink, rmdir, ftruncate and
-// their *at forms), whichever library makes them: Crucible's own POSIX calls and libstdc++'s streams alike.
-// A call counts when its path, or the path its descriptor was opened with, lies under
-// CRUCIBLE_FAULT_DIR, and its kind is one of CRUCIBLE_FAULT_OPS. Kinds:
+// their *at forms), whichever library makes them: Crucible's own POSIX calls and libstdc++'s
+// streams alike. A call counts when its path, or the path its descriptor was opened with, lies
+// under CRUCIBLE_FAULT_DIR, and its kind is one of CRUCIBLE_FAULT_OPS. Kinds:
 //   create    an open that may create or truncate (O_CREAT, O_TRUNC, fopen for writing, creat)
 //   open      any other open of an existing file or directory (opendir included)
 //   write     write, writev, pwrite         fsync    fsync, fdatasync
@@ -243,6 +243,29 @@ FILE* do_fopen(const char* name, FopenFn& cache, const char* path, const char* m
   return f;
 }
 
+// A look-up of `path` (relative to `dirfd`) through the real `name`, unless it is to fail. An
+// fstatat of the descriptor itself (AT_EMPTY_PATH with "") is not a path's look-up.
+template <typename Stat>
+int do_fstatat(const char* name, int (*&cache)(int, const char*, Stat*, int), int dirfd,
+               const char* path, Stat* st, int flags) {
+  if (!((flags & AT_EMPTY_PATH) && path[0] == '\0') && fault_at(kStat, dirfd, path)) return -1;
+  return real(name, cache)(dirfd, path, st, flags);
+}
+
+template <typename Stat>
+int do_stat(const char* name, int (*&cache)(const char*, Stat*), const char* path, Stat* st) {
+  if (fault_at(kStat, AT_FDCWD, path)) return -1;
+  return real(name, cache)(path, st);
+}
+
+// A readdir through the real `name`, unless it is to fail: then NULL with errno set (the end of
+// the directory leaves errno alone).
+template <typename Entry>
+Entry* do_readdir(const char* name, Entry* (*&cache)(DIR*), DIR* d) {
+  if (fault_fd(kRead, dirfd(d))) return nullptr;
+  return real(name, cache)(d);
+}
+
 }  // namespace
 
 extern "C" {
@@ -360,17 +383,13 @@ ssize_t read(int fd, void* buf, size_t n) {
   return real("read", cache)(fd, buf, n);
 }
 
-// A failed readdir returns NULL with errno set; the end of the directory leaves errno alone.
 struct dirent* readdir(DIR* d) {
   static struct dirent* (*cache)(DIR*) = nullptr;
-  if (fault_fd(kRead, dirfd(d))) return nullptr;
-  return real("readdir", cache)(d);
+  return do_readdir("readdir", cache, d);
 }
-
 struct dirent64* readdir64(DIR* d) {
   static struct dirent64* (*cache)(DIR*) = nullptr;
-  if (fault_fd(kRead, dirfd(d))) return nullptr;
-  return real("readdir64", cache)(d);
+  return do_readdir("readdir64", cache, d);
 }
 
 ssize_t pread(int fd, void* buf, size_t n, off_t offset) {
@@ -450,38 +469,27 @@ int mkdirat(int dirfd, const char* path, mode_t mode) {
 // test that finds fewer look-up sites than it requires shows where calls went by unseen.
 int stat(const char* path, struct stat* st) {
   static int (*cache)(const char*, struct stat*) = nullptr;
-  if (fault_at(kStat, AT_FDCWD, path)) return -1;
-  return real("stat", cache)(path, st);
+  return do_stat("stat", cache, path, st);
 }
-
 int stat64(const char* path, struct stat64* st) {
   static int (*cache)(const char*, struct stat64*) = nullptr;
-  if (fault_at(kStat, AT_FDCWD, path)) return -1;
-  return real("stat64", cache)(path, st);
+  return do_stat("stat64", cache, path, st);
 }
-
 int lstat(const char* path, struct stat* st) {
   static int (*cache)(const char*, struct stat*) = nullptr;
-  if (fault_at(kStat, AT_FDCWD, path)) return -1;
-  return real("lstat", cache)(path, st);
+  return do_stat("lstat", cache, path, st);
 }
-
 int lstat64(const char* path, struct stat64* st) {
   static int (*cache)(const char*, struct stat64*) = nullptr;
-  if (fault_at(kStat, AT_FDCWD, path)) return -1;
-  return real("lstat64", cache)(path, st);
+  return do_stat("lstat64", cache, path, st);
 }
-
 int fstatat(int dirfd, const char* path, struct stat* st, int flags) {
   static int (*cache)(int, const char*, struct stat*, int) = nullptr;
-  if (!((flags & AT_EMPTY_PATH) && path[0] == '\0') && fault_at(kStat, dirfd, path)) return -1;
-  return real("fstatat", cache)(dirfd, path, st, flags);
+  return do_fstatat("fstatat", cache, dirfd, path, st, flags);
 }
-
 int fstatat64(int dirfd, const char* path, struct stat64* st, int flags) {
   static int (*cache)(int, const char*, struct stat64*, int) = nullptr;
-  if (!((flags & AT_EMPTY_PATH) && path[0] == '\0') && fault_at(kStat, dirfd, path)) return -1;
-  return real("fstatat64", cache)(dirfd, path, st, flags);
+  return do_fstatat("fstatat64", cache, dirfd, path, st, flags);
 }
 
 int unlink(const char* path) {

@@ -41,6 +41,14 @@ reproducibility: {experiment_seed: 11}
   return path;
 }
 
+// A temporary directory holding resumable_config(tmp, 0), and where in it a reference run (one
+// that met no fault or interruption) goes.
+struct ResumableRuns {
+  TempDir tmp;
+  std::string config = resumable_config(tmp, 0);
+  std::string reference = tmp / "reference";
+};
+
 // Runs resumable_config(dir, sleep_ms) to its end in `dir`/run with `trainer fit --quiet` and
 // `args`, and returns that run directory; fails the calling test when the fit fails.
 inline std::string finished_resumable_run(const TempDir& dir, int64_t sleep_ms = 0,

@@ -154,9 +154,9 @@ TrialFactory check_experiment(const ExperimentConfig& config);
 // nullopt when the environment describes no run. Throws UsageError naming a malformed variable;
 // PeerLostError (exit 5) naming the rank, the address and the cause when the store does not
 // answer or another rank does not join in time (naming that rank); TrainingError when this rank
-// cannot serve the store or build its process groups. Where
-// SIGPIPE has its default action, it gets a handler that does nothing, so that a peer that goes
-// away fails the collective writing to it rather than killing this process.
+// cannot serve the store or build its process groups. Where SIGPIPE has its default action, it
+// gets a handler that does nothing, so that a peer that goes away fails the collective writing
+// to it rather than killing this process.
 std::optional<DistributedContext> join_launched_run(const ExperimentConfig& config);
 
 }  // namespace crucible
