@@ -28,7 +28,7 @@ constexpr int64_t kBatches = 48;   // checkpoints at 20, 32, 40 and 48, one dele
 constexpr double kEndWithin = 60;  // seconds one rank may take to end after the other did
 // Seconds a rank of a run with a fault waits for the other (CRUCIBLE_DIST_TIMEOUT); the runs
 // without one keep the default 300 s.
-constexpr int kTimeout = 20;
+constexpr int kTimeout = 8;
 const std::string kShort = " --set max_length.batches=48 --slots 2 --quiet";
 
 using Runs = ResumableRuns;
