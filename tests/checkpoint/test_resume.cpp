@@ -118,10 +118,10 @@ early_stopping: {metric: loss, smaller_is_better: false, patience: 2}
              Catch::Contains("stopping at batch 96: early stopping: loss did not improve"));
 }
 
-TEST_CASE("SIGTERM and SIGUSR1 checkpoint at the batch boundary and exit 4",
+TEST_CASE("SIGTERM, SIGUSR1 and SIGHUP checkpoint at the batch boundary and exit 4",
           "[checkpoint][resume]") {
   reference();
-  for (int sig : {SIGTERM, SIGUSR1}) {
+  for (int sig : {SIGTERM, SIGUSR1, SIGHUP}) {
     INFO("signal " << sig);
     TempDir tmp;
     const std::string run = tmp / "run";
@@ -138,6 +138,39 @@ TEST_CASE("SIGTERM and SIGUSR1 checkpoint at the batch boundary and exit 4",
     CHECK(stopped_at < "batch-0000000128");
     resume_and_compare(run);
   }
+}
+
+TEST_CASE("under nohup, SIGHUP leaves the run going to its end", "[checkpoint][resume]") {
+  reference();
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  Child child("nohup " + kTrainer + " fit " + resumable_config(tmp, 5) + " --output " + run,
+              tmp / "log");
+  REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 28; }));
+  child.signal(SIGHUP);
+  INFO(read_file(tmp / "log"));
+  CHECK(child.wait() == 0);
+  check_same_end(reference().run, run);
+}
+
+TEST_CASE("a closed console stops a fit as SIGTERM does: checkpointed, exit 4, resumable",
+          "[checkpoint][resume]") {
+  reference();
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  // The reader of trainer's stdout ends after the report of batch 35; the next line fails.
+  const auto piped =
+      run_command("bash -o pipefail -c \"" + kTrainer + " fit " + resumable_config(tmp, 20) +
+                  " --output " + run + " | sed -n '/batch *35 /{p;q}'\"");
+  INFO(piped.output);
+  CHECK(piped.exit_code == 4);
+  CHECK_THAT(piped.output,
+             Catch::Contains("warning: the console was closed (standard output: Broken pipe): "
+                             "checkpointing at batch"));
+  // Stopped at a line after 35 (the checkpoint at 40 when sed was quick), before the end (128).
+  CHECK(latest(run) >= "batch-0000000040");
+  CHECK(latest(run) < "batch-0000000128");
+  resume_and_compare(run);
 }
 
 TEST_CASE("a second SIGINT stops at once: the previous checkpoint stays loadable",

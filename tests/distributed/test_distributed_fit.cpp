@@ -407,10 +407,35 @@ TEST_CASE(
     signal = SIGTERM;
     expected_exit = 4;
   }
+  SECTION("SIGHUP to the launcher (its terminal went away): the same as SIGTERM") {
+    signal = SIGHUP;
+    expected_exit = 4;
+  }
   SECTION("the launcher's console closed: every rank stops at the same batch, checkpointed") {
     signal = SIGPIPE;  // not sent: the reader of the launcher's stdout ends after batch 35
   }
-  if (signal == SIGPIPE) {
+  bool torchrun = false;
+  SECTION("rank 0 of torchrun's 2 cut off from its console: both stop at one batch, checkpointed") {
+    signal = SIGPIPE;  // not sent: the reader of rank 0's stdout ends after batch 35
+    torchrun = true;
+  }
+  if (torchrun) {
+    const int port = free_port();
+    const std::string fit =
+        kTrainer + " fit " + resumable_config(tmp, 20) + " --slots 2 --output " + run;
+    Child rank1(torchrun_env(1, 2, port) + " " + fit + " --quiet", tmp / "rank1.log");
+    const auto rank0 = run_command("bash -o pipefail -c \"" + torchrun_env(0, 2, port) + " " + fit +
+                                   " | sed -n '/batch *35 /{p;q}'\"");
+    INFO(rank0.output);
+    INFO(read_file(tmp / "rank1.log"));
+    CHECK(rank0.exit_code == 4);
+    CHECK_THAT(rank0.output,
+               Catch::Contains("warning: the console was closed (standard output: Broken pipe): "
+                               "checkpointing at batch"));
+    CHECK(rank1.wait() == 4);
+    // Rank 0's next line after 35 (the checkpoint at 40, or a report after it) failed.
+    CHECK(latest(run) >= "batch-0000000040");
+  } else if (signal == SIGPIPE) {
     const auto piped =
         run_command("bash -o pipefail -c \"" + kTrainer + " fit " + resumable_config(tmp, 20) +
                     " --slots 2 --output " + run + " | sed -n '/batch *35 /{p;q}'\"");
@@ -428,7 +453,7 @@ TEST_CASE(
     launcher.signal(signal);
     CHECK(launcher.wait() == expected_exit);
   }
-  if (signal == SIGTERM) {
+  if (signal == SIGTERM || signal == SIGHUP) {
     // The stop checkpoint is newer than the periodic ones (40, 60): taken where the ranks agreed.
     CHECK(latest(run) > "batch-0000000049");
   }

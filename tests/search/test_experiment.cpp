@@ -300,8 +300,10 @@ TEST_CASE(
              Catch::Contains("experiment.jsonl, row 6, does not match this search"));
 }
 
-TEST_CASE("an experiment SIGKILLed or SIGTERMed in its second rung resumes to the same decisions",
-          "[search][experiment]") {
+TEST_CASE(
+    "an experiment SIGKILLed, SIGTERMed or cut off from its console in its second rung resumes to "
+    "the same decisions",
+    "[search][experiment]") {
   TempDir tmp;
   const std::string searcher =
       "{name: adaptive_asha, metric: validation_loss, max_trials: 6, max_time: 16, time_metric: "
@@ -313,10 +315,22 @@ TEST_CASE("an experiment SIGKILLed or SIGTERMed in its second rung resumes to th
   INFO(reference.output);
   REQUIRE(reference.exit_code == 0);
 
-  for (const int sig : {SIGKILL, SIGTERM}) {
+  for (const int sig : {SIGKILL, SIGTERM, SIGPIPE}) {
     INFO("signal " << sig);
     const std::string exp = tmp / ("signalled" + std::to_string(sig));
-    {
+    if (sig == SIGPIPE) {
+      // Not sent: the reader of the search's stdout ends at the first trial kept at rung 0, and
+      // the search's next line fails.
+      const auto piped = run_command("bash -o pipefail -c \"" + kTrainer + " fit " + config +
+                                     " --output " + exp + " | sed -n '/: continue$/{p;q}'\"");
+      INFO(piped.output);
+      CHECK(piped.exit_code == crucible::kExitStopped);
+      CHECK_THAT(piped.output,
+                 Catch::Contains("warning: the console was closed (standard output: Broken "
+                                 "pipe): stopped every trial as on SIGTERM, with a checkpoint; "
+                                 "continue with `trainer fit --resume " +
+                                 exp + "`"));
+    } else {
       Child child(kTrainer + " fit " + config + " --output " + exp, exp + ".out");
       // The second rung: a trial was kept at rung 0 and trains on towards rung 1.
       REQUIRE(wait_until(
@@ -338,14 +352,14 @@ TEST_CASE("an experiment SIGKILLed or SIGTERMed in its second rung resumes to th
       }
     }
     CHECK(rows_with(rows_of(exp), "completed").empty());
-    // After SIGTERM, as a requeued job does: the same command, whose --output holds the
+    // After a stop, as a requeued job does: the same command, whose --output holds the
     // experiment.
     const auto resumed =
         run_command(sig == SIGKILL ? kTrainer + " fit --resume " + exp
                                    : kTrainer + " fit " + config + " --output " + exp);
     INFO(resumed.output);
     REQUIRE(resumed.exit_code == 0);
-    if (sig == SIGTERM) {
+    if (sig != SIGKILL) {
       CHECK_THAT(resumed.output, Catch::Contains("resuming experiment " + exp +
                                                  " (it holds this experiment's config)"));
     }

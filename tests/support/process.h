@@ -60,12 +60,14 @@ inline CommandResult run_command(const std::string& command) {
 
 // A command running in the background, output to `log_path`. `command` is a program and its
 // arguments, optionally preceded by VAR=value assignments, as sh would split them; the process
-// is that program itself (exec'd through env), so signals reach it directly.
+// is that program itself (exec'd through env), so signals reach it directly. It starts with
+// SIGHUP's default action, whatever the test was started with (nohup).
 class Child {
  public:
   Child(const std::string& command, const std::string& log_path) {
     pid_ = fork();
     if (pid_ == 0) {
+      ::signal(SIGHUP, SIG_DFL);
       const std::string line = "exec env " + command + " > '" + log_path + "' 2>&1";
       execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
       _exit(127);

@@ -12,8 +12,9 @@ enum ExitCode : int {
   kExitTrainingFailed = 1,  // the trial threw, a loss became NaN, a file could not be written
   kExitBadUsage = 2,        // bad command line or experiment configuration
   kExitPlugin = 3,          // the trial library could not be loaded or the trial not created
-  kExitStopped = 4,         // stopped by SIGTERM, SIGUSR1 or SIGINT after writing a checkpoint;
-                            // continue with `trainer fit --resume RUN_DIR`
+  kExitStopped = 4,         // stopped by SIGTERM, SIGUSR1, SIGINT, SIGHUP or a closed console
+                            // after writing a checkpoint; continue with
+                            // `trainer fit --resume RUN_DIR`
   kExitPeerLost = 5,        // a collective failed because another rank died, hangs or is
                             // unreachable; the launcher names that rank
   kExitInvalidHyperparameters = 6,  // the trial rejected its hyperparameters

@@ -55,7 +55,8 @@ struct SearchResult {
   // Trials by how they ended: completed (reached their length), stopped (by the searcher),
   // failed (after every restart) and invalid (hyperparameters the trial rejected).
   int64_t completed = 0, stopped = 0, failed = 0, invalid = 0;
-  // Stopped by SIGTERM, SIGUSR1 or SIGINT; continue with `trainer fit --resume experiment_dir`.
+  // Stopped by SIGTERM, SIGUSR1, SIGINT or SIGHUP, or because its console was closed; continue
+  // with `trainer fit --resume experiment_dir`.
   bool interrupted = false;
 };
 
@@ -85,9 +86,13 @@ struct ExperimentResult {
 //     workers, each running worker_command, prefixes each line they print with "[rank R] " on
 //     stdout or stderr, stops them all when one fails, and waits for them;
 //   - otherwise: fits in this process.
-// Forwards SIGTERM, SIGUSR1 and SIGINT to launched workers. Throws UsageError for inconsistent
-// options, ConfigError, PluginError and the errors of Trainer::fit; a worker's failure is
-// returned, not thrown.
+// Forwards SIGTERM, SIGUSR1, SIGINT and SIGHUP to launched workers (a search stops its trials
+// with SIGTERM on SIGHUP). A console whose reader went away (`trainer fit | head`: a write fails
+// with EPIPE) stops the run, or the search and its trials, as SIGTERM does, after a checkpoint;
+// so that it can, a SIGPIPE left at its default action gets a handler that does nothing (which
+// programs this process execs do not inherit). Throws UsageError for inconsistent options,
+// ConfigError, PluginError and the errors of Trainer::fit; a worker's failure is returned, not
+// thrown.
 ExperimentResult run_experiment(const ExperimentOptions& options);
 
 // Evaluating a checkpoint the way `trainer validate` and `trainer predict` do.

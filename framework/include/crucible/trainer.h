@@ -59,8 +59,12 @@ class Trainer {
   static Trainer from_checkpoint(const std::string& dir);
   // Trains until max_length (or the test-mode round trip). Throws crucible::Error subclasses
   // with a user-facing message; the last checkpoint written stays loadable.
-  // SIGTERM, SIGUSR1 and a first SIGINT finish the current batch, write a checkpoint and return
-  // with `stopped` set; a second SIGINT exits the process at once with kExitInterrupted.
+  // SIGTERM, SIGUSR1, a first SIGINT and SIGHUP (unless ignored, as under nohup) finish the
+  // current batch, write a checkpoint and return with `stopped` set; a second SIGINT exits the
+  // process at once with kExitInterrupted. A console whose reader went away (a line fails with
+  // EPIPE, with options.console() on) stops training the same way, on any rank: every rank
+  // stops. That needs SIGPIPE survived, as run_experiment arranges; otherwise the closed pipe
+  // ends the process. Other console write errors only lose lines.
   FitResult fit(const FitOptions& options = FitOptions());
 
   // validate and predict run on the ranks of `dist` (default: this process alone), whatever

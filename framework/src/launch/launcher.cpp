@@ -154,18 +154,15 @@ class Supervisor {
   }
 
   void emit(Worker& w, size_t stream, const std::string& line) {
-    if (stream == 0) {
-      if (!(options_.plain_rank0_stdout && w.rank == 0)) out_ << "[rank " << w.rank << "] ";
-      out_ << line << std::endl;
-    } else {
-      err_ << "[rank " << w.rank << "] " << line << std::endl;
-    }
-    if ((!out_ || !err_) && !console_lost_) {
-      console_lost_ = true;
-      (out_ ? out_ : err_) << "the launcher's " << (out_ ? "standard error" : "standard output")
-                           << " was closed: stopping every rank as on SIGTERM, with a checkpoint"
-                           << std::endl;
-      signal_running(SIGTERM);
+    std::ostream& to = stream == 0 ? out_ : err_;
+    if (!closed_[stream]) {
+      to.clear();  // a write error other than a closed reader loses its line only
+      errno = 0;
+      if (stream == 1 || !(options_.plain_rank0_stdout && w.rank == 0)) {
+        to << "[rank " << w.rank << "] ";
+      }
+      to << line << std::endl;
+      if (!to && errno == EPIPE) console_closed(stream);
     }
     w.tail.push_back(line);
     while (w.tail.size() > options_.tail_lines) w.tail.pop_front();
@@ -211,6 +208,22 @@ class Supervisor {
     kill_at_ = Clock::now() + options_.grace;
   }
 
+  // The reader of `stream` (0 stdout, 1 stderr) went away: says so on the other stream when it
+  // is still open, the first time, and stops every rank as on SIGTERM.
+  void console_closed(size_t stream) {
+    closed_[stream] = true;
+    if (console_lost_) return;
+    console_lost_ = true;
+    if (!closed_[1 - stream]) {
+      (stream == 0 ? err_ : out_) << "the launcher's "
+                                  << (stream == 0 ? "standard output" : "standard error")
+                                  << " was closed: stopping every rank as on SIGTERM, with a "
+                                     "checkpoint"
+                                  << std::endl;
+    }
+    signal_running(SIGTERM);
+  }
+
   static constexpr std::chrono::milliseconds kBlameWindow{1000};
 
   // Whether the worker gave up on its peers (PeerLostError) rather than failing on its own.
@@ -245,7 +258,8 @@ class Supervisor {
   std::ostream& err_;
   std::vector<Worker> workers_;
   std::vector<const Worker*> failures_;  // in the order they were reaped
-  bool console_lost_ = false;            // out_ or err_ failed and the workers were stopped
+  std::array<bool, 2> closed_{};         // out_, err_: a write failed with EPIPE
+  bool console_lost_ = false;            // one was closed and the workers were stopped
   std::optional<Clock::time_point> first_failure_at_;
   const Worker* failed_ = nullptr;
   std::vector<int64_t> unresponsive_;  // ranks running when only peer-wait failures had come

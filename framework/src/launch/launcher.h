@@ -56,10 +56,12 @@ c10::intrusive_ptr<c10d::TCPStore> serve_store(const std::string& host, int port
 // plain_rank0_stdout), and waits for them. When one
 // exits non-zero or is killed, the others get a second to fail too (the failure reported is then
 // one that was not caused by a lost peer), then SIGTERM and, after `grace`, SIGKILL. SIGTERM,
-// SIGUSR1 and SIGINT sent to the launcher are forwarded to every worker. When `out` or `err`
-// can no longer be written (a pipe whose reader ended: SIGPIPE is made harmless first,
+// SIGUSR1, SIGINT and SIGHUP sent to the launcher are forwarded to every worker (SIGHUP stays
+// ignored when the launcher started with it ignored, and so do the workers). When the reader of
+// `out` or `err` went away (a write fails with EPIPE: SIGPIPE is made harmless first,
 // util::survive_broken_pipes), the workers get SIGTERM, so the run stops with a checkpoint as
-// if the launcher had been sent it, and the cause goes to the stream still open. Workers run in
+// if the launcher had been sent it, and the cause goes to the stream still open. Another write
+// error loses that line only. Workers run in
 // their own process group and die with the launcher (PR_SET_PDEATHSIG): none is ever left
 // behind. Throws crucible::Error when a worker cannot be started or the store cannot be served.
 LaunchResult launch(const LaunchOptions& options, std::ostream& out, std::ostream& err);

@@ -14,8 +14,9 @@
 
 namespace crucible::launch {
 
-// While one lives, SIGTERM, SIGUSR1 and SIGINT sent to this process are caught and kept for
-// take() instead of acting; the previous handlers come back when it is destroyed. One at a time.
+// While one lives, the stop signals of util::kStopSignals sent to this process (SIGTERM,
+// SIGUSR1, SIGINT, and SIGHUP unless it was ignored at the start) are caught and kept for take()
+// instead of acting; the previous handlers come back when it is destroyed. One at a time.
 class SignalCatcher {
  public:
   SignalCatcher();

@@ -11,6 +11,7 @@
 #include "run/own_command.h"
 #include "search/runner.h"
 #include "search/scheduler.h"
+#include "util/broken_pipes.h"
 #include "util/file_system.h"
 
 namespace crucible {
@@ -129,6 +130,7 @@ TrialFactory check_experiment(const ExperimentConfig& config) {
 }
 
 ExperimentResult run_experiment(const ExperimentOptions& options) {
+  util::survive_broken_pipes();
   const std::string& resume = options.fit().resume_dir();
   if (options.config_file().empty() == resume.empty()) {
     throw UsageError("trainer fit needs exactly one of CONFIG and --resume RUN_DIR");

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -106,19 +107,29 @@ class Runner {
       take_results();
       const std::vector<Segment> order = scheduler_.running();
       if (order.empty()) break;
+      const int sig = signals.take();
+      const std::string console_lost = logger_.console_lost();
+      if (sig != 0 || !console_lost.empty()) {
+        // Job steps' srun passes SIGTERM on to the trial: a hang-up stops trials with it too.
+        stop_all(sig != 0 && sig != SIGHUP ? sig : SIGTERM);
+        const std::string again = fmt::format("continue with `trainer fit --resume {}`", dir_);
+        if (sig != 0) {
+          logger_.info(fmt::format("stopped by signal {} ({}); {}", sig, strsignal(sig), again));
+        } else {
+          logger_.warn(
+              fmt::format("the console was closed ({}): stopped every trial as on SIGTERM, with a "
+                          "checkpoint; {}",
+                          console_lost, again));
+        }
+        SearchResult r = result();
+        r.interrupted = true;
+        return r;
+      }
       for (const Segment& s : order) {
         if (done_.count(s.trial) || in_flight(s.trial)) continue;
         const auto slot = std::find(busy_.begin(), busy_.end(), false);
         if (slot == busy_.end()) break;
         start(s, static_cast<size_t>(slot - busy_.begin()));
-      }
-      if (const int sig = signals.take()) {
-        stop_all(sig);
-        logger_.info(fmt::format("stopped by signal {}; continue with `trainer fit --resume {}`",
-                                 sig, dir_));
-        SearchResult r = result();
-        r.interrupted = true;
-        return r;
       }
       wait_for_exit();
     }

@@ -1,5 +1,7 @@
 #include "train/fit_loop.h"
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -116,15 +118,26 @@ class FitLoop {
         }
       }
       if (schedule_.fires(config_.min_checkpoint_period, state_.batches)) save_checkpoint();
-      const int why = stop_vote_.agreed(session_->state().stop_requested);
+      const std::string console_lost = logger_.console_lost();
+      const int why = stop_vote_.agreed(session_->state().stop_requested, !console_lost.empty());
       if (why == StopVote::kRequested) {
         stop_vote_.finish();
         finish_early();
         return false;
       }
       if (why != 0) {
-        logger_.info(fmt::format("received {}: checkpointing at batch {} and stopping",
-                                 strsignal(why), state_.batches));
+        const std::string cause = why != SIGPIPE ? fmt::format("received {}", strsignal(why))
+                                  : console_lost.empty()
+                                      ? std::string("another rank's console was closed")
+                                      : fmt::format("the console was closed ({})", console_lost);
+        const std::string line =
+            fmt::format("{}: checkpointing at batch {} and stopping", cause, state_.batches);
+        // A closed console is news the user may miss: said on stderr too while it stands.
+        if (why == SIGPIPE && !console_lost.empty()) {
+          logger_.warn(line);
+        } else {
+          logger_.info(line);
+        }
         save_checkpoint();
         return true;
       }

@@ -4,7 +4,8 @@
 
 namespace crucible::train {
 
-// While alive, SIGTERM, SIGUSR1 and a first SIGINT only record that a graceful stop was asked;
+// While alive, SIGTERM, SIGUSR1, a first SIGINT and SIGHUP (unless it was ignored at the start,
+// as under nohup) only record that a graceful stop was asked;
 // a second SIGINT ends the process at once with exit code 130. The previous handlers come back on
 // destruction. One instance at a time.
 class StopSignals {

@@ -1,25 +1,32 @@
 #include "train/stop_vote.h"
 
+#include <signal.h>
+
 #include "train/stop_signals.h"
 
 namespace crucible::train {
 
-int StopVote::agreed(bool requested) {
+int StopVote::agreed(bool requested, bool console_lost) {
   const int sig = StopSignals::requested();
-  if (!dist_.distributed()) return sig != 0 ? sig : requested ? kRequested : 0;
+  const auto decide = [](int signal, bool lost, bool asked) {
+    return signal != 0 ? signal : lost ? SIGPIPE : asked ? kRequested : 0;
+  };
+  if (!dist_.distributed()) return decide(sig, console_lost, requested);
+  int decision = 0;
   if (work_) {
     detail::DistributedAccess::collectives(dist_)->wait(work_, "stop-signal allreduce");
     work_.reset();
-    // Elementwise MAX over the ranks: {signal, requested}.
+    // Elementwise MAX over the ranks: {signal, console lost, requested}.
     const int* agreed = vote_.data_ptr<int>();
-    if (agreed[0] != 0) return agreed[0];
-    if (agreed[1] != 0) return kRequested;
+    decision = decide(agreed[0], agreed[1] != 0, agreed[2] != 0);
+    if (decision != 0) return decision;
   } else {
-    vote_ = torch::zeros({2}, torch::kInt);
+    vote_ = torch::zeros({3}, torch::kInt);
   }
   int* mine = vote_.data_ptr<int>();
   mine[0] = sig;
-  mine[1] = requested ? 1 : 0;
+  mine[1] = console_lost ? 1 : 0;
+  mine[2] = requested ? 1 : 0;
   work_ = detail::DistributedAccess::collectives(dist_)->allreduce_async(vote_, ReduceOp::kMax);
   return 0;
 }

@@ -22,17 +22,18 @@ class StopVote {
 
   explicit StopVote(const DistributedContext& dist) : dist_(dist) {}
 
-  // The stop signal any rank had received before the previous call, else kRequested when a
-  // rank's `requested` was true then, else 0; the same on every rank. On one rank, the signal
-  // received so far, else kRequested when `requested`.
-  int agreed(bool requested);
+  // The stop signal any rank had received before the previous call, else SIGPIPE when a rank's
+  // `console_lost` (its console's reader went away: util::Logger::console_lost) was true then,
+  // else kRequested when a rank's `requested` was, else 0; the same on every rank. On one rank,
+  // the same of the signal received so far and of this call's arguments.
+  int agreed(bool requested, bool console_lost);
   // Completes a vote still in flight.
   void finish();
 
  private:
   const DistributedContext& dist_;
-  torch::Tensor
-      vote_;  // this rank's {signal, requested} (CPU), all-reduced (MAX) in the background
+  torch::Tensor vote_;  // this rank's {signal, console lost, requested} (CPU), all-reduced (MAX) in
+                        // the background
   c10::intrusive_ptr<c10d::Work> work_;
 };
 

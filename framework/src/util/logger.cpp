@@ -35,28 +35,58 @@ void Logger::warn(const std::string& line) { write("WARN", line, true); }
 
 void Logger::error(const std::string& line) { write("ERROR", line, true, false); }
 
+std::string Logger::console_lost() const {
+  return lost_.load(std::memory_order_acquire) ? console_lost_ : std::string();
+}
+
 void Logger::write(const char* level, const std::string& line, bool to_stderr, bool console) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (console_ && console) {
-    (to_stderr ? std::cerr : std::cout) << (to_stderr ? "warning: " : "") << line << std::endl;
-  }
-  if (file_.is_open()) {
-    const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    char stamp[32];
-    std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    file_ << stamp << " " << level << " " << line << '\n';
-    file_.flush();
-    if (!file_) {
-      const int saved = errno;
-      file_.close();
-      std::cerr << fmt::format(
-                       "warning: cannot write log file {}: {}; nothing more goes to it, and it may "
-                       "lack: {}",
-                       path_, std::strerror(saved), line)
-                << std::endl;
+  const std::string note = console_ && console ? write_console(line, to_stderr) : "";
+  write_file(level, line);
+  if (!note.empty()) write_file("WARN", note);
+}
+
+std::string Logger::write_console(const std::string& line, bool to_stderr) {
+  const size_t stream = to_stderr && !closed_[1] ? 1 : 0;
+  if (closed_[stream]) return "";
+  std::ostream& out = stream == 1 ? std::cerr : std::cout;
+  out.clear();  // an earlier error that did not close the stream, or another writer's
+  errno = 0;
+  out << (to_stderr ? "warning: " : "") << line << std::endl;
+  if (out) return "";
+  const int error = errno;
+  const char* name = stream == 1 ? "standard error" : "standard output";
+  if (error == EPIPE) {
+    closed_[stream] = true;
+    if (!lost_.load(std::memory_order_relaxed)) {
+      console_lost_ = fmt::format("{}: {}", name, std::strerror(EPIPE));
+      lost_.store(true, std::memory_order_release);
     }
+    return "";
+  }
+  if (console_error_noted_) return "";
+  console_error_noted_ = true;
+  return fmt::format("cannot write to {}: {}; the console may lack lines from here on", name,
+                     error != 0 ? std::strerror(error) : "unknown error");
+}
+
+void Logger::write_file(const char* level, const std::string& line) {
+  if (!file_.is_open()) return;
+  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  file_ << stamp << " " << level << " " << line << '\n';
+  file_.flush();
+  if (!file_) {
+    const int saved = errno;
+    file_.close();
+    std::cerr << fmt::format(
+                     "warning: cannot write log file {}: {}; nothing more goes to it, and it may "
+                     "lack: {}",
+                     path_, std::strerror(saved), line)
+              << std::endl;
   }
 }
 

@@ -1,15 +1,23 @@
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <fstream>
 #include <mutex>
 #include <string>
 
 namespace crucible::util {
 
-// Writes timestamped lines to a run's log file and, when enabled, plain lines to stdout. A line
-// the file cannot take (a full disk, an I/O error) ends the file's part: the logger says so once on
-// stderr, naming the file and the cause, even when the console is off, and goes on writing to the
-// console alone.
+// Writes timestamped lines to a run's log file and, when enabled, plain lines to the console:
+// info lines to stdout, warnings to stderr (to stdout once stderr is closed). A line the file
+// cannot take (a full disk, an I/O error) ends the file's part: the logger says so once on stderr,
+// naming the file and the cause, even when the console is off, and goes on writing to the console
+// alone. A console stream whose reader went away (a write fails with EPIPE: the pipe it feeds was
+// closed) is closed for good and recorded (console_lost); the logger's owner decides what that
+// means (a fit stops with a checkpoint). Other console write errors (a full disk under a
+// redirection, a terminal gone under nohup or disown, an interrupted write) lose that line only;
+// the first is noted in the file. Without SIGPIPE survived (util::survive_broken_pipes), a closed
+// pipe ends the process at the write instead.
 class Logger {
  public:
   Logger() = default;
@@ -21,14 +29,26 @@ class Logger {
   void warn(const std::string& line);
   // Records the error a run ends with in the file only: the caller reports it to the user.
   void error(const std::string& line);
+  // "" while no console stream was closed, else the first one and why: "standard output: Broken
+  // pipe" or "standard error: Broken pipe". Does not wait for a console write in progress.
+  std::string console_lost() const;
 
  private:
   void write(const char* level, const std::string& line, bool to_stderr, bool console = true);
-  std::mutex mu_;
+  // Writes `line` to the console stream it goes to; returns a line for the file when a write
+  // error that does not close the stream is the first one. Requires mu_.
+  std::string write_console(const std::string& line, bool to_stderr);
+  // Appends a timestamped line to the file, closing it on failure. Requires mu_.
+  void write_file(const char* level, const std::string& line);
+  mutable std::mutex mu_;
   std::ofstream file_;
   std::string path_;
   bool console_ = true;
   bool warnings_only_ = false;
+  std::array<bool, 2> closed_{};  // stdout, stderr: a write failed with EPIPE
+  bool console_error_noted_ = false;
+  std::atomic<bool> lost_{false};  // console_lost_ is set
+  std::string console_lost_;       // written once, before lost_ is set
 };
 
 }  // namespace crucible::util

@@ -7,7 +7,10 @@ StopHandlers::StopHandlers(void (*handler)(int)) {
   action.sa_handler = handler;
   sigemptyset(&action.sa_mask);
   for (size_t i = 0; i < kStopSignals.size(); ++i) {
-    sigaction(kStopSignals[i], &action, &previous_[i]);
+    sigaction(kStopSignals[i], nullptr, &previous_[i]);
+    const bool nohup = kStopSignals[i] == SIGHUP && previous_[i].sa_handler == SIG_IGN &&
+                       (previous_[i].sa_flags & SA_SIGINFO) == 0;
+    if (!nohup) sigaction(kStopSignals[i], &action, nullptr);
   }
 }
 

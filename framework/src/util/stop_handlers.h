@@ -6,11 +6,13 @@
 
 namespace crucible::util {
 
-// The signals that ask a Crucible process to stop gracefully: SIGTERM, SIGUSR1 and SIGINT.
-inline constexpr std::array<int, 3> kStopSignals = {SIGTERM, SIGUSR1, SIGINT};
+// The signals that ask a Crucible process to stop gracefully: SIGTERM, SIGUSR1, SIGINT, and
+// SIGHUP (the terminal or ssh session it runs in went away).
+inline constexpr std::array<int, 4> kStopSignals = {SIGTERM, SIGUSR1, SIGINT, SIGHUP};
 
-// While one lives, `handler` handles every signal of kStopSignals; the handlers it replaced come
-// back when it is destroyed. Requires `handler` to be async-signal-safe.
+// While one lives, `handler` handles every signal of kStopSignals, except SIGHUP when this
+// process was started with it ignored (nohup): that choice is kept. The handlers it replaced
+// come back when it is destroyed. Requires `handler` to be async-signal-safe.
 class StopHandlers {
  public:
   explicit StopHandlers(void (*handler)(int));
