@@ -123,7 +123,8 @@ TEST_CASE("a chart draws each series' points with tooltips and breaks lines at g
   CHECK(c["left_out"] == "2 values not drawn: not finite or beyond 1e300");
 }
 
-TEST_CASE("a chart's y axis turns logarithmic over two decades; empty charts say so", "[report]") {
+TEST_CASE("a chart's y axis turns logarithmic over two decades, and empty charts say so",
+          "[report]") {
   Chart chart;
   chart.title = "loss";
   chart.series.push_back({"training", {{0, 100, ""}, {1, 10, ""}, {2, 1, ""}}});
