@@ -2,6 +2,7 @@
 #include <set>
 #include <thread>
 
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 
 #include "catch.h"
@@ -49,6 +50,13 @@ class BrokenDataset : public crucible::Dataset {
 
  private:
   int64_t size_, bad_;
+};
+
+// Records, as its only field, the intra-op thread count that the thread reading it has.
+class ThreadCountDataset : public crucible::Dataset {
+ public:
+  int64_t size() const override { return 8; }
+  Batch get(int64_t) const override { return torch::tensor(int64_t{at::get_num_threads()}); }
 };
 
 }  // namespace
@@ -133,6 +141,29 @@ TEST_CASE("worker threads yield exactly the single-threaded sequence", "[data]")
   threaded.seek({2, 3});
   single.seek({2, 3});
   for (int i = 0; i < 10; ++i) CHECK(ids(single.next()) == ids(threaded.next()));
+}
+
+TEST_CASE("a loader worker runs LibTorch operations on worker_threads threads, 1 by default",
+          "[data]") {
+  // Under LibTorch's OpenMP build each thread's parallel regions get a team of their own.
+  if (at::get_parallel_info().find("parallel backend: OpenMP") == std::string::npos) return;
+  const int before = at::get_num_threads();
+  at::set_num_threads(2);
+  // {worker_threads, the count a worker has}; 0 leaves the process's.
+  for (const auto& [threads, expected] : {std::pair{-1, 1}, std::pair{0, 2}, std::pair{3, 3}}) {
+    INFO("worker_threads " << threads);
+    auto options = DataLoaderOptions(4).num_workers(2);
+    if (threads >= 0) options.worker_threads(threads);
+    DataLoader loader(std::make_shared<ThreadCountDataset>(), options);
+    for (int i = 0; i < 2; ++i) {
+      CHECK(torch::equal(loader.next().tensor(), torch::full({4}, expected, torch::kLong)));
+    }
+  }
+  CHECK(at::get_num_threads() == 2);
+  CHECK_THROWS_WITH(DataLoader(std::make_shared<ThreadCountDataset>(),
+                               DataLoaderOptions(4).num_workers(1).worker_threads(-1)),
+                    Catch::Contains("worker_threads must not be negative"));
+  at::set_num_threads(before);
 }
 
 TEST_CASE("an exception in a worker reaches the consumer", "[data]") {

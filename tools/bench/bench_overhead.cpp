@@ -4,11 +4,14 @@
 // (b) in a hand-written LibTorch loop doing the same work, (c) in Python PyTorch when a Python
 // with torch is available; all three on the device `trainer fit` picks (CUDA device 0 when
 // there is one, else the CPU), each in a process of its own with the same OMP_NUM_THREADS
-// (LibTorch's intra-op thread count unless set). Prints each median and the ratios to the
-// hand-written loop, and appends the table rows to FILE (bench_all).
+// (LibTorch's intra-op thread count unless set). `trainer fit` runs with 0 and 1 loader workers,
+// and with 1 worker on as many intra-op threads as the process (worker_threads 0) instead of
+// its default 1. Prints each median and the ratios to the hand-written loop, and appends the
+// table rows to FILE (bench_all).
 #include <unistd.h>
 
 #include <iostream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -57,17 +60,19 @@ double median_step(const std::string& command) {
   return rc == 0 ? median(read_numbers(out)) : 0;
 }
 
-// Runs `trainer fit` on the bench trial; stores the median step time in *median_s.
+// Runs `trainer fit` on the bench trial with `workers` loader workers of `worker_threads`
+// intra-op threads each (DataLoaderOptions); stores the median step time in *median_s.
 bool trainer_steps(int64_t batches, int64_t batch_size, int64_t warmup, int workers,
-                   double* median_s) {
+                   int worker_threads, double* median_s) {
   const std::string timing = fmt::format("/tmp/crucible_bench_steps_{}.txt", getpid());
   try {
     bench::fit_bench_mlp(
         "",
         fmt::format("--set max_length.batches={} "
                     "--set hyperparameters.global_batch_size={} "
-                    "--set hyperparameters.warmup={} --set hyperparameters.workers={}",
-                    batches, batch_size, warmup, workers),
+                    "--set hyperparameters.warmup={} --set hyperparameters.workers={} "
+                    "--set hyperparameters.worker_threads={}",
+                    batches, batch_size, warmup, workers, worker_threads),
         timing);
   } catch (const std::exception& e) {
     std::cerr << e.what();
@@ -106,7 +111,7 @@ int main(int argc, char** argv) {
   }
   const std::string threads = bench::pin_threads(torch::get_num_threads());
   // Rounds interleave the variants so that drift of the machine hits all of them alike.
-  std::vector<double> hand, fit0, fit1, py;
+  std::vector<double> hand, fit0, fit1, fit1_shared, py;
   for (int round = 0; round < rounds; ++round) {
     const double h = median_step(fmt::format("{} --loop {} {} {}",
                                              crucible::util::read_symlink("/proc/self/exe"),
@@ -116,10 +121,12 @@ int main(int argc, char** argv) {
       return 1;
     }
     hand.push_back(h);
-    for (int workers : {0, 1}) {
+    // {workers, worker_threads, where the step time goes}; worker_threads 0: the process's.
+    for (const auto& [workers, threads, times] :
+         {std::tuple{0, 1, &fit0}, std::tuple{1, 1, &fit1}, std::tuple{1, 0, &fit1_shared}}) {
       double s = 0;
-      if (!trainer_steps(batches, batch_size, warmup, workers, &s)) return 1;
-      (workers == 0 ? fit0 : fit1).push_back(s);
+      if (!trainer_steps(batches, batch_size, warmup, workers, threads, &s)) return 1;
+      times->push_back(s);
     }
     const double p = median_step(fmt::format("{} {}/overhead_pytorch.py {} {} {}", python,
                                              CRUCIBLE_BENCH_DIR, batches, batch_size, warmup));
@@ -139,6 +146,7 @@ int main(int argc, char** argv) {
   row("hand-written LibTorch loop", hand);
   row("Crucible trainer fit, 0 loader workers", fit0);
   row("Crucible trainer fit, 1 loader worker", fit1);
+  row(fmt::format("  the same, worker on {} threads", threads), fit1_shared);
   const bool with_python = py.size() == static_cast<size_t>(rounds);
   if (with_python) {
     row("Python PyTorch loop", py);

@@ -22,7 +22,8 @@ class BenchMLPTrial : public crucible::Trial {
         std::make_shared<crucible::TensorDataset>(std::vector<torch::Tensor>{x, y}),
         crucible::DataLoaderOptions(ctx_.per_slot_batch_size())
             .shuffle(true)
-            .num_workers(ctx_.hparam<int64_t>("workers")));
+            .num_workers(ctx_.hparam<int64_t>("workers"))
+            .worker_threads(ctx_.hparam<int64_t>("worker_threads", 1)));
   }
   crucible::DataLoader build_validation_data_loader() override {
     return build_training_data_loader();

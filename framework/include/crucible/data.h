@@ -57,6 +57,11 @@ struct DataLoaderOptions {
   TORCH_ARG(bool, drop_last) = false;
   // Background threads that build batches; 0 builds them on the caller's thread.
   TORCH_ARG(int64_t, num_workers) = 0;
+  // The intra-op threads each worker runs the LibTorch operations of its batches on; 0: as many
+  // as the process has (at::get_num_threads()). Under LibTorch's OpenMP build every thread's
+  // parallel regions get a team of their own, so a worker with more than one competes with the
+  // training step's team for the same cores; 1 is what PyTorch's DataLoader workers use.
+  TORCH_ARG(int64_t, worker_threads) = 1;
   // Batches built ahead of the consumer when num_workers > 0.
   TORCH_ARG(int64_t, prefetch) = 2;
   // Seed of the shuffle. When unset, the trainer sets it from the trial seed for the loaders it

@@ -13,6 +13,7 @@
 
 #include "data/device_stage.h"
 #include "data/shuffle.h"
+#include "util/worker_threads.h"
 
 namespace crucible {
 
@@ -23,8 +24,12 @@ class BatchPool {
  public:
   using Build = std::function<Batch(int64_t seq)>;
 
-  BatchPool(int64_t workers, int64_t prefetch, Build build)
-      : prefetch_(std::max<int64_t>(1, prefetch)), build_(std::move(build)) {
+  // Each of the `workers` threads runs LibTorch operations on `threads` intra-op threads (0: the
+  // process's count).
+  BatchPool(int64_t workers, int64_t threads, int64_t prefetch, Build build)
+      : threads_each_(threads),
+        prefetch_(std::max<int64_t>(1, prefetch)),
+        build_(std::move(build)) {
     for (int64_t i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
   }
   ~BatchPool() {
@@ -60,6 +65,7 @@ class BatchPool {
   };
 
   void work() {
+    if (threads_each_ > 0) util::use_intra_op_threads_here(static_cast<int>(threads_each_));
     for (;;) {
       int64_t seq;
       {
@@ -82,6 +88,7 @@ class BatchPool {
     }
   }
 
+  const int64_t threads_each_;
   const int64_t prefetch_;
   Build build_;
   std::mutex mu_;
@@ -126,7 +133,8 @@ struct DataLoader::Impl {
   Batch take_host(DataPosition p) {
     if (options.num_workers() == 0) return build(p);
     if (!pool) {
-      pool = std::make_unique<BatchPool>(options.num_workers(), options.prefetch(),
+      pool = std::make_unique<BatchPool>(options.num_workers(), options.worker_threads(),
+                                         options.prefetch(),
                                          [this, p](int64_t seq) { return build(advance(p, seq)); });
     }
     return pool->take();
@@ -234,6 +242,9 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions optio
         fmt::format("DataLoader: batch_size must be positive, got {}", options.batch_size()));
   }
   if (options.num_workers() < 0) throw Error("DataLoader: num_workers must not be negative");
+  if (options.worker_threads() < 0) {
+    throw Error("DataLoader: worker_threads must not be negative");
+  }
   impl_->dataset = std::move(dataset);
   impl_->options = options;
   if (impl_->batches_per_epoch() == 0) {
