@@ -173,6 +173,26 @@ TEST_CASE("a closed console stops a fit as SIGTERM does: checkpointed, exit 4, r
   resume_and_compare(run);
 }
 
+TEST_CASE("a console on a full disk loses lines only: the run, on 1 or 2 slots, ends whole",
+          "[checkpoint][resume]") {
+  reference();
+  for (const std::string slots : {"1", "2"}) {
+    INFO("slots " << slots);
+    TempDir tmp;
+    const std::string run = tmp / "run";
+    const auto fit = run_command(kTrainer + " fit " + resumable_config(tmp, 0) + " --slots " +
+                                 slots + " --output " + run + " > /dev/full");
+    INFO(fit.output);
+    CHECK(fit.exit_code == 0);
+    CHECK(latest(run) == "batch-0000000128");
+    if (slots == "1") {
+      CHECK_THAT(read_file(run + "/trainer.log"),
+                 Catch::Contains("cannot write to standard output: No space left on device"));
+      check_same_end(reference().run, run);
+    }
+  }
+}
+
 TEST_CASE("a second SIGINT stops at once: the previous checkpoint stays loadable",
           "[checkpoint][resume]") {
   reference();

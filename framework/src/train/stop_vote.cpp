@@ -12,14 +12,12 @@ int StopVote::agreed(bool requested, bool console_lost) {
     return signal != 0 ? signal : lost ? SIGPIPE : asked ? kRequested : 0;
   };
   if (!dist_.distributed()) return decide(sig, console_lost, requested);
-  int decision = 0;
   if (work_) {
     detail::DistributedAccess::collectives(dist_)->wait(work_, "stop-signal allreduce");
     work_.reset();
     // Elementwise MAX over the ranks: {signal, console lost, requested}.
     const int* agreed = vote_.data_ptr<int>();
-    decision = decide(agreed[0], agreed[1] != 0, agreed[2] != 0);
-    if (decision != 0) return decision;
+    if (const int decision = decide(agreed[0], agreed[1] != 0, agreed[2] != 0)) return decision;
   } else {
     vote_ = torch::zeros({3}, torch::kInt);
   }

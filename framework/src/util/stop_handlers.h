@@ -10,8 +10,9 @@ namespace crucible::util {
 // SIGHUP (the terminal or ssh session it runs in went away).
 inline constexpr std::array<int, 4> kStopSignals = {SIGTERM, SIGUSR1, SIGINT, SIGHUP};
 
-// While one lives, `handler` handles every signal of kStopSignals, except SIGHUP when this
-// process was started with it ignored (nohup): that choice is kept. The handlers it replaced
+// While one lives, `handler` handles every signal of kStopSignals, except SIGHUP while it is
+// ignored (nohup; trainer restores that choice at its start when a library's constructor
+// replaced it): that choice is kept. The handlers it replaced
 // come back when it is destroyed. Requires `handler` to be async-signal-safe.
 class StopHandlers {
  public:
