@@ -8,8 +8,10 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <ostream>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -23,6 +25,22 @@ inline int64_t read_int64(torch::serialize::InputArchive& archive, const char* k
   torch::Tensor t;
   archive.read(key, t);
   return t.item<int64_t>();
+}
+
+// Crashes the process when environment variable CRUCIBLE_TEST_CRASH names `kind` and `at`, as
+// KIND@AT or, for rank RANK alone, KIND@AT/RANK: kind "abort" calls std::abort(); any other writes
+// through a null pointer (SIGSEGV). A process without the variable (a resume) goes on.
+inline void crash_if_asked(const std::string& kind, int64_t at, int64_t rank) {
+  const char* spec = std::getenv("CRUCIBLE_TEST_CRASH");
+  if (spec == nullptr) return;
+  const std::string s = spec;
+  const size_t sign = s.find('@');
+  const size_t slash = s.find('/');
+  if (s.substr(0, sign) != kind || std::stoll(s.substr(sign + 1)) != at) return;
+  if (slash != std::string::npos && std::stoll(s.substr(slash + 1)) != rank) return;
+  if (kind == "abort") std::abort();
+  volatile int* volatile null = nullptr;  // volatile: the compiler cannot make it a trap
+  *null = 1;
 }
 
 // Dataset whose example i is {x = [i], y = [2 i]}: batch contents reveal the indices.
@@ -263,7 +281,9 @@ class JitteredDataset : public Dataset {
   }
   int64_t size() const override { return x_.size(0); }
   Batch get(int64_t i) const override { return Batch{x_[i], y_[i]}; }
+  // CRUCIBLE_TEST_CRASH=loader@N crashes the Nth call (from 0) of any JitteredDataset.
   Batch get_batch(const std::vector<int64_t>& indices) const override {
+    crash_if_asked("loader", calls_++, -1);
     auto idx = torch::tensor(indices, torch::kLong);
     auto x = x_.index_select(0, idx);
     return Batch{x + 0.05 * torch::randn(x.sizes(), batch_generator(), torch::kFloat),
@@ -272,12 +292,14 @@ class JitteredDataset : public Dataset {
 
  private:
   torch::Tensor x_, y_;
+  mutable std::atomic<int64_t> calls_{0};
 };
 
 // Everything exact resume must get right: dropout (the CPU generator), random augmentation in
 // loader worker threads, Adam state, an epoch LR schedule and a per-batch one, its own state and
 // a callback's state.
 // Hyperparameters: records, hidden, workers, sleep_ms (per batch, to give tests time to act).
+// CRUCIBLE_TEST_CRASH=segv@N or abort@N (crash_if_asked) crashes train_batch at batch N.
 class ResumableTrial : public Trial {
  public:
   explicit ResumableTrial(TrialContext& ctx)
@@ -309,7 +331,9 @@ class ResumableTrial : public Trial {
     return DataLoader(std::make_shared<JitteredDataset>(64, 2), DataLoaderOptions(16));
   }
 
-  Metrics train_batch(Batch& batch, int64_t, int64_t) override {
+  Metrics train_batch(Batch& batch, int64_t, int64_t batch_idx) override {
+    crash_if_asked("segv", batch_idx, ctx_.distributed().rank());
+    crash_if_asked("abort", batch_idx, ctx_.distributed().rank());
     const auto sleep_ms = ctx_.hparam<int64_t>("sleep_ms");
     if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
     auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]);

@@ -13,6 +13,7 @@
 
 #include "data/device_stage.h"
 #include "data/shuffle.h"
+#include "util/crash_report.h"
 #include "util/worker_threads.h"
 
 namespace crucible {
@@ -227,6 +228,7 @@ struct DataLoader::Impl {
                                             static_cast<uint64_t>(p.batch)));
     if (shard_mode != ShardMode::kNone) seed = data::mix64(seed ^ static_cast<uint64_t>(rank + 1));
     thread_batch_generator().set_current_seed(seed);
+    const util::CrashScope crash_scope("in the dataset's get_batch", "batch", p.batch, p.epoch);
     Batch batch = dataset->get_batch(indices(p.epoch, p.batch));
     return options.pin_memory() ? batch.pin_memory() : batch;
   }

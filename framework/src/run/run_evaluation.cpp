@@ -10,6 +10,7 @@
 #include "launch/launcher.h"
 #include "run/own_command.h"
 #include "train/run_start.h"
+#include "util/crash_report.h"
 
 namespace crucible {
 namespace {
@@ -47,6 +48,8 @@ EvaluationResult evaluate(
     return result;
   }
   const DistributedContext dist = launcher ? *join_launched_run(config) : DistributedContext();
+  const util::CrashReports crash_reports(dist.distributed() ? fmt::format("rank {}", dist.rank())
+                                                            : "");
   EvaluationResult result;
   work(trainer, dist, result);
   if (!dist.is_chief()) result = EvaluationResult();

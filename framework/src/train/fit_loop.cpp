@@ -24,6 +24,7 @@
 #include "train/test_mode.h"
 #include "train/warm_start.h"
 #include "util/blas.h"
+#include "util/crash_report.h"
 #include "util/logger.h"
 
 namespace crucible::train {
@@ -42,6 +43,7 @@ class FitLoop {
         factory_(factory),
         options_(options),
         dist_(options.distributed()),
+        crash_reports_(dist_.distributed() ? fmt::format("rank {}", dist_.rank()) : ""),
         reporter_(config, dist_),
         stop_vote_(dist_) {}
 
@@ -178,17 +180,19 @@ class FitLoop {
     }
     const auto asked = std::chrono::steady_clock::now();
     Batch batch = call_trial(named("training data loader"), [&] {
+      const util::CrashScope crash_scope("in the training data loader", "batch", batch_idx);
       const profile::ScopedPhase timing(profiler_.get(), profile::Phase::kDataloaderNext);
       return train_loader_.next();
     });
     reporter_.data_took(std::chrono::steady_clock::now() - asked);
-    Metrics m = call_trial([&] { return fmt::format("train_batch (batch {})", batch_idx); },
-                           [&] {
-                             const profile::ScopedPhase timing(profiler_.get(),
-                                                               profile::Phase::kTrainBatch);
-                             const AutocastRegion autocast = session_->context().autocast(true);
-                             return session_->trial().train_batch(batch, epoch_idx, batch_idx);
-                           });
+    Metrics m = call_trial(
+        [&] { return fmt::format("train_batch (batch {})", batch_idx); },
+        [&] {
+          const util::CrashScope crash_scope("in train_batch", "batch", batch_idx);
+          const profile::ScopedPhase timing(profiler_.get(), profile::Phase::kTrainBatch);
+          const AutocastRegion autocast = session_->context().autocast(true);
+          return session_->trial().train_batch(batch, epoch_idx, batch_idx);
+        });
     if (trial.buffers) trial.buffers->run();
     add_step_results(m, batch_idx);
     detail::step_schedulers_after_batch(trial);
@@ -268,6 +272,7 @@ class FitLoop {
     const auto started = std::chrono::steady_clock::now();
     // Never a checkpoint of a model whose loss already diverged.
     reporter_.check_training_finite(state_);
+    const util::CrashScope crash_scope("while writing the checkpoint", "batch", state_.batches);
     checkpointer_->save(*session_, state_, progress(), train_loader_.position(),
                         reporter_.training_state());
     each_callback("on_checkpoint_end",
@@ -303,6 +308,9 @@ class FitLoop {
     const RunStart start = start_run(config_, options_, logger_);
     run_ = start.run;
     run_lock_ = start.lock;
+    if (dist_.is_chief()) crash_reports_.set_log_file(run_.log_file());
+    crash_reports_.set_advice(
+        fmt::format("continue the run with: trainer fit --resume {}", run_.path));
     const torch::Device device = dist::rank_device(dist_.local_rank());
     logger_.info(fmt::format(
         "{} run {}: trial {} on {}{}", start.resume_from.empty() ? "new" : "resuming", run_.path,
@@ -328,8 +336,10 @@ class FitLoop {
       logger_.info("model weights from " + warm);
     }
     Trial& trial = session_->trial();
-    train_loader_ = call_trial(named("build_training_data_loader"),
-                               [&] { return trial.build_training_data_loader(); });
+    train_loader_ = call_trial(named("build_training_data_loader"), [&] {
+      const util::CrashScope crash_scope("in build_training_data_loader");
+      return trial.build_training_data_loader();
+    });
     if (!train_loader_.dataset()) {
       throw TrainingError("build_training_data_loader returned an empty DataLoader");
     }
@@ -350,6 +360,8 @@ class FitLoop {
   // Continues from checkpoint `dir`: the trial's contents, the fit's state, the pending
   // training metrics and the training loader's position.
   void restore(const std::string& dir) {
+    const std::string loading = "while loading checkpoint " + dir;
+    const util::CrashScope crash_scope(loading.c_str());
     const checkpoint::Metadata meta =
         checkpoint::load(dir, session_->contents(), dist_.rank(), session_->state().device);
     const size_t gpus = meta.cuda_devices;
@@ -403,6 +415,7 @@ class FitLoop {
   RunDir run_;
   std::shared_ptr<util::FileLock> run_lock_;  // the chief's, while it writes the run
   util::Logger logger_;
+  util::CrashReports crash_reports_;
   std::unique_ptr<profile::Profiler> profiler_;  // declared first: it outlives session_'s use
   std::unique_ptr<TrialSession> session_;
   DataLoader train_loader_;

@@ -12,6 +12,7 @@
 #include "checkpoint/tensor_files.h"
 #include "train/run_start.h"
 #include "train/session.h"
+#include "util/crash_report.h"
 
 namespace crucible {
 namespace {
@@ -132,7 +133,10 @@ int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& o
       const int64_t idx = k * dist.size() + dist.rank();
       outputs.push_back(
           train::call_trial([&] { return fmt::format("predict_batch (batch {})", idx); },
-                            [&] { return trial.predict_batch(batch, idx); })
+                            [&] {
+                              const util::CrashScope crash_scope("in predict_batch", "batch", idx);
+                              return trial.predict_batch(batch, idx);
+                            })
               .detach()
               .to(torch::kCPU));
       ++k;

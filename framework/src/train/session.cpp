@@ -8,6 +8,7 @@
 #include "data/shuffle.h"
 #include "distributed/backend.h"
 #include "distributed/grad_sync.h"
+#include "util/crash_report.h"
 
 namespace crucible::train {
 
@@ -36,6 +37,7 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
   }
   context_ = detail::TrialContextAccess::make(&state_);
   try {
+    const util::CrashScope crash_scope("in the trial's constructor");
     trial_ = factory_.create(*context_);
   } catch (const Error& e) {
     std::throw_with_nested(Error(
@@ -108,8 +110,10 @@ void TrialSession::reduce_custom(MetricValues& values) {
 }
 
 MetricValues TrialSession::validate(int64_t max_batches) {
-  DataLoader loader = call_trial(named("build_validation_data_loader"),
-                                 [&] { return trial_->build_validation_data_loader(); });
+  DataLoader loader = call_trial(named("build_validation_data_loader"), [&] {
+    const util::CrashScope crash_scope("in build_validation_data_loader");
+    return trial_->build_validation_data_loader();
+  });
   if (!loader.dataset()) {
     throw TrainingError("build_validation_data_loader returned an empty DataLoader");
   }
@@ -127,8 +131,10 @@ MetricValues TrialSession::validate(int64_t max_batches) {
     if (factory_.overrides_evaluate_full_dataset) {
       nlohmann::json result;
       if (dist.is_chief()) {
-        Metrics m = call_trial(named("evaluate_full_dataset"),
-                               [&] { return trial_->evaluate_full_dataset(loader); });
+        Metrics m = call_trial(named("evaluate_full_dataset"), [&] {
+          const util::CrashScope crash_scope("in evaluate_full_dataset");
+          return trial_->evaluate_full_dataset(loader);
+        });
         result = metrics::to_values(m, "evaluate_full_dataset");
       }
       values = dist.broadcast_object(result).get<MetricValues>();
@@ -145,6 +151,8 @@ MetricValues TrialSession::validate(int64_t max_batches) {
         Metrics m = call_trial(
             [&] { return fmt::format("evaluate_batch (validation batch {})", global_idx); },
             [&] {
+              const util::CrashScope crash_scope("in evaluate_batch", "validation batch",
+                                                 global_idx);
               const AutocastRegion autocast = context_->autocast(true);
               return trial_->evaluate_batch(batch, global_idx);
             });
