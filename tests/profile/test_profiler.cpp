@@ -125,8 +125,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a full disk or an I/O error in profiling's files: the cause named, the training ends as "
-    "if whole",
+    "a full disk, an I/O error or a failed look-up in profiling's files: the cause named, the "
+    "training ends as if whole",
     "[profile][faults]") {
   TempDir tmp;
   const std::string reference = finished_resumable_run(tmp);
@@ -137,9 +137,9 @@ TEST_CASE(
            " --set profiling.end_after_batch=39 --set profiling.trace=true --quiet --output " +
            run;
   };
-  for (const Fault& fault : {full_disk(), io_error()}) {
+  for (const Fault& fault : {full_disk(), io_error(), stat_error()}) {
     INFO("faults " << fault.kinds);
-    const std::string traced = tmp / ("traced-" + std::to_string(fault.error));
+    const std::string traced = tmp / ("traced-" + fault.kinds.substr(0, fault.kinds.find(',')));
     const auto unfaulted =
         run_command(with_faults(fit(traced), traced, Fault{fault.kinds}, traced + ".trace"));
     INFO(unfaulted.output);

@@ -299,7 +299,8 @@ class JitteredDataset : public Dataset {
 // loader worker threads, Adam state, an epoch LR schedule and a per-batch one, its own state and
 // a callback's state.
 // Hyperparameters: records, hidden, workers, sleep_ms (per batch, to give tests time to act).
-// CRUCIBLE_TEST_CRASH=segv@N or abort@N (crash_if_asked) crashes train_batch at batch N.
+// CRUCIBLE_TEST_CRASH=segv@N or abort@N (crash_if_asked) crashes train_batch at batch N,
+// evaluate@N evaluate_batch at validation batch N.
 class ResumableTrial : public Trial {
  public:
   explicit ResumableTrial(TrialContext& ctx)
@@ -343,7 +344,8 @@ class ResumableTrial : public Trial {
     ++seen_;
     return {{"loss", loss}, {"seen", seen_}};  // a plain number
   }
-  Metrics evaluate_batch(Batch& batch, int64_t) override {
+  Metrics evaluate_batch(Batch& batch, int64_t batch_idx) override {
+    crash_if_asked("evaluate", batch_idx, ctx_.distributed().rank());
     return {{"loss", torch::mse_loss(model_->forward(batch[0].tensor()), batch[1])}};
   }
   torch::Tensor predict_batch(Batch& batch, int64_t) override {

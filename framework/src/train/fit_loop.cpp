@@ -272,9 +272,11 @@ class FitLoop {
     const auto started = std::chrono::steady_clock::now();
     // Never a checkpoint of a model whose loss already diverged.
     reporter_.check_training_finite(state_);
-    const util::CrashScope crash_scope("while writing the checkpoint", "batch", state_.batches);
-    checkpointer_->save(*session_, state_, progress(), train_loader_.position(),
-                        reporter_.training_state());
+    {
+      const util::CrashScope crash_scope("while writing the checkpoint", "batch", state_.batches);
+      checkpointer_->save(*session_, state_, progress(), train_loader_.position(),
+                          reporter_.training_state());
+    }
     each_callback("on_checkpoint_end",
                   [&](Callback& c) { c.on_checkpoint_end(state_.last_checkpoint); });
     reporter_.checkpoint_took(std::chrono::steady_clock::now() - started);

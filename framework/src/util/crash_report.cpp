@@ -25,19 +25,19 @@ __attribute__((tls_model("initial-exec"))) thread_local const CrashScope* t_scop
 std::atomic<bool> g_installed{false};
 std::atomic<const std::string*> g_who{nullptr};
 std::atomic<const std::string*> g_advice{nullptr};
-std::atomic<int> g_log_fd{-1};
+std::atomic<const std::string*> g_log_path{nullptr};
 std::atomic<pid_t> g_reporting_thread{0};
 std::atomic<bool> g_reported{false};
 std::array<struct sigaction, kCrashSignals.size()> g_previous{};
-bool g_own_alt_stack = false;
 
-// Kept for the handler while a CrashReports lives: every string it published (a crashing thread
-// may still read a replaced one), and the alternate stack.
-struct Owned {
-  std::vector<std::unique_ptr<const std::string>> strings;
-  std::unique_ptr<char[]> alt_stack;
-};
-Owned* g_owned = nullptr;
+// Every string published for the handler, kept for the life of the process: a thread that
+// crashed may still read one after it was replaced or its CrashReports ended. A few per fit.
+std::vector<std::unique_ptr<const std::string>>* g_strings = nullptr;
+// The alternate stack a CrashReports set, and the thread it set it on.
+std::unique_ptr<char[]> g_alt_stack;
+pid_t g_alt_stack_thread = 0;
+
+pid_t this_thread() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
 // A line built without allocating, truncated at its capacity.
 class Text {
@@ -46,6 +46,8 @@ class Text {
     while (s != nullptr && *s != '\0' && size_ < sizeof(buf_)) buf_[size_++] = *s++;
     return *this;
   }
+  // Empties it.
+  void clear() { size_ = 0; }
   Text& add_int(int64_t v) {
     char digits[24];
     int n = 0;
@@ -133,12 +135,16 @@ const char* signal_name(int sig) {
 // What caused `sig`, as `info` tells it.
 void add_cause(Text& text, int sig, const siginfo_t* info) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(info->si_addr);
-  if (info->si_code == SI_USER) {
+  if (sig != SIGABRT && info->si_code <= 0) {  // kill, sigqueue, raise, pthread_kill
     text.add("sent by process ").add_int(info->si_pid);
     return;
   }
   switch (sig) {
     case SIGSEGV:
+      if (info->si_code == SI_KERNEL) {  // a general protection fault: no address is known
+        text.add("a memory access the processor refused, such as through a corrupt pointer");
+        return;
+      }
       text.add("a memory access at ").add_hex(address);
       text.add(info->si_code == SEGV_ACCERR ? ", which it may not make" : ", which is not mapped");
       return;
@@ -169,9 +175,9 @@ void add_report_line(Text& text, int sig, const siginfo_t* info) {
   if (const CrashScope* scope = t_scope) {
     text.add(" ").add(scope->what());
     if (scope->unit() != nullptr) {
-      text.add(" (");
-      if (scope->epoch() >= 0) text.add("epoch ").add_int(scope->epoch()).add(", ");
-      text.add(scope->unit()).add(" ").add_int(scope->index()).add(")");
+      text.add(" (").add(scope->unit()).add(" ").add_int(scope->index());
+      if (scope->epoch() >= 0) text.add(" of epoch ").add_int(scope->epoch());
+      text.add(")");
     }
   }
   const std::string* advice = g_advice.load();
@@ -179,23 +185,31 @@ void add_report_line(Text& text, int sig, const siginfo_t* info) {
   text.add("\n");
 }
 
+// Writes the report to stderr and the log file. One buffer: the alternate stack another library
+// set up may be small.
 void report(int sig, const siginfo_t* info, void* const* frames, int depth) {
-  Text line;
-  add_report_line(line, sig, info);
-  Text console;
-  console.add("error: ").add(line.data());
-  write_all(STDERR_FILENO, console.data(), console.size());
   const char header[] = "native stack of the crashing thread, innermost frame first:\n";
+  Text text;
+  text.add("error: ");
+  add_report_line(text, sig, info);
+  write_all(STDERR_FILENO, text.data(), text.size());
   write_all(STDERR_FILENO, header, sizeof(header) - 1);
+  // backtrace_symbols_fd looks symbols up under the dynamic loader's lock; a thread that crashed
+  // holding it makes this wait, which the other thread's 10 s bound ends.
   backtrace_symbols_fd(frames, depth, STDERR_FILENO);
-  const int log = g_log_fd.load();
+  // Opened only now (open is async-signal-safe): a fit makes no file-system call for reports.
+  const std::string* path = g_log_path.load();
+  if (path == nullptr || path->empty()) return;
+  const int log = ::open(path->c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (log < 0) return;
-  Text logged;
-  add_utc_stamp(logged);
-  logged.add(" ERROR ").add(line.data());
-  write_all(log, logged.data(), logged.size());
+  text.clear();
+  add_utc_stamp(text);
+  text.add(" ERROR ");
+  add_report_line(text, sig, info);
+  write_all(log, text.data(), text.size());
   write_all(log, header, sizeof(header) - 1);
   backtrace_symbols_fd(frames, depth, log);
+  ::close(log);
 }
 
 int index_of(int sig) {
@@ -205,36 +219,61 @@ int index_of(int sig) {
   return -1;
 }
 
+// Whether `info` is a fault of the instruction that raised `sig`, which recurs when the handler
+// returns; anything else was sent (kill, raise, abort) or is asynchronous (a machine check that
+// needs no action).
+bool recurs(int sig, const siginfo_t* info) {
+  if (info == nullptr || info->si_code <= 0) return false;
+  if (sig == SIGABRT) return false;
+  return !(sig == SIGBUS && info->si_code == BUS_MCEERR_AO);
+}
+
 void on_crash(int sig, siginfo_t* info, void*) {
   const int saved_errno = errno;
+  const int i = index_of(sig);
+  const struct sigaction* previous = i >= 0 ? &g_previous[static_cast<size_t>(i)] : nullptr;
+  const bool fault = recurs(sig, info);
+  // A sent signal that was ignored before stays ignored.
+  if (!fault && previous != nullptr && (previous->sa_flags & SA_SIGINFO) == 0 &&
+      previous->sa_handler == SIG_IGN) {
+    errno = saved_errno;
+    return;
+  }
   void* frames[64];
   const int depth = backtrace(frames, 64);
   // frames[0] is this handler and frames[1] the kernel's signal return; the crash is below them.
   const int skip = depth > 2 ? 2 : 0;
-  const pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
+  const pid_t self = this_thread();
   pid_t none = 0;
+  bool again = false;  // this thread crashed again, while reporting or in a handler after ours
   if (g_reporting_thread.compare_exchange_strong(none, self)) {
     report(sig, info, frames + skip, depth - skip);
     g_reported.store(true);
   } else if (none != self) {
     // Another thread reports: the process must not end before that report does (10 s at most).
-    for (int i = 0; i < 1000 && !g_reported.load(); ++i) {
+    for (int n = 0; n < 1000 && !g_reported.load(); ++n) {
       const struct timespec wait = {0, 10 * 1000 * 1000};
       ::nanosleep(&wait, nullptr);
     }
+  } else {
+    again = true;
   }
-  // The previous disposition takes the signal: a fault recurs when this handler returns; a signal
-  // that was sent (kill, raise, abort) is raised again and delivered on return.
-  const int i = index_of(sig);
-  if (i >= 0) ::sigaction(sig, &g_previous[static_cast<size_t>(i)], nullptr);
-  if (info == nullptr || info->si_code <= 0) ::raise(sig);
+  // The previous disposition takes the signal (the default one when this thread came back here:
+  // a handler after ours may chain to this one): a fault recurs when this handler returns; a
+  // signal that was sent is raised again and delivered on return.
+  struct sigaction fallback {};
+  fallback.sa_handler = SIG_DFL;
+  sigemptyset(&fallback.sa_mask);
+  ::sigaction(sig, again || previous == nullptr ? &fallback : previous, nullptr);
+  if (!fault) ::raise(sig);
   errno = saved_errno;
 }
 
-// Publishes `value` in `slot`; the string lives until the CrashReports ends.
+// Publishes `value` in `slot`; the string lives as long as the process.
 void publish(std::atomic<const std::string*>& slot, const std::string& value) {
-  g_owned->strings.push_back(std::make_unique<const std::string>(value));
-  slot.store(g_owned->strings.back().get());
+  if (g_strings == nullptr) g_strings = new std::vector<std::unique_ptr<const std::string>>();
+  g_strings->push_back(std::make_unique<const std::string>(value));
+  slot.store(g_strings->back().get());
 }
 
 }  // namespace
@@ -242,7 +281,6 @@ void publish(std::atomic<const std::string*>& slot, const std::string& value) {
 CrashReports::CrashReports(const std::string& who) {
   if (g_installed.exchange(true)) return;  // another instance lives: this one does nothing
   active_ = true;
-  g_owned = new Owned();
   g_reporting_thread = 0;
   g_reported = false;
   publish(g_who, who);
@@ -253,11 +291,14 @@ CrashReports::CrashReports(const std::string& who) {
   stack_t current{};
   if (::sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE) != 0) {
     const size_t size = 64 * 1024 + SIGSTKSZ;
-    g_owned->alt_stack = std::make_unique<char[]>(size);
+    auto stack = std::make_unique<char[]>(size);
     stack_t alt{};
-    alt.ss_sp = g_owned->alt_stack.get();
+    alt.ss_sp = stack.get();
     alt.ss_size = size;
-    g_own_alt_stack = ::sigaltstack(&alt, nullptr) == 0;
+    if (::sigaltstack(&alt, nullptr) == 0) {
+      g_alt_stack = std::move(stack);
+      g_alt_stack_thread = this_thread();
+    }
   }
   struct sigaction action {};
   action.sa_sigaction = on_crash;
@@ -278,26 +319,26 @@ CrashReports::~CrashReports() {
       ::sigaction(kCrashSignals[i], &g_previous[i], nullptr);
     }
   }
-  if (g_own_alt_stack) {
+  // On another thread the alternate stack is still the constructing thread's: it is left to it.
+  if (g_alt_stack) {
     stack_t off{};
     off.ss_flags = SS_DISABLE;
-    ::sigaltstack(&off, nullptr);
-    g_own_alt_stack = false;
+    if (g_alt_stack_thread == this_thread() && ::sigaltstack(&off, nullptr) == 0) {
+      g_alt_stack.reset();
+    } else {
+      (void)g_alt_stack.release();
+    }
+    g_alt_stack_thread = 0;
   }
   g_who = nullptr;
   g_advice = nullptr;
-  const int log = g_log_fd.exchange(-1);
-  if (log >= 0) ::close(log);
-  delete g_owned;
-  g_owned = nullptr;
+  g_log_path = nullptr;
   g_installed = false;
 }
 
 void CrashReports::set_log_file(const std::string& path) {
   if (!active_) return;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  const int old = g_log_fd.exchange(fd);
-  if (old >= 0) ::close(old);
+  publish(g_log_path, path);
 }
 
 void CrashReports::set_advice(const std::string& advice) {

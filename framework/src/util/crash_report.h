@@ -20,11 +20,13 @@ inline constexpr std::array<int, 5> kCrashSignals = {SIGSEGV, SIGBUS, SIGFPE, SI
 // first (mangled names: c++filt demangles them). The line, as an ERROR line, and the stack are
 // appended to the log file when one is set. Then the signal's previous disposition takes it: by
 // default the process dies of it (exit status 128 + N, a core dump where enabled); a handler
-// another library installed (a sanitizer's, UCX's) runs after the report. A thread that crashes
-// while another reports waits for that report to end. The report uses async-signal-safe calls
-// only; it runs on an alternate stack on the thread that constructed this object (a stack
-// overflow there is reported too). One instance at a time: one made while another lives does
-// nothing.
+// another library installed (a sanitizer's, UCX's) runs after the report. A signal sent to the
+// process (kill, not abort) while its previous disposition was to ignore it stays ignored,
+// unreported. A thread that crashes while another reports waits for that report to end (10 s at
+// most). Strings given to it are kept for the life of the process. The report uses
+// async-signal-safe calls only; it runs on an alternate stack on the thread that constructed this
+// object (a stack overflow there is reported too). One instance at a time: one made while another
+// lives does nothing.
 class CrashReports {
  public:
   explicit CrashReports(const std::string& who);
@@ -32,8 +34,8 @@ class CrashReports {
   CrashReports(const CrashReports&) = delete;
   CrashReports& operator=(const CrashReports&) = delete;
 
-  // Reports are appended to the file at `path` from now on (opened here; one that cannot be
-  // opened is left out: the report still goes to stderr).
+  // Reports are appended to the file at `path` from now on (opened when a crash comes; one that
+  // cannot be opened then is left out: the report still goes to stderr).
   void set_log_file(const std::string& path);
   // The advice that ends the report line, such as how to continue the run.
   void set_advice(const std::string& advice);
@@ -44,7 +46,7 @@ class CrashReports {
 
 // Marks what the calling thread does, for the report of a crash in it, while it lives: `what`,
 // a phrase such as "in train_batch", then "(UNIT INDEX)" when `unit` is given, such as "(batch
-// 37)", or "(epoch EPOCH, UNIT INDEX)" when `epoch` is >= 0 too. Strings must outlive the scope.
+// 37)", or "(UNIT INDEX of epoch EPOCH)" when `epoch` is >= 0 too. Strings must outlive the scope.
 // Scopes nest; the innermost is reported. Costs two thread-local stores.
 class CrashScope {
  public:
