@@ -400,8 +400,9 @@ class FitLoop {
   void each_callback(const char* name, Hook&& hook) {
     for (const auto& entry : session_->callbacks()) {  // lambdas capture no structured binding
       const auto& callback = entry.second;
-      call_trial([&] { return fmt::format("callback '{}' {}", entry.first, name); },
-                 [&] { hook(*callback); });
+      const std::string where = fmt::format("in callback '{}' {}", entry.first, name);
+      const util::CrashScope crash_scope(where.c_str());
+      call_trial([&] { return where.substr(3); }, [&] { hook(*callback); });
     }
   }
 
