@@ -2,6 +2,8 @@
 // failures that name the rank, and exact resume of a distributed run.
 #include <signal.h>
 
+#include <regex>
+
 #include <fmt/format.h>
 #include "catch.h"
 
@@ -353,6 +355,13 @@ resources: {slots_per_trial: 2, distributed_timeout_seconds: 3}
   CHECK_THAT(r.output, Catch::Contains("error: rank 1 stopped responding") &&
                            Catch::Contains("rank 0 exited with code 5") &&
                            Catch::Contains("rank 0: gradient allreduce across ranks failed"));
+  // Asked by the launcher, the hung rank said where it was stuck, with its stack.
+  CHECK(std::regex_search(r.output,
+                          std::regex(R"(\[rank 1\] warning: rank 1: asked what it is doing \(by )"
+                                     R"(process [0-9]+\): in train_batch \(batch 5\)\n)"
+                                     R"(\[rank 1\] native stack of the main thread, innermost )"
+                                     R"(frame first:\n)")));
+  CHECK_THAT(r.output, Catch::Contains("RecordingTrial11train_batch"));
   // 3 s timeout, 1 s for the others to fail, 10 s between SIGTERM and SIGKILL of the hung rank.
   CHECK(seconds < 30);
 }

@@ -25,5 +25,12 @@ __attribute__((section(".preinit_array"), used)) const PreinitFunction g_record_
 
 int main(int argc, char** argv) {
   if (g_hangup_ignored_at_exec) ::signal(SIGHUP, SIG_IGN);
+  // A launcher asks a rank that stopped responding what it is doing with SIGUSR2: a fit answers
+  // (util::CrashReports); anywhere else the question must not end the process, as by default.
+  struct sigaction where = {};
+  if (sigaction(SIGUSR2, nullptr, &where) == 0 && (where.sa_flags & SA_SIGINFO) == 0 &&
+      where.sa_handler == SIG_DFL) {
+    ::signal(SIGUSR2, SIG_IGN);
+  }
   return crucible::cli::run(std::vector<std::string>(argv + 1, argv + argc));
 }

@@ -23,6 +23,7 @@
 #include "launch/process.h"
 #include "util/broken_pipes.h"
 #include "util/cpus.h"
+#include "util/crash_report.h"
 #include "util/error_text.h"
 
 namespace crucible::launch {
@@ -198,10 +199,13 @@ class Supervisor {
       }
     }
     // Every failure so far was a rank giving up on its peers: the ones still running are the
-    // ones that stopped responding.
+    // ones that stopped responding. Each is asked what it is doing first: its answer (where it
+    // is stuck, its stack) comes out with its other lines.
     if (gave_up_on_peers(*failed_)) {
       for (const auto& w : workers_) {
-        if (!w.reaped) unresponsive_.push_back(w.rank);
+        if (w.reaped) continue;
+        unresponsive_.push_back(w.rank);
+        ::kill(w.pid, util::kWhereSignal);
       }
     }
     signal_running(SIGTERM);

@@ -29,6 +29,7 @@ std::atomic<const std::string*> g_log_path{nullptr};
 std::atomic<pid_t> g_reporting_thread{0};
 std::atomic<bool> g_reported{false};
 std::array<struct sigaction, kCrashSignals.size()> g_previous{};
+struct sigaction g_previous_where {};
 
 // Every string published for the handler, kept for the life of the process: a thread that
 // crashed may still read one after it was replaced or its CrashReports ended. A few per fit.
@@ -165,6 +166,8 @@ void add_cause(Text& text, int sig, const siginfo_t* info) {
   }
 }
 
+void add_scope(Text& text, const char* outside = nullptr);
+
 // The report line without its "error: " or time stamp.
 void add_report_line(Text& text, int sig, const siginfo_t* info) {
   const std::string* who = g_who.load();
@@ -172,6 +175,14 @@ void add_report_line(Text& text, int sig, const siginfo_t* info) {
   text.add("crashed with ").add(signal_name(sig)).add(" (");
   add_cause(text, sig, info);
   text.add(")");
+  add_scope(text);
+  const std::string* advice = g_advice.load();
+  if (advice != nullptr && !advice->empty()) text.add("; ").add(advice->c_str());
+  text.add("\n");
+}
+
+// " WHAT (UNIT INDEX)" of this thread's innermost CrashScope, or `outside` when it has none.
+void add_scope(Text& text, const char* outside) {
   if (const CrashScope* scope = t_scope) {
     text.add(" ").add(scope->what());
     if (scope->unit() != nullptr) {
@@ -179,21 +190,22 @@ void add_report_line(Text& text, int sig, const siginfo_t* info) {
       if (scope->epoch() >= 0) text.add(" of epoch ").add_int(scope->epoch());
       text.add(")");
     }
+  } else if (outside != nullptr) {
+    text.add(" ").add(outside);
   }
-  const std::string* advice = g_advice.load();
-  if (advice != nullptr && !advice->empty()) text.add("; ").add(advice->c_str());
-  text.add("\n");
 }
 
-// Writes the report to stderr and the log file. One buffer: the alternate stack another library
-// set up may be small.
-void report(int sig, const siginfo_t* info, void* const* frames, int depth) {
-  const char header[] = "native stack of the crashing thread, innermost frame first:\n";
+// Writes a report to stderr (after `console_prefix`) and to the log file (stamped, as a `level`
+// line): the line add_line(text) makes, ending in '\n', then `header` and the stack `frames`.
+// One buffer: the alternate stack another library set up may be small.
+template <class AddLine>
+void write_report(const char* console_prefix, const char* level, const AddLine& add_line,
+                  const char* header, void* const* frames, int depth) {
   Text text;
-  text.add("error: ");
-  add_report_line(text, sig, info);
+  text.add(console_prefix);
+  add_line(text);
+  text.add(header);
   write_all(STDERR_FILENO, text.data(), text.size());
-  write_all(STDERR_FILENO, header, sizeof(header) - 1);
   // backtrace_symbols_fd looks symbols up under the dynamic loader's lock; a thread that crashed
   // holding it makes this wait, which the other thread's 10 s bound ends.
   backtrace_symbols_fd(frames, depth, STDERR_FILENO);
@@ -204,13 +216,15 @@ void report(int sig, const siginfo_t* info, void* const* frames, int depth) {
   if (log < 0) return;
   text.clear();
   add_utc_stamp(text);
-  text.add(" ERROR ");
-  add_report_line(text, sig, info);
+  text.add(" ").add(level).add(" ");
+  add_line(text);
+  text.add(header);
   write_all(log, text.data(), text.size());
-  write_all(log, header, sizeof(header) - 1);
   backtrace_symbols_fd(frames, depth, log);
   ::close(log);
 }
+
+const char kCrashHeader[] = "native stack of the crashing thread, innermost frame first:\n";
 
 int index_of(int sig) {
   for (size_t i = 0; i < kCrashSignals.size(); ++i) {
@@ -247,7 +261,9 @@ void on_crash(int sig, siginfo_t* info, void*) {
   pid_t none = 0;
   bool again = false;  // this thread crashed again, while reporting or in a handler after ours
   if (g_reporting_thread.compare_exchange_strong(none, self)) {
-    report(sig, info, frames + skip, depth - skip);
+    write_report(
+        "error: ", "ERROR", [&](Text& text) { add_report_line(text, sig, info); }, kCrashHeader,
+        frames + skip, depth - skip);
     g_reported.store(true);
   } else if (none != self) {
     // Another thread reports: the process must not end before that report does (10 s at most).
@@ -266,6 +282,35 @@ void on_crash(int sig, siginfo_t* info, void*) {
   sigemptyset(&fallback.sa_mask);
   ::sigaction(sig, again || previous == nullptr ? &fallback : previous, nullptr);
   if (!fault) ::raise(sig);
+  errno = saved_errno;
+}
+
+// kWhereSignal: on the main thread, reports what it does and its stack, and returns; on another,
+// passes the signal to the main thread.
+void on_where(int sig, siginfo_t* info, void*) {
+  const int saved_errno = errno;
+  const pid_t process = ::getpid();
+  if (this_thread() != process) {
+    ::syscall(SYS_tgkill, process, process, sig);
+    errno = saved_errno;
+    return;
+  }
+  void* frames[64];
+  const int depth = backtrace(frames, 64);
+  const int skip = depth > 2 ? 2 : 0;
+  const pid_t asker = info != nullptr && info->si_code == SI_USER ? info->si_pid : 0;
+  write_report(
+      "warning: ", "WARN",
+      [&](Text& text) {
+        const std::string* who = g_who.load();
+        if (who != nullptr && !who->empty()) text.add(who->c_str()).add(": ");
+        text.add("asked what it is doing");
+        if (asker != 0) text.add(" (by process ").add_int(asker).add(")");
+        text.add(":");
+        add_scope(text, "outside the trial's methods");
+        text.add("\n");
+      },
+      "native stack of the main thread, innermost frame first:\n", frames + skip, depth - skip);
   errno = saved_errno;
 }
 
@@ -307,6 +352,11 @@ CrashReports::CrashReports(const std::string& who) {
   for (size_t i = 0; i < kCrashSignals.size(); ++i) {
     ::sigaction(kCrashSignals[i], &action, &g_previous[i]);
   }
+  struct sigaction where {};
+  where.sa_sigaction = on_where;
+  where.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&where.sa_mask);
+  ::sigaction(kWhereSignal, &where, &g_previous_where);
 }
 
 CrashReports::~CrashReports() {
@@ -319,6 +369,7 @@ CrashReports::~CrashReports() {
       ::sigaction(kCrashSignals[i], &g_previous[i], nullptr);
     }
   }
+  ::sigaction(kWhereSignal, &g_previous_where, nullptr);
   // On another thread the alternate stack is still the constructing thread's: it is left to it.
   if (g_alt_stack) {
     stack_t off{};

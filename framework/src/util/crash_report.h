@@ -12,6 +12,10 @@ namespace crucible::util {
 // illegal instruction (SIGILL), and abort() (SIGABRT: a failed assert, std::terminate).
 inline constexpr std::array<int, 5> kCrashSignals = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 
+// The signal that asks a process what it is doing (SIGUSR2): the launcher sends it to a rank that
+// stopped responding, and a user may (kill -USR2 PID).
+inline constexpr int kWhereSignal = SIGUSR2;
+
 // While one lives, a crash of the process is reported before the process dies of it. The report
 // goes to stderr: a line "error: WHO: crashed with SIGNAL (CAUSE) WHAT; ADVICE", where WHO is
 // the owner's (a rank, or nothing), CAUSE the kind of fault and the address it touched, WHAT the
@@ -23,7 +27,11 @@ inline constexpr std::array<int, 5> kCrashSignals = {SIGSEGV, SIGBUS, SIGFPE, SI
 // another library installed (a sanitizer's, UCX's) runs after the report. A signal sent to the
 // process (kill, not abort) while its previous disposition was to ignore it stays ignored,
 // unreported. A thread that crashes while another reports waits for that report to end (10 s at
-// most). Strings given to it are kept for the life of the process. The report uses
+// most). Strings given to it are kept for the life of the process.
+// While one lives, kWhereSignal makes the main thread (the one whose thread id is the process id)
+// report what it does and go on: "warning: WHO: asked what it is doing (by process PID): WHAT"
+// (WHAT as above, or "outside the trial's methods"), then its native stack, on stderr and as a
+// WARN line of the log file. The report uses
 // async-signal-safe calls only; it runs on an alternate stack on the thread that constructed this
 // object (a stack overflow there is reported too). One instance at a time: one made while another
 // lives does nothing.
