@@ -92,6 +92,11 @@ class Supervisor {
       if (const int sig = SignalCatcher::take()) signal_running(sig);
       pump(10);
       reap();
+      if (term_at_ && Clock::now() >= *term_at_) {
+        signal_running(SIGTERM);
+        term_at_.reset();
+        kill_at_ = Clock::now() + options_.grace;
+      }
       if (kill_at_ && Clock::now() >= *kill_at_) {
         signal_running(SIGKILL);
         kill_at_.reset();
@@ -208,8 +213,9 @@ class Supervisor {
         ::kill(w.pid, util::kWhereSignal);
       }
     }
-    signal_running(SIGTERM);
-    kill_at_ = Clock::now() + options_.grace;
+    // The ranks asked get a moment to answer: a SIGTERM that a rank does not handle (validate,
+    // predict) would end it before it could.
+    term_at_ = Clock::now() + (unresponsive_.empty() ? Clock::duration::zero() : kAnswerTime);
   }
 
   // The reader of `stream` (0 stdout, 1 stderr) went away: says so on the other stream when it
@@ -229,6 +235,8 @@ class Supervisor {
   }
 
   static constexpr std::chrono::milliseconds kBlameWindow{1000};
+  // How long a rank asked what it is doing has to answer before it is stopped.
+  static constexpr std::chrono::milliseconds kAnswerTime{1000};
 
   // Whether the worker gave up on its peers (PeerLostError) rather than failing on its own.
   static bool gave_up_on_peers(const Worker& w) { return exit_code_of(w.status) == kExitPeerLost; }
@@ -266,7 +274,8 @@ class Supervisor {
   bool console_lost_ = false;            // one was closed and the workers were stopped
   std::optional<Clock::time_point> first_failure_at_;
   const Worker* failed_ = nullptr;
-  std::vector<int64_t> unresponsive_;  // ranks running when only peer-wait failures had come
+  std::vector<int64_t> unresponsive_;         // ranks running when only peer-wait failures had come
+  std::optional<Clock::time_point> term_at_;  // when to stop the ranks still running
   std::optional<Clock::time_point> kill_at_;
 };
 

@@ -30,6 +30,7 @@ std::atomic<pid_t> g_reporting_thread{0};
 std::atomic<bool> g_reported{false};
 std::array<struct sigaction, kCrashSignals.size()> g_previous{};
 struct sigaction g_previous_where {};
+std::atomic<pid_t> g_asker{0};  // who sent kWhereSignal to a thread that passed it on
 
 // Every string published for the handler, kept for the life of the process: a thread that
 // crashed may still read one after it was replaced or its CrashReports ended. A few per fit.
@@ -166,7 +167,7 @@ void add_cause(Text& text, int sig, const siginfo_t* info) {
   }
 }
 
-void add_scope(Text& text, const char* outside = nullptr);
+void add_scope(Text& text, const char* outside = nullptr, const CrashScope* scope = t_scope);
 
 // The report line without its "error: " or time stamp.
 void add_report_line(Text& text, int sig, const siginfo_t* info) {
@@ -182,8 +183,8 @@ void add_report_line(Text& text, int sig, const siginfo_t* info) {
 }
 
 // " WHAT (UNIT INDEX)" of this thread's innermost CrashScope, or `outside` when it has none.
-void add_scope(Text& text, const char* outside) {
-  if (const CrashScope* scope = t_scope) {
+void add_scope(Text& text, const char* outside, const CrashScope* scope) {
+  if (scope != nullptr) {
     text.add(" ").add(scope->what());
     if (scope->unit() != nullptr) {
       text.add(" (").add(scope->unit()).add(" ").add_int(scope->index());
@@ -290,15 +291,24 @@ void on_crash(int sig, siginfo_t* info, void*) {
 void on_where(int sig, siginfo_t* info, void*) {
   const int saved_errno = errno;
   const pid_t process = ::getpid();
+  const bool sent = info != nullptr && info->si_code == SI_USER;
   if (this_thread() != process) {
+    g_asker.store(sent ? info->si_pid : 0);
     ::syscall(SYS_tgkill, process, process, sig);
     errno = saved_errno;
     return;
   }
+  // A crash report in progress on another thread has the console; the process is ending.
+  if (g_reporting_thread.load() != 0) {
+    errno = saved_errno;
+    return;
+  }
+  const bool passed_on = info != nullptr && info->si_code == SI_TKILL && info->si_pid == process;
+  const pid_t asker = sent ? info->si_pid : passed_on ? g_asker.exchange(0) : 0;
+  const CrashScope answering("while answering SIGUSR2");
   void* frames[64];
   const int depth = backtrace(frames, 64);
   const int skip = depth > 2 ? 2 : 0;
-  const pid_t asker = info != nullptr && info->si_code == SI_USER ? info->si_pid : 0;
   write_report(
       "warning: ", "WARN",
       [&](Text& text) {
@@ -307,7 +317,7 @@ void on_where(int sig, siginfo_t* info, void*) {
         text.add("asked what it is doing");
         if (asker != 0) text.add(" (by process ").add_int(asker).add(")");
         text.add(":");
-        add_scope(text, "outside the trial's methods");
+        add_scope(text, "outside the trial's methods", answering.outer());
         text.add("\n");
       },
       "native stack of the main thread, innermost frame first:\n", frames + skip, depth - skip);
@@ -369,7 +379,11 @@ CrashReports::~CrashReports() {
       ::sigaction(kCrashSignals[i], &g_previous[i], nullptr);
     }
   }
-  ::sigaction(kWhereSignal, &g_previous_where, nullptr);
+  struct sigaction current {};
+  if (::sigaction(kWhereSignal, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) != 0 &&
+      current.sa_sigaction == on_where) {
+    ::sigaction(kWhereSignal, &g_previous_where, nullptr);
+  }
   // On another thread the alternate stack is still the constructing thread's: it is left to it.
   if (g_alt_stack) {
     stack_t off{};

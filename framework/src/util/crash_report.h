@@ -31,10 +31,12 @@ inline constexpr int kWhereSignal = SIGUSR2;
 // While one lives, kWhereSignal makes the main thread (the one whose thread id is the process id)
 // report what it does and go on: "warning: WHO: asked what it is doing (by process PID): WHAT"
 // (WHAT as above, or "outside the trial's methods"), then its native stack, on stderr and as a
-// WARN line of the log file. The report uses
-// async-signal-safe calls only; it runs on an alternate stack on the thread that constructed this
-// object (a stack overflow there is reported too). One instance at a time: one made while another
-// lives does nothing.
+// WARN line of the log file; nothing while a crash is being reported. Reports are formatted
+// without allocating or locking; the stack comes from glibc's backtrace, which takes the dynamic
+// loader's lock (a thread interrupted while loading a library could deadlock the answer to
+// kWhereSignal, which a crash's end makes moot). A crash is reported on an alternate stack on
+// the thread that constructed this object (a stack overflow there is reported too). One
+// instance at a time: one made while another lives does nothing.
 class CrashReports {
  public:
   explicit CrashReports(const std::string& who);
@@ -65,6 +67,8 @@ class CrashScope {
   CrashScope& operator=(const CrashScope&) = delete;
 
   const char* what() const { return what_; }
+  // The scope this one is nested in (nullptr for the outermost).
+  const CrashScope* outer() const { return outer_; }
   const char* unit() const { return unit_; }
   int64_t index() const { return index_; }
   int64_t epoch() const { return epoch_; }

@@ -52,7 +52,8 @@ std::string Logger::write_console(const std::string& line, bool to_stderr) {
   std::ostream& out = stream == 1 ? std::cerr : std::cout;
   out.clear();  // an earlier error that did not close the stream, or another writer's
   errno = 0;
-  out << (to_stderr ? "warning: " : "") << line << std::endl;
+  // One write: another writer (a report of util::CrashReports) cannot split the line.
+  out << (to_stderr ? "warning: " : "") + line + "\n" << std::flush;
   if (out) return "";
   const int error = errno;
   const char* name = stream == 1 ? "standard error" : "standard output";
