@@ -412,7 +412,9 @@ TEST_CASE(
     signal = SIGKILL;
     expected_exit = 128 + SIGKILL;
   }
-  SECTION("SIGTERM to the launcher: every rank stops at the same batch, checkpointed") {
+  SECTION(
+      "SIGUSR2 then SIGTERM to the launcher: each rank says what it does, then every rank stops "
+      "at the same batch, checkpointed") {
     signal = SIGTERM;
     expected_exit = 4;
   }
@@ -459,6 +461,22 @@ TEST_CASE(
         kTrainer + " fit " + resumable_config(tmp, 20) + " --slots 2 --quiet --output " + run,
         tmp / "log");
     REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 49; }));
+    if (signal == SIGTERM) {
+      // Asked what it is doing (SIGUSR2), the launcher asks its ranks; each answers, with its
+      // stack, and goes on (the resume below still ends bitwise identical).
+      launcher.signal(SIGUSR2);
+      const auto answered = [&](int rank) {
+        return std::regex_search(
+            read_file(tmp / "log"),
+            std::regex(fmt::format(R"(\[rank {0}\] warning: rank {0}: asked what it is doing )"
+                                   R"(\(by process [0-9]+\): [^\n]+\n\[rank {0}\] native stack )"
+                                   R"(of the main thread, innermost frame first:\n)",
+                                   rank)));
+      };
+      CHECK(wait_until([&] { return answered(0) && answered(1); }, 20));
+      INFO(read_file(tmp / "log"));
+      CHECK_THAT(read_file(tmp / "log"), Catch::Contains("libcrucible.so"));
+    }
     launcher.signal(signal);
     CHECK(launcher.wait() == expected_exit);
   }

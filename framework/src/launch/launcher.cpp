@@ -90,6 +90,7 @@ class Supervisor {
     }
     while (!all_finished()) {
       if (const int sig = SignalCatcher::take()) signal_running(sig);
+      if (SignalCatcher::take_question()) signal_running(util::kWhereSignal);
       pump(10);
       reap();
       if (term_at_ && Clock::now() >= *term_at_) {

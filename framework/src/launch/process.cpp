@@ -25,20 +25,33 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
 }
 
 std::atomic<int> g_caught{0};
+std::atomic<bool> g_asked{false};
 
 void remember_signal(int sig) { g_caught = sig; }
+void remember_question(int) { g_asked = true; }
 
 // Forgets a signal an earlier catcher kept; returns the handler to install.
 void (*fresh_handler())(int) {
   g_caught = 0;
+  g_asked = false;
   return remember_signal;
 }
 
 }  // namespace
 
-SignalCatcher::SignalCatcher() : handlers_(fresh_handler()) {}
+SignalCatcher::SignalCatcher() : handlers_(fresh_handler()) {
+  struct sigaction action = {};
+  action.sa_handler = remember_question;
+  action.sa_flags = SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(util::kWhereSignal, &action, &previous_where_);
+}
+
+SignalCatcher::~SignalCatcher() { ::sigaction(util::kWhereSignal, &previous_where_, nullptr); }
 
 int SignalCatcher::take() { return g_caught.exchange(0); }
+
+bool SignalCatcher::take_question() { return g_asked.exchange(false); }
 
 std::vector<std::string> environment_with(const std::map<std::string, std::string>& overrides) {
   std::vector<std::string> out;

@@ -10,21 +10,29 @@
 #include <string>
 #include <vector>
 
+#include "util/crash_report.h"
 #include "util/stop_handlers.h"
 
 namespace crucible::launch {
 
 // While one lives, the stop signals of util::kStopSignals sent to this process (SIGTERM,
 // SIGUSR1, SIGINT, and SIGHUP unless it was ignored at the start) are caught and kept for take()
-// instead of acting; the previous handlers come back when it is destroyed. One at a time.
+// instead of acting, and util::kWhereSignal (a question for the processes this one started) for
+// take_question(); the previous handlers come back when it is destroyed. One at a time.
 class SignalCatcher {
  public:
   SignalCatcher();
+  ~SignalCatcher();
+  SignalCatcher(const SignalCatcher&) = delete;
+  SignalCatcher& operator=(const SignalCatcher&) = delete;
   // The last signal caught since the previous call, or 0.
   static int take();
+  // Whether kWhereSignal came since the previous call.
+  static bool take_question();
 
  private:
   util::StopHandlers handlers_;
+  struct sigaction previous_where_ = {};
 };
 
 // This process's environment with `overrides` replacing the variables of the same name.

@@ -107,6 +107,9 @@ class Runner {
       take_results();
       const std::vector<Segment> order = scheduler_.running();
       if (order.empty()) break;
+      if (signals.take_question()) {
+        for (const auto& f : running_) ::kill(f.pid, util::kWhereSignal);
+      }
       const int sig = signals.take();
       const std::string console_lost = logger_.console_lost();
       if (sig != 0 || !console_lost.empty()) {
