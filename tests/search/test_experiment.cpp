@@ -342,6 +342,28 @@ TEST_CASE(
           },
           120));
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (sig == SIGTERM) {
+        // Asked what it is doing (SIGUSR2), the search asks its running trials, which answer in
+        // their logs and go on (the decisions below stay the reference's). Asked again until one
+        // answers: a trial process still starting, before its fit, ignores the question.
+        auto asked = std::chrono::steady_clock::time_point();
+        CHECK(wait_until(
+            [&] {
+              if (std::chrono::steady_clock::now() - asked > std::chrono::milliseconds(200)) {
+                child.signal(SIGUSR2);
+                asked = std::chrono::steady_clock::now();
+              }
+              for (const auto& name : util::list_directory(exp + "/trials")) {
+                if (name.size() > 4 && name.compare(name.size() - 4, 4, ".log") == 0 &&
+                    read_file(exp + "/trials/" + name)
+                            .find("asked what it is doing (by process ") != std::string::npos) {
+                  return true;
+                }
+              }
+              return false;
+            },
+            20));
+      }
       child.signal(sig);
       const int code = child.wait();
       if (sig == SIGTERM) {

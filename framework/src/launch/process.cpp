@@ -79,6 +79,10 @@ pid_t spawn(const std::vector<std::string>& command, std::vector<std::string> en
     // Only async-signal-safe calls from here to exec.
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // Not the parent's handler (exec would make it the default action, which ends a process).
+    struct sigaction ignore = {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(util::kWhereSignal, &ignore, nullptr);
     if (::getppid() != parent) ::_exit(127);
     if (!cpus.empty()) ::sched_setaffinity(0, sizeof(set), &set);
     ::dup2(out_fd, STDOUT_FILENO);

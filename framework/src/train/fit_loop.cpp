@@ -400,9 +400,10 @@ class FitLoop {
   void each_callback(const char* name, Hook&& hook) {
     for (const auto& entry : session_->callbacks()) {  // lambdas capture no structured binding
       const auto& callback = entry.second;
-      const std::string where = fmt::format("in callback '{}' {}", entry.first, name);
+      const std::string hook_name = fmt::format("callback '{}' {}", entry.first, name);
+      const std::string where = "in " + hook_name;
       const util::CrashScope crash_scope(where.c_str());
-      call_trial([&] { return where.substr(3); }, [&] { hook(*callback); });
+      call_trial([&] { return hook_name; }, [&] { hook(*callback); });
     }
   }
 

@@ -20,8 +20,7 @@ namespace {
 // allocates.
 __attribute__((tls_model("initial-exec"))) thread_local const CrashScope* t_scope = nullptr;
 
-// What the installed handler reads. Strings are replaced by publishing a new one; the old ones
-// live until the CrashReports that set them ends.
+// What the installed handlers read. A string is replaced by publishing a new one (publish).
 std::atomic<bool> g_installed{false};
 std::atomic<const std::string*> g_who{nullptr};
 std::atomic<const std::string*> g_advice{nullptr};
@@ -169,10 +168,15 @@ void add_cause(Text& text, int sig, const siginfo_t* info) {
 
 void add_scope(Text& text, const char* outside = nullptr, const CrashScope* scope = t_scope);
 
-// The report line without its "error: " or time stamp.
-void add_report_line(Text& text, int sig, const siginfo_t* info) {
+// "WHO: ", or nothing when the owner gave no name.
+void add_who(Text& text) {
   const std::string* who = g_who.load();
   if (who != nullptr && !who->empty()) text.add(who->c_str()).add(": ");
+}
+
+// The report line without its "error: " or time stamp.
+void add_report_line(Text& text, int sig, const siginfo_t* info) {
+  add_who(text);
   text.add("crashed with ").add(signal_name(sig)).add(" (");
   add_cause(text, sig, info);
   text.add(")");
@@ -312,8 +316,7 @@ void on_where(int sig, siginfo_t* info, void*) {
   write_report(
       "warning: ", "WARN",
       [&](Text& text) {
-        const std::string* who = g_who.load();
-        if (who != nullptr && !who->empty()) text.add(who->c_str()).add(": ");
+        add_who(text);
         text.add("asked what it is doing");
         if (asker != 0) text.add(" (by process ").add_int(asker).add(")");
         text.add(":");
@@ -322,6 +325,17 @@ void on_where(int sig, siginfo_t* info, void*) {
       },
       "native stack of the main thread, innermost frame first:\n", frames + skip, depth - skip);
   errno = saved_errno;
+}
+
+// Puts `previous` back as the disposition of `sig` while `handler` (ours) is the current one: a
+// handler installed after ours stays.
+void restore_if_ours(int sig, void (*handler)(int, siginfo_t*, void*),
+                     const struct sigaction& previous) {
+  struct sigaction current {};
+  if (::sigaction(sig, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) != 0 &&
+      current.sa_sigaction == handler) {
+    ::sigaction(sig, &previous, nullptr);
+  }
 }
 
 // Publishes `value` in `slot`; the string lives as long as the process.
@@ -372,18 +386,9 @@ CrashReports::CrashReports(const std::string& who) {
 CrashReports::~CrashReports() {
   if (!active_) return;
   for (size_t i = 0; i < kCrashSignals.size(); ++i) {
-    struct sigaction current {};
-    // A handler installed after ours stays.
-    if (::sigaction(kCrashSignals[i], nullptr, &current) == 0 &&
-        (current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == on_crash) {
-      ::sigaction(kCrashSignals[i], &g_previous[i], nullptr);
-    }
+    restore_if_ours(kCrashSignals[i], on_crash, g_previous[i]);
   }
-  struct sigaction current {};
-  if (::sigaction(kWhereSignal, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) != 0 &&
-      current.sa_sigaction == on_where) {
-    ::sigaction(kWhereSignal, &g_previous_where, nullptr);
-  }
+  restore_if_ours(kWhereSignal, on_where, g_previous_where);
   // On another thread the alternate stack is still the constructing thread's: it is left to it.
   if (g_alt_stack) {
     stack_t off{};
