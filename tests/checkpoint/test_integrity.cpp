@@ -167,9 +167,9 @@ TEST_CASE("a full disk stops training with a clear error: the previous checkpoin
   for (const auto& name : util::list_directory(run + "/checkpoints")) {
     CHECK(name.rfind(".tmp-", 0) != 0);  // no debris left
   }
-  // With room again, the run continues from the checkpoint that was already there.
-  auto resumed = run_command(kTrainer + " fit --resume " + run +
-                             " --allow-safe-changes --set max_length.batches=40");
+  // With room again, the run continues from the checkpoint that was already there, with the
+  // change accepted before: a plain --resume, as the advice says.
+  auto resumed = run_command(kTrainer + " fit --resume " + run);
   INFO(resumed.output);
   CHECK(resumed.exit_code == 0);
   CHECK_THAT(resumed.output,
@@ -197,4 +197,13 @@ TEST_CASE("resuming with a changed config is refused, listing the changes", "[ch
   CHECK(allowed.exit_code == 0);
   CHECK(latest(run) == "batch-0000000030");
   CHECK_THAT(read_file(run + "/config.yaml"), Catch::Contains("max_length: {batches: 30}"));
+  // The checkpoint's config is the reference for unsafe changes, even made by hand in config.yaml.
+  const std::string yaml = read_file(run + "/config.yaml");
+  const std::string hidden = "hidden: 32";
+  REQUIRE(yaml.find(hidden) != std::string::npos);
+  write_file(run + "/config.yaml", yaml.substr(0, yaml.find(hidden)) + "hidden: 48" +
+                                       yaml.substr(yaml.find(hidden) + hidden.size()));
+  auto edited = run_command(kTrainer + " fit --resume " + run + " --allow-safe-changes");
+  CHECK(edited.exit_code == 2);
+  CHECK_THAT(edited.output, Catch::Contains("hyperparameters.hidden: 32 -> 48  (unsafe)"));
 }

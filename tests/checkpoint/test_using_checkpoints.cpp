@@ -63,6 +63,15 @@ TEST_CASE("the Fashion-MNIST CNN checkpoint: validate, predict, and Python reads
   CHECK(used.validated["validation_accuracy"] == used.fit_metrics["validation_accuracy"]);
   CHECK(used.validated["validation_accuracy"].get<double>() > 0.5);
   CHECK_THAT(used.predicted, Catch::Contains("wrote 10000 predictions"));
+  // Predictions never replace a file of the run, and the run's files stay as they were.
+  const std::string metrics = read_file(tmp / "run/metrics.jsonl");
+  for (const std::string& output : {tmp / "run/metrics.jsonl", used.checkpoint + "/model_0.pt"}) {
+    auto refused =
+        run_command(kTrainer + " predict --checkpoint " + used.checkpoint + " --output " + output);
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.output, Catch::Contains("--output " + output + ": a file of the run"));
+  }
+  CHECK(read_file(tmp / "run/metrics.jsonl") == metrics);
 
   const std::string script = tmp / "read.py";
   write_file(script, R"(import sys, torch
@@ -159,6 +168,23 @@ TEST_CASE("warm start loads weights only: mismatches are listed", "[checkpoint]"
   REQUIRE(rows.front()["type"] == "validation");
   CHECK(rows.front()["batches"] == 0);  // counters fresh
   CHECK(rows.front()["metrics"]["validation_weight"].get<double>() == Approx(2.5).margin(0.03));
+  // A run directory or its latest file names its newest checkpoint.
+  for (const std::string& given : {tmp / "base", tmp / "base/latest"}) {
+    auto from_run =
+        run_command(kTrainer + " fit " + kConfigs + "/linear.yaml --output " + (tmp / "warm2") +
+                    " --warm-start " + given + " --set max_length.batches=1");
+    INFO(from_run.output);
+    CHECK(from_run.exit_code == 0);
+    CHECK_THAT(from_run.output, Catch::Contains("model weights from " + ckpt));
+    crucible::util::remove_all(tmp / "warm2");
+  }
+  // One that names nothing fails before the run directory is made.
+  auto nowhere = run_command(kTrainer + " fit " + kConfigs + "/linear.yaml --output " +
+                             (tmp / "warm3") + " --warm-start " + (tmp / "nowhere"));
+  CHECK(nowhere.exit_code == 2);
+  CHECK_THAT(nowhere.output,
+             Catch::Contains("--warm-start " + (tmp / "nowhere") + ": no such file or directory"));
+  CHECK(!crucible::util::exists(tmp / "warm3"));
 
   auto mismatch = run_command(kTrainer + " fit " + kConfigs +
                               "/fashion_mnist_test_mode.yaml --test-mode --output " +
@@ -213,9 +239,19 @@ TEST_CASE(
 }
 
 TEST_CASE("trainer validate and predict refuse what they cannot use", "[checkpoint]") {
+  TempDir tmp;
   auto missing = run_command(kTrainer + " validate --checkpoint /nonexistent/ckpt");
   CHECK(missing.exit_code == 2);
-  CHECK_THAT(missing.output, Catch::Contains("not a checkpoint"));
+  CHECK_THAT(missing.output,
+             Catch::Contains("--checkpoint /nonexistent/ckpt: no such file or directory"));
+  auto neither = run_command(kTrainer + " validate --checkpoint " + tmp.path());
+  CHECK(neither.exit_code == 2);
+  CHECK_THAT(neither.output, Catch::Contains("--checkpoint " + tmp.path() +
+                                             ": neither a checkpoint (no metadata.json), a run"));
+  write_file(tmp / "config.yaml", "name: x\n");
+  auto no_checkpoint = run_command(kTrainer + " predict --checkpoint " + tmp.path());
+  CHECK(no_checkpoint.exit_code == 2);
+  CHECK_THAT(no_checkpoint.output, Catch::Contains("no checkpoint"));
   auto no_flag = run_command(kTrainer + " predict");
   CHECK(no_flag.exit_code == 2);
   CHECK_THAT(no_flag.output, Catch::Contains("--checkpoint DIR is required"));

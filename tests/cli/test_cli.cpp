@@ -257,15 +257,31 @@ TEST_CASE("a trial failure exits 1 and leaves the last checkpoint", "[cli]") {
 
 namespace {
 
-// The metrics rows of `config` in configs/ run in test mode, which must succeed.
+// The metrics rows of `config` in configs/ run in test mode, which must succeed. The run is
+// never continued: not by --resume, not by the same command again.
 std::vector<nlohmann::json> test_mode_rows(const std::string& config) {
   TempDir tmp;
-  auto r = trainer("fit " + kConfigs + "/" + config + " --test-mode --output " + (tmp / "run"));
+  const std::string command = "fit " + kConfigs + "/" + config + " --test-mode --output ";
+  auto r = trainer(command + (tmp / "run"));
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("test mode: checkpoint round trip OK"));
   auto rows = read_metrics(tmp / "run/metrics.jsonl");
   REQUIRE(rows.size() == 2);
+  const std::string metrics = read_file(tmp / "run/metrics.jsonl");
+  for (const auto& [again, message] : std::vector<std::pair<std::string, std::string>>{
+           {"fit --resume " + (tmp / "run"),
+            tmp / "run" + ": a --test-mode run (one training batch, validated on one batch) is "
+                          "not continued"},
+           {command + (tmp / "run"), "--test-mode checks a trial in a new run, and --output " +
+                                         (tmp / "run") + " holds one"},
+           {"fit --resume " + (tmp / "run") + " --test-mode",
+            "--test-mode checks a trial in a new run; it cannot be combined with --resume"}}) {
+    auto refused = trainer(again);
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.output, Catch::Contains(message));
+  }
+  CHECK(read_file(tmp / "run/metrics.jsonl") == metrics);
   return rows;
 }
 

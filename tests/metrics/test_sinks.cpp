@@ -106,15 +106,25 @@ TEST_CASE("metrics.jsonl rows hold no timing, so equal runs give equal files", "
   CHECK(rows[1]["type"] == "validation");
   CHECK(rows[1]["metrics"]["validation_loss"] == 0.5);
 
-  // Resume: rows past the checkpoint and a torn last line go.
-  {
-    std::ofstream torn(fast, std::ios::app);
-    torn << R"({"type": "training", "batc)";
-  }
-  crucible::metrics::truncate_metrics_file(fast, 10);
+  // Resume: a torn last line goes silently; a damaged row with rows after it goes, named, and
+  // the rows after it stay.
+  const std::string text = read_file(fast);
+  const size_t second = text.find('\n') + 1;
+  write_file(fast, text.substr(0, second) + "{\"type\": \"vali\n" + text.substr(second) +
+                       R"({"type": "training", "batc)");
+  std::vector<std::string> warnings;
+  const auto warn = [&](const std::string& w) { warnings.push_back(w); };
+  crucible::metrics::truncate_metrics_file(fast, 12, warn);
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0],
+             Catch::Contains(fast + ":2: a damaged row (not a JSON object), left out"));
+  CHECK(rows_of(fast) == rows);
+  // Rows past the checkpoint go.
+  crucible::metrics::truncate_metrics_file(fast, 10, warn);
   const auto kept = rows_of(fast);
   REQUIRE(kept.size() == 1);
   CHECK(kept[0]["batches"] == 10);
+  CHECK(warnings.size() == 1);
 }
 
 TEST_CASE("a JSON-lines sink takes only the reports of its kinds", "[metrics]") {

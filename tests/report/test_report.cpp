@@ -163,6 +163,17 @@ TEST_CASE("trainer report of a run stopped mid-way, with a torn last row, or dam
   TempDir tmp;
   const std::string run = finished_resumable_run(tmp);
   const auto rows = read_metrics(run + "/metrics.jsonl");
+  // A run whose max_length was lowered on resume below what it had trained says so.
+  const std::string config = read_file(run + "/config.yaml");
+  const std::string length = "max_length: {epochs: 4}";
+  REQUIRE(config.find(length) != std::string::npos);
+  write_file(run + "/config.yaml", config.substr(0, config.find(length)) +
+                                       "max_length: {epochs: 3}" +
+                                       config.substr(config.find(length) + length.size()));
+  report_ok(run + " --output " + (tmp / "page.html"));
+  CHECK(read_page(tmp / "page.html")["facts"]["how it ended"] ==
+        "complete: trained 4 epochs, past max_length 3 (lowered on resume)");
+  write_file(run + "/config.yaml", config);
   // The rows up to 50 batches, then half of a row, as a kill leaves them.
   std::string kept;
   double epochs = 0;
@@ -177,8 +188,11 @@ TEST_CASE("trainer report of a run stopped mid-way, with a torn last row, or dam
   report_ok(run + " --output " + (tmp / "page.html"));
   const json page = read_page(tmp / "page.html");
   const std::string how = page["facts"]["how it ended"];
-  CHECK_THAT(how, Catch::StartsWith("not finished: " + six(epochs) + " of 4 epochs reported"));
-  CHECK_THAT(how, Catch::Contains("`trainer fit --resume " + run + "` continues it"));
+  CHECK_THAT(how, Catch::StartsWith("not finished: " + six(epochs) +
+                                    " of 4 epochs reported, the newest checkpoint at batch " +
+                                    std::to_string(rows.back()["batches"].get<int64_t>()) + " ("));
+  CHECK_THAT(how, Catch::Contains("`trainer fit --resume " + run +
+                                  "` continues it from its newest checkpoint"));
   CHECK_THAT(how, Catch::EndsWith("the log's last ERROR line: a failure <of> the trial"));
   CHECK(chart_titled(page, "loss")["series"]["validation"].size() == 1);  // the one at 32
 
@@ -237,7 +251,24 @@ TEST_CASE("trainer report refuses what is not a run or an experiment, naming it"
   const auto no_dir = run_command(kTrainer + " report " + tmp.path() + " --output " +
                                   (tmp / "nope/page.html") + " 2>&1");
   CHECK(no_dir.exit_code == 2);
-  CHECK_THAT(no_dir.output, Catch::Contains(tmp / "nope: the report's directory does not exist"));
+  CHECK_THAT(no_dir.output, Catch::Contains("--output " + (tmp / "nope/page.html") +
+                                            ": directory " + (tmp / "nope") + " does not exist"));
+  // The page never replaces a directory or a file of the run.
+  crucible::util::create_directories(tmp / "pages");
+  crucible::util::create_directories(tmp / "checkpoints/batch-1");
+  for (const std::string& output : {tmp / "pages", tmp / "pages/"}) {
+    const auto dir = run_command(kTrainer + " report " + tmp.path() + " --output " + output);
+    CHECK(dir.exit_code == 2);
+    CHECK_THAT(dir.output, Catch::Contains("--output " + output + ": a directory; give the file"));
+  }
+  for (const std::string& output : {tmp / "metrics.jsonl", tmp / "checkpoints/batch-1/x"}) {
+    const auto own = run_command(kTrainer + " report " + tmp.path() + " --output " + output);
+    CHECK(own.exit_code == 2);
+    CHECK_THAT(own.output, Catch::Contains("--output " + output +
+                                           ": a file of the run or "
+                                           "experiment " +
+                                           tmp.path() + "; write elsewhere"));
+  }
 }
 
 TEST_CASE("trainer report of an ASHA search ranks its trials and gives each its own page",

@@ -53,6 +53,15 @@ TEST_CASE("trainer fit runs a 2x2 grid as 4 trials in an experiment directory",
   INFO(v.output);
   CHECK(v.exit_code == 0);
   CHECK_THAT(v.output, Catch::Contains("validation_loss"));
+  // So do the experiment, its best file and the trial's run, each naming the checkpoint.
+  for (const std::string& given : {exp, exp + "/best", exp + "/trials/" + std::to_string(best)}) {
+    const auto named = run_command(kTrainer + " validate --checkpoint " + given);
+    INFO(named.output);
+    CHECK(named.exit_code == 0);
+    CHECK_THAT(named.output,
+               Catch::Contains("--checkpoint " + given + ": checkpoint " + exp + "/" + pointer) &&
+                   Catch::Contains(v.output));
+  }
   // The table lists the trials best first.
   const auto table = output.find("TRIAL  STATE");
   REQUIRE(table != std::string::npos);

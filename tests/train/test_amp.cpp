@@ -141,4 +141,8 @@ TEST_CASE("fp16 on a CPU device is a config error naming bf16", "[train][amp]") 
   CHECK(code == crucible::kExitBadUsage);
   CHECK_THAT(message, Catch::Contains("optimizations.mixed_precision: fp16 needs a CUDA device") &&
                           Catch::Contains("use bf16 on CPU"));
+  CHECK(!crucible::util::exists(tmp / "run"));  // refused before the run directory is made
+  // `trainer check` agrees.
+  CHECK_THROWS_WITH(crucible::check_experiment(config),
+                    Catch::Contains("fp16 needs a CUDA device"));
 }

@@ -78,7 +78,9 @@ process joins the run their variables describe instead. resources.distributed_ti
 constexpr const char* kValidateUsage = R"(usage: trainer validate --checkpoint DIR [--slots N]
 
 Restores checkpoint DIR (a run's checkpoints/batch-<N>) with the config it was written with,
-runs the trial's validation and prints the reduced metrics as JSON. A checkpoint of a run on any
+runs the trial's validation and prints the reduced metrics as JSON. DIR may also be a run
+directory or its latest file (its newest good checkpoint), or an experiment directory or its
+best file (the search's best checkpoint). A checkpoint of a run on any
 number of slots evaluates in one process; --slots N shares the batches between N processes of
 this machine (N must divide global_batch_size). Under torchrun, mpirun or srun each process
 joins the evaluation their variables describe instead.
@@ -87,9 +89,10 @@ joins the evaluation their variables describe instead.
 constexpr const char* kPredictUsage =
     R"(usage: trainer predict --checkpoint DIR [--output FILE] [--slots N]
 
-Restores checkpoint DIR, runs the trial's predict_batch over build_predict_data_loader() (by
+Restores checkpoint DIR (as for validate), runs the trial's predict_batch over build_predict_data_loader() (by
 default the validation data) and writes {"predictions": tensor} to FILE (default
-predictions.pt), readable with torch.load in Python and torch::pickle_load in C++. --slots N
+predictions.pt; never a file of a run or an experiment), readable with torch.load in Python and
+torch::pickle_load in C++. --slots N
 shares the batches between N processes, as for validate; the rows keep the loader's order.
 )";
 

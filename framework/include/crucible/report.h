@@ -26,8 +26,10 @@ struct ReportOptions {
 // row. A run or search still running, or killed, is reported as far as its files go. Changes
 // nothing in the directory but the pages it writes, each replaced atomically. Returns the pages
 // written, the main one first. Throws UsageError when options.dir() holds neither a run nor an
-// experiment, ConfigError when its config.yaml does not parse, and TrainingError naming the file
-// (and line) that is damaged or cannot be written.
+// experiment, when options.output() is a directory, is in a directory that does not exist, or is
+// a file of a run or an experiment (such as its metrics.jsonl), ConfigError when its config.yaml
+// does not parse, and TrainingError naming the file (and line) that is damaged or cannot be
+// written.
 std::vector<std::string> write_report(const ReportOptions& options);
 
 }  // namespace crucible

@@ -12,7 +12,7 @@ namespace crucible::checkpoint {
 
 nlohmann::json Metadata::to_json() const {
   const TrainerState& t = trainer_state;
-  return {
+  nlohmann::json out = {
       {"crucible_version", crucible_version},
       {"libtorch_version", libtorch_version},
       {"trial_class", trial_class},
@@ -39,6 +39,9 @@ nlohmann::json Metadata::to_json() const {
       {"cuda_devices", cuda_devices},
       {"files", files},
   };
+  // Only where set: the metadata of every other checkpoint stays as before.
+  if (t.test_mode) out["trainer_state"]["test_mode"] = true;
+  return out;
 }
 
 namespace {
@@ -111,6 +114,7 @@ Metadata Metadata::from_json(const nlohmann::json& json, const std::string& path
     read(state, "best_metric", best, path);
     t.best_metric = best;
   }
+  if (state.contains("test_mode")) read(state, "test_mode", t.test_mode, path);
   read(json, "schedulers", m.schedulers, path);
   if (!json.contains("schedulers") && json.contains("scheduler_steps")) {
     // Checkpoints before scheduler states held step counts only.

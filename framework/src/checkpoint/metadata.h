@@ -22,6 +22,8 @@ struct TrainerState {
   // Which optimizer stepped (train::OptimizerSteps::to_json); null in checkpoints without it.
   nlohmann::json optimizer_counters;
   std::optional<double> best_metric;  // the best searcher metric so far
+  // Written by `trainer fit --test-mode` (one batch, validated on one batch): never continued.
+  bool test_mode = false;
 };
 
 // Everything metadata.json holds. The fit fills the first group; save() fills the second from

@@ -39,7 +39,8 @@ void JsonlSink::write(const Report& report) {
   }
 }
 
-void truncate_metrics_file(const std::string& path, int64_t batches) {
+void truncate_metrics_file(const std::string& path, int64_t batches,
+                           const std::function<void(const std::string&)>& warn) {
   if (!util::exists(path)) return;
   std::string text;
   try {
@@ -47,12 +48,24 @@ void truncate_metrics_file(const std::string& path, int64_t batches) {
   } catch (const std::system_error& e) {
     throw TrainingError(fmt::format("cannot read metrics file {}: {}", path, e.code().message()));
   }
+  std::vector<std::string> lines;
   std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  while (!lines.empty() && lines.back().empty()) lines.pop_back();
   std::string keep;
-  for (std::string line; std::getline(in, line);) {
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
     if (line.empty()) continue;
-    nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
-    if (row.is_discarded()) break;  // a torn last line from a kill
+    const nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
+    if (row.is_discarded() || !row.is_object()) {
+      // The last line may be torn by a kill; one with rows after it was damaged otherwise.
+      if (i + 1 < lines.size() && batches >= 0) {
+        constexpr size_t kShown = 80;
+        warn(fmt::format("{}:{}: a damaged row (not a JSON object), left out: {}{}", path, i + 1,
+                         line.substr(0, kShown), line.size() > kShown ? "..." : ""));
+      }
+      continue;
+    }
     if (row.value("batches", int64_t{0}) <= batches) keep += line + '\n';
   }
   try {

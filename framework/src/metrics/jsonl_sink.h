@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,10 @@ class JsonlSink : public MetricSink {
   std::ofstream out_;
 };
 
-// Keeps the rows of a metrics.jsonl whose "batches" is at most `batches` (resume support); a torn
-// last line and everything after it are dropped.
-void truncate_metrics_file(const std::string& path, int64_t batches);
+// Keeps the rows of a metrics.jsonl whose "batches" is at most `batches` (resume support). A torn
+// last line is dropped. A damaged line (not a JSON object) with rows after it is dropped too, and
+// named through `warn` with its line number and text; the rows after it are kept.
+void truncate_metrics_file(const std::string& path, int64_t batches,
+                           const std::function<void(const std::string&)>& warn);
 
 }  // namespace crucible::metrics

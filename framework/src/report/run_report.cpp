@@ -132,14 +132,23 @@ std::string how_it_ended(const Run& run, const std::string& continue_command) {
   }
   double reached = 0;
   for (const json& row : run.rows) reached = std::max(reached, number_in(row, unit));
-  if (reached >= static_cast<double>(run.config.max_length.value)) {
-    return fmt::format("complete: trained {} {}", run.config.max_length.value, unit);
+  const int64_t length = run.config.max_length.value;
+  if (reached >= static_cast<double>(length)) {
+    return fmt::format("complete: trained {} {}{}", count_text(reached), unit,
+                       reached > static_cast<double>(length)
+                           ? fmt::format(", past max_length {} (lowered on resume)", length)
+                           : "");
+  }
+  std::optional<int64_t> newest;
+  for (const CheckpointRow& c : run.checkpoints) {
+    if (c.problem.empty()) newest = std::max(newest.value_or(0), c.batches);
   }
   return fmt::format(
-      "not finished: {} of {} {} reported (still training, or failed, stopped or killed; "
-      "`{}` continues it){}",
-      count_text(reached), run.config.max_length.value, unit, continue_command,
-      run.error.empty() ? "" : "; the log's last ERROR line: " + run.error);
+      "not finished: {} of {} {} reported, {} (still training, or failed, stopped or killed; "
+      "`{}` continues it from its newest checkpoint){}",
+      count_text(reached), length, unit,
+      newest ? fmt::format("the newest checkpoint at batch {}", *newest) : "no checkpoint yet",
+      continue_command, run.error.empty() ? "" : "; the log's last ERROR line: " + run.error);
 }
 
 std::string hyperparameters_text(const ExperimentConfig& config) {

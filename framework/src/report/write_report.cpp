@@ -9,6 +9,7 @@
 #include "report/html.h"
 #include "report/run_report.h"
 #include "search/trial_process.h"
+#include "train/run_dir.h"
 #include "util/file_system.h"
 
 namespace crucible {
@@ -21,10 +22,8 @@ std::vector<std::string> write_report(const ReportOptions& options) {
   if (!util::is_directory(dir)) throw UsageError(fmt::format("{}: no such directory", dir));
   const std::string output =
       options.output().empty() ? util::join(dir, "report.html") : options.output();
+  if (!options.output().empty()) train::check_output_file(options.output(), "--output");
   const std::string page_dir = util::parent_path(util::absolute(output));
-  if (!util::is_directory(page_dir)) {
-    throw UsageError(fmt::format("{}: the report's directory does not exist", page_dir));
-  }
   if (report::holds_experiment(dir)) {
     std::vector<std::pair<std::string, std::string>> pages;  // path, HTML
     const auto trial_link = [&](int64_t id, const std::string& state) -> std::string {

@@ -9,6 +9,8 @@
 #include "distributed/rendezvous.h"
 #include "launch/launcher.h"
 #include "run/own_command.h"
+#include "train/checkpoint_path.h"
+#include "train/run_dir.h"
 #include "train/run_start.h"
 #include "util/crash_report.h"
 
@@ -16,16 +18,26 @@ namespace crucible {
 namespace {
 
 // Runs `work` on the ranks options.slots() asks for (see run_validation): `work` gets the
-// trainer of the checkpoint and this process's ranks, and fills in the result on rank 0.
+// trainer of the checkpoint, the checkpoint and this process's ranks, and fills in the result on
+// rank 0.
 EvaluationResult evaluate(
     const EvaluationOptions& options,
-    const std::function<void(Trainer&, const DistributedContext&, EvaluationResult&)>& work) {
+    const std::function<void(Trainer&, const std::string&, const DistributedContext&,
+                             EvaluationResult&)>& work) {
   if (options.slots() && *options.slots() < 1) {
     throw UsageError(fmt::format("--slots {}: expected at least 1", *options.slots()));
   }
-  Trainer trainer = Trainer::from_checkpoint(options.checkpoint());
   const std::optional<dist::Rendezvous> launcher =
       dist::from_environment(dist::process_environment());
+  const bool first = !launcher || launcher->topology.rank == 0;
+  const std::string checkpoint =
+      train::checkpoint_path(options.checkpoint(), "--checkpoint", [&](const std::string& w) {
+        if (first) std::cerr << "warning: " << w << "\n";
+      });
+  if (first && checkpoint != options.checkpoint()) {
+    std::cerr << fmt::format("--checkpoint {}: checkpoint {}\n", options.checkpoint(), checkpoint);
+  }
+  Trainer trainer = Trainer::from_checkpoint(checkpoint);
   const int64_t slots = launcher ? launcher->topology.size : options.slots().value_or(1);
   if (launcher && options.slots() && *options.slots() != slots) {
     throw UsageError(fmt::format(
@@ -51,7 +63,7 @@ EvaluationResult evaluate(
   const util::CrashReports crash_reports(dist.distributed() ? fmt::format("rank {}", dist.rank())
                                                             : "");
   EvaluationResult result;
-  work(trainer, dist, result);
+  work(trainer, checkpoint, dist, result);
   if (!dist.is_chief()) result = EvaluationResult();
   return result;
 }
@@ -59,16 +71,21 @@ EvaluationResult evaluate(
 }  // namespace
 
 EvaluationResult run_validation(const EvaluationOptions& options) {
-  return evaluate(options,
-                  [&](Trainer& trainer, const DistributedContext& dist, EvaluationResult& result) {
-                    result.metrics = trainer.validate(options.checkpoint(), dist);
-                  });
+  return evaluate(options, [&](Trainer& trainer, const std::string& checkpoint,
+                               const DistributedContext& dist, EvaluationResult& result) {
+    result.metrics = trainer.validate(checkpoint, dist);
+  });
 }
 
 EvaluationResult run_prediction(const EvaluationOptions& options) {
-  return evaluate(options, [&](Trainer& trainer, const DistributedContext& dist,
-                               EvaluationResult& result) {
-    result.predictions = trainer.predict(options.checkpoint(), options.predictions_file(), dist);
+  const std::optional<dist::Rendezvous> launcher =
+      dist::from_environment(dist::process_environment());
+  if (!launcher || launcher->topology.rank == 0) {
+    train::check_output_file(options.predictions_file(), "--output");
+  }
+  return evaluate(options, [&](Trainer& trainer, const std::string& checkpoint,
+                               const DistributedContext& dist, EvaluationResult& result) {
+    result.predictions = trainer.predict(checkpoint, options.predictions_file(), dist);
   });
 }
 

@@ -11,6 +11,7 @@
 #include "run/own_command.h"
 #include "search/runner.h"
 #include "search/scheduler.h"
+#include "train/run_start.h"
 #include "util/broken_pipes.h"
 #include "util/file_system.h"
 
@@ -125,6 +126,7 @@ ExperimentConfig adopt_launcher_slots(const ExperimentOptions& o, const std::str
 TrialFactory check_experiment(const ExperimentConfig& config) {
   TrialFactory factory = load_trial(config);
   factory.check_evaluation_methods();
+  train::check_device_support(config, dist::rank_device(0));
   if (config.searcher.name != "single") search::Scheduler plan(config);
   return factory;
 }

@@ -74,6 +74,7 @@ checkpoint::Metadata Checkpointer::metadata(TrialSession& session, const FitStat
   t.validated_at = state.validated_at;
   t.optimizer_counters = trial.steps.to_json(trial.optimizers);
   t.best_metric = state.best_metric;
+  t.test_mode = state.test_mode;
   m.optimizer_steps = t.optimizer_counters["optimizer_steps"];
   return m;
 }

@@ -14,6 +14,7 @@
 #include "distributed/backend.h"
 #include "distributed/collectives.h"
 #include "profile/profiler.h"
+#include "train/checkpoint_path.h"
 #include "train/checkpointer.h"
 #include "train/reporter.h"
 #include "train/run_start.h"
@@ -284,6 +285,7 @@ class FitLoop {
 
   // One training batch, one validation batch, a checkpoint saved and restored.
   void test_mode() {
+    state_.test_mode = true;
     logger_.info("test mode: 1 training batch, 1 validation batch, checkpoint round trip");
     reporter_.start_training(state_.batches);
     train_one();
@@ -307,6 +309,12 @@ class FitLoop {
 
   void set_up() {
     check_runnable(config_, factory_, dist_);
+    // A --warm-start that names no checkpoint fails before a run directory exists.
+    const std::string warm_given =
+        options_.warm_start().empty() || !options_.resume_dir().empty()
+            ? options_.warm_start()
+            : checkpoint_path(options_.warm_start(), "--warm-start",
+                              [&](const std::string& w) { logger_.warn(w); });
     const RunStart start = start_run(config_, options_, logger_);
     run_ = start.run;
     run_lock_ = start.lock;
@@ -330,7 +338,7 @@ class FitLoop {
     // A run continued from a checkpoint has its own weights.
     const std::string warm =
         start.resume_from.empty()
-            ? warm_start_checkpoint(config_, options_.warm_start(),
+            ? warm_start_checkpoint(config_, warm_given,
                                     [&](const std::string& w) { logger_.warn(w); })
             : "";
     if (!warm.empty()) {
@@ -389,7 +397,9 @@ class FitLoop {
     state_.checkpointed_at = state_.batches;
     state_.checkpoint_validated = saved.validated_at == state_.batches;
     state_.last_checkpoint = dir;
-    if (dist_.is_chief()) run_.keep_reports_until(state_.batches);
+    if (dist_.is_chief()) {
+      run_.keep_reports_until(state_.batches, [&](const std::string& w) { logger_.warn(w); });
+    }
     const int64_t bpe = train_loader_.batches_per_epoch();
     train_loader_.seek({state_.batches / bpe, state_.batches % bpe});
     logger_.info(fmt::format("continuing from {} at batch {}", dir, state_.batches));

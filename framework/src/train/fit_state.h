@@ -18,6 +18,7 @@ struct FitState {
   int64_t validated_at = -1;          // `batches` at the last validation; -1 before the first
   MetricValues last_validation;       // its reduced metrics
   std::optional<double> best_metric;  // the best searcher metric so far
+  bool test_mode = false;             // `trainer fit --test-mode`: its checkpoint says so
   std::string last_checkpoint;        // the newest checkpoint written or restored; "" before
   int64_t checkpointed_at = -1;       // `batches` at last_checkpoint
 

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <ctime>
 #include <random>
+#include <set>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -26,9 +28,49 @@ namespace crucible::train {
 
 std::string RunDir::checkpoints() const { return checkpoint::checkpoints_dir(path); }
 
-void RunDir::keep_reports_until(int64_t batches) const {
-  metrics::truncate_metrics_file(metrics_file(), batches);
-  metrics::truncate_metrics_file(profiling_metrics_file(), batches);
+namespace {
+
+// Whether `below`, the path components under a directory that holds a run or an experiment, name
+// one of that directory's own files.
+bool is_layout_file(const std::vector<std::string>& below) {
+  static const std::set<std::string> files = {
+      "config.yaml", "trainer.log", "metrics.jsonl",    plugin::kTrialLibraryFile,
+      "latest",      ".lock",       "experiment.jsonl", "experiment.log",
+      "best"};
+  static const std::set<std::string> trees = {"checkpoints", "tensorboard", "profiling"};
+  if (below.size() == 1) return files.count(below[0]) > 0;
+  return trees.count(below[0]) > 0 || (below[0] == "trials" && below.size() == 2);
+}
+
+}  // namespace
+
+void check_output_file(const std::string& path, const std::string& flag) {
+  const std::string full = util::lexically_normal(util::absolute(path));
+  if (path.empty() || path.back() == '/' || util::is_directory(full)) {
+    throw UsageError(fmt::format("{} {}: a directory; give the file to write", flag, path));
+  }
+  const std::string dir = util::parent_path(full);
+  if (!util::is_directory(dir)) {
+    throw UsageError(fmt::format("{} {}: directory {} does not exist", flag, path, dir));
+  }
+  std::vector<std::string> below = {util::file_name(full)};
+  for (std::string up = dir; below.size() <= 3; up = util::parent_path(up)) {
+    if (util::exists(util::join(up, "config.yaml"))) {
+      if (is_layout_file(below)) {
+        throw UsageError(fmt::format("{} {}: a file of the run or experiment {}; write elsewhere",
+                                     flag, path, up));
+      }
+      return;
+    }
+    if (util::parent_path(up) == up) return;
+    below.insert(below.begin(), util::file_name(up));
+  }
+}
+
+void RunDir::keep_reports_until(int64_t batches,
+                                const std::function<void(const std::string&)>& warn) const {
+  metrics::truncate_metrics_file(metrics_file(), batches, warn);
+  metrics::truncate_metrics_file(profiling_metrics_file(), batches, warn);
   metrics::truncate_tensorboard(tensorboard_dir(), batches);
 }
 

@@ -27,9 +27,11 @@ struct RunDir {
 
   // Drops the reports of batches after `batches` (-1: every report) from metrics.jsonl, the
   // profiler's metrics.jsonl and the TensorBoard event file, with a torn tail a kill left; a run
-  // resuming from the checkpoint of `batches` then writes each report once. Throws TrainingError
-  // naming the file on failure.
-  void keep_reports_until(int64_t batches) const;
+  // resuming from the checkpoint of `batches` then writes each report once. Damaged rows of the
+  // metrics files are dropped and named through `warn` (metrics::truncate_metrics_file). Throws
+  // TrainingError naming the file on failure.
+  void keep_reports_until(int64_t batches,
+                          const std::function<void(const std::string&)>& warn) const;
 };
 
 // A new run id: the UTC time and 16 random bits, "20261123-193509-1a2b".
@@ -48,6 +50,13 @@ RunDir open_run_dir(const std::string& path);
 // "" or holds no config.yaml. Throws UsageError listing the differing keys when it holds one of
 // another config, and ConfigError when that config.yaml does not parse.
 bool holds_run_of(const ExperimentConfig& config, const std::string& dir);
+
+// Throws UsageError naming `flag` (such as "--output") when a command may not write the file
+// `path` (a report page, predictions): it names a directory (or ends in '/'), its directory does
+// not exist, or it is a file of a run or an experiment directory (config.yaml, trainer.log,
+// metrics.jsonl, trial_library, latest, .lock, experiment.jsonl, experiment.log, best,
+// trials/<id>.yaml or .log, anything under checkpoints/, tensorboard/ or profiling/).
+void check_output_file(const std::string& path, const std::string& flag);
 
 // Holds <dir>/.lock, creating `dir` when missing, for as long as the returned lock lives (or the
 // process): one process at a time writes a run or an experiment. Waits up to 2 s for a holder

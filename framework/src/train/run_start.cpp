@@ -1,5 +1,6 @@
 #include "train/run_start.h"
 
+#include <algorithm>
 #include <exception>
 #include <functional>
 
@@ -10,6 +11,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_io.h"
 #include "config/diff.h"
+#include "distributed/backend.h"
 #include "util/file_system.h"
 
 namespace crucible::train {
@@ -31,6 +33,16 @@ void check_runnable(const ExperimentConfig& config, const TrialFactory& factory,
                          : "launch as many processes as slots"));
   }
   factory.check_evaluation_methods();
+  check_device_support(config, dist::rank_device(dist.local_rank()));
+}
+
+void check_device_support(const ExperimentConfig& config, const torch::Device& device) {
+  if (config.optimizations.mixed_precision == MixedPrecision::kFp16 && !device.is_cuda()) {
+    throw ConfigError(fmt::format(
+        "{}: optimizations.mixed_precision: fp16 needs a CUDA device, and this process computes "
+        "on {}; use bf16 on CPU",
+        config.source_path, device.str()));
+  }
 }
 
 ExperimentConfig for_evaluation(ExperimentConfig config, int64_t slots) {
@@ -46,32 +58,56 @@ ExperimentConfig for_evaluation(ExperimentConfig config, int64_t slots) {
 
 namespace {
 
-// Compares `config` with the one checkpoint `dir` of run `run` was written with; refuses unsafe
-// changes, and safe ones unless `allow_safe`. The chief rewrites the run's config.yaml.
+std::string change_list(const std::vector<config::Change>& changes) {
+  std::string list;
+  for (const auto& c : changes) {
+    list += fmt::format("\n  {}: {} -> {}{}", c.key, c.before, c.after,
+                        config::is_safe_change(c.key) ? "" : "  (unsafe)");
+  }
+  return list;
+}
+
+// Compares `config` with the one checkpoint `dir` of run `run` was written with, and with the
+// run's config.yaml (the checkpoint's config plus the changes accepted since). Refuses any unsafe
+// change from the checkpoint's config, and safe changes from config.yaml unless `allow_safe`: a
+// change accepted once stays accepted, by a plain --resume too. The chief rewrites config.yaml
+// when `config` differs from it.
 void accept_config_changes(const ExperimentConfig& config, const std::string& dir,
                            const RunDir& run, bool allow_safe, bool chief, util::Logger& logger) {
   // Loading the checkpoint verifies its files.
-  const ExperimentConfig before =
-      parse_experiment_config(checkpoint::metadata(dir).config, dir + "/metadata.json");
-  const auto changes = config::diff(before, config);
-  if (changes.empty()) return;
-  std::string list;
-  bool all_safe = true;
-  for (const auto& c : changes) {
-    const bool safe = config::is_safe_change(c.key);
-    all_safe = all_safe && safe;
-    list += fmt::format("\n  {}: {} -> {}{}", c.key, c.before, c.after, safe ? "" : "  (unsafe)");
-  }
-  if (!all_safe || !allow_safe) {
+  const checkpoint::Metadata meta = checkpoint::metadata(dir);
+  if (meta.trainer_state.test_mode) {
     throw UsageError(fmt::format(
-        "--resume {}: the config differs from the one checkpoint {} was written with:{}\n{}",
-        run.path, dir, list,
-        all_safe ? "These changes are safe; pass --allow-safe-changes to accept them."
-                 : "Only lengths, periods, scheduling_unit and retention counts may change on "
-                   "resume; start a new run (or --warm-start) for the others."));
+        "{}: a --test-mode run (one training batch, validated on one batch) is not continued; "
+        "start a run with `trainer fit CONFIG` (with another --output)",
+        run.path));
   }
-  if (chief) checkpoint::replace_atomically(run.config_file(), to_yaml(config));
-  logger.info("accepted config changes:" + list);
+  const ExperimentConfig trained = parse_experiment_config(meta.config, dir + "/metadata.json");
+  const auto changes = config::diff(trained, config);
+  const bool all_safe = std::all_of(changes.begin(), changes.end(),
+                                    [](const auto& c) { return config::is_safe_change(c.key); });
+  if (!all_safe) {
+    throw UsageError(fmt::format(
+        "--resume {}: the config differs from the one checkpoint {} was written with:{}\nOnly "
+        "the keys `trainer keys` marks safe (lengths, periods, reporting, retention, profiling) "
+        "may change on resume; start a new run (or --warm-start) for the others.",
+        run.path, dir, change_list(changes)));
+  }
+  const auto fresh = config::diff(load_experiment_config(run.config_file()), config);
+  if (!fresh.empty() && !allow_safe) {
+    throw UsageError(fmt::format(
+        "--resume {}: the config differs from the run's {}:{}\nThese changes are safe; pass "
+        "--allow-safe-changes to accept them.",
+        run.path, run.config_file(), change_list(fresh)));
+  }
+  if (chief && !fresh.empty()) checkpoint::replace_atomically(run.config_file(), to_yaml(config));
+  if (!fresh.empty()) logger.info("accepted config changes:" + change_list(fresh));
+  if (change_list(changes) != change_list(fresh)) {
+    logger.info(
+        fmt::format("the config differs from checkpoint {}'s by changes accepted on "
+                    "resume:{}",
+                    util::file_name(dir), change_list(changes)));
+  }
 }
 
 // What `work` returns on the chief, on every rank of `dist`. When it throws on the chief, every
@@ -107,7 +143,9 @@ void restart_from_beginning(const ExperimentConfig& config, const RunDir& run,
                             util::Logger& logger) {
   logger.info(run.path +
               " has no checkpoint (it stopped before its first): training from the beginning");
-  run.keep_reports_until(-1);
+  const auto changes = config::diff(load_experiment_config(run.config_file()), config);
+  if (!changes.empty()) logger.info("with config changes:" + change_list(changes));
+  run.keep_reports_until(-1, [&](const std::string& w) { logger.warn(w); });
   checkpoint::replace_atomically(run.config_file(), to_yaml(config));
 }
 
@@ -125,6 +163,10 @@ RunStart start_run(const ExperimentConfig& config, const FitOptions& options,
   if (resume_asked && !options.warm_start().empty()) {
     throw UsageError("--warm-start starts a new run; it cannot be combined with --resume");
   }
+  if (resume_asked && options.test_mode()) {
+    throw UsageError(
+        "--test-mode checks a trial in a new run; it cannot be combined with --resume");
+  }
   RunStart start;
   bool resuming = resume_asked;
   // The chief owns the run directory; the other ranks learn its path and read from it.
@@ -137,6 +179,11 @@ RunStart start_run(const ExperimentConfig& config, const FitOptions& options,
         !given.empty() && (!resume_asked || util::exists(util::join(given, "config.yaml")));
     if (lock_first) start.lock = lock_run_dir(given, warn);
     const bool rerun = !resuming && holds_run_of(config, options.output_dir());
+    if (rerun && options.test_mode()) {
+      throw UsageError(fmt::format(
+          "--test-mode checks a trial in a new run, and --output {} holds one; give another",
+          options.output_dir()));
+    }
     resuming = resuming || rerun;
     start.run = resuming ? open_run_dir(rerun ? options.output_dir() : options.resume_dir())
                          : create_run_dir(config, options.output_dir());

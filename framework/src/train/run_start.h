@@ -12,10 +12,14 @@
 namespace crucible::train {
 
 // Throws ConfigError when a process of `dist` cannot fit `config` (a searcher other than single,
-// resources.slots_per_trial other than dist.size()), and PluginError when the trial implements
-// neither or both of the evaluation methods.
+// resources.slots_per_trial other than dist.size(), check_device_support on its device), and
+// PluginError when the trial implements neither or both of the evaluation methods.
 void check_runnable(const ExperimentConfig& config, const TrialFactory& factory,
                     const DistributedContext& dist = DistributedContext());
+
+// Throws ConfigError naming the key when `config` asks for what `device` cannot do (fp16 mixed
+// precision off CUDA).
+void check_device_support(const ExperimentConfig& config, const torch::Device& device);
 
 // `config` as `slots` processes evaluate it (trainer validate, predict): a checkpoint of a run
 // on any number of slots restores into any number of processes, whose batches hold
@@ -39,9 +43,12 @@ struct RunStart {
 // from the newest good one; one that has no checkpoint starts again from batch 0, its metrics
 // cleared and its config.yaml rewritten to `config`. The chief opens `logger` on the run's log.
 // Every rank learns the path and the checkpoint. On resume from a checkpoint the config is
-// compared with the checkpoint's: changes are refused with a UsageError listing them unless all
-// are safe (config::is_safe_change) and options.allow_safe_changes(); accepted ones rewrite
-// config.yaml. Throws UsageError when resume_dir is combined with output_dir or warm_start.
+// compared with the checkpoint's and with the run's config.yaml: a UsageError listing the changes
+// refuses any unsafe change from the checkpoint's (config::is_safe_change), and any change from
+// config.yaml unless options.allow_safe_changes(); accepted ones rewrite config.yaml, so a later
+// plain resume keeps them. Throws UsageError when resume_dir is combined with output_dir or
+// warm_start, and when options.test_mode() would continue a run, or the run to continue is a
+// test-mode one.
 RunStart start_run(const ExperimentConfig& config, const FitOptions& options, util::Logger& logger);
 
 }  // namespace crucible::train

@@ -8,6 +8,7 @@
 #include "data/shuffle.h"
 #include "distributed/backend.h"
 #include "distributed/grad_sync.h"
+#include "train/run_start.h"
 #include "util/crash_report.h"
 
 namespace crucible::train {
@@ -27,12 +28,7 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
   state_.device = dist::rank_device(dist.local_rank());
   torch::manual_seed(state_.trial_seed);
   if (config_.optimizations.mixed_precision == MixedPrecision::kFp16) {
-    if (!state_.device.is_cuda()) {
-      throw ConfigError(fmt::format(
-          "{}: optimizations.mixed_precision: fp16 needs a CUDA device, and this process "
-          "computes on {}; use bf16 on CPU",
-          config_.source_path, state_.device.str()));
-    }
+    check_device_support(config_, state_.device);
     state_.scaler = std::make_unique<train::GradScaler>(state_.device);
   }
   context_ = detail::TrialContextAccess::make(&state_);

@@ -5,13 +5,14 @@
 #include <crucible/errors.h>
 
 #include "checkpoint/checkpoint.h"
+#include "train/checkpoint_path.h"
 #include "util/file_system.h"
 
 namespace crucible::train {
 
 std::string warm_start_checkpoint(const ExperimentConfig& config, const std::string& given,
                                   const std::function<void(const std::string&)>& warn) {
-  if (!given.empty()) return given;
+  if (!given.empty()) return checkpoint_path(given, "--warm-start", warn);
   const SearcherConfig& s = config.searcher;
   if (!s.source_trial_id.empty()) {
     if (!util::exists(util::join(s.source_trial_id, "config.yaml"))) {

@@ -9,11 +9,12 @@
 
 namespace crucible::train {
 
-// The checkpoint whose model weights start a new run of `config`: `given` (--warm-start) when
-// set, else the newest good checkpoint of run directory searcher.source_trial_id, else checkpoint
+// The checkpoint whose model weights start a new run of `config`: the one `given` (--warm-start)
+// names (checkpoint_path: a checkpoint, a run's newest, an experiment's best) when set, else the
+// newest good checkpoint of run directory searcher.source_trial_id, else checkpoint
 // searcher.source_checkpoint_uuid; "" when none is set. Damaged newer checkpoints of the source
 // run are reported through `warn` and skipped. Throws ConfigError naming the key when its path
-// holds no run, no checkpoint or no good one.
+// holds no run, no checkpoint or no good one, and checkpoint_path's errors for `given`.
 std::string warm_start_checkpoint(const ExperimentConfig& config, const std::string& given,
                                   const std::function<void(const std::string&)>& warn);
 

@@ -1,0 +1,69 @@
+#include "train/checkpoint_path.h"
+
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+
+#include "checkpoint/checkpoint.h"
+#include "util/file_system.h"
+
+namespace crucible::train {
+namespace {
+
+bool holds(const std::string& dir, const char* name) { return util::exists(util::join(dir, name)); }
+
+// The first line of pointer file `path`.
+std::string pointed_name(const std::string& path) {
+  const std::string text = util::read_file(path);
+  return text.substr(0, text.find('\n'));
+}
+
+// `dir`, which pointer `pointer` names, when it is a checkpoint.
+std::string pointed_checkpoint(const std::string& dir, const std::string& pointer,
+                               const std::string& flag, const std::string& given) {
+  if (!holds(dir, "metadata.json")) {
+    throw UsageError(
+        fmt::format("{} {}: {} names {}, which is not a checkpoint", flag, given, pointer, dir));
+  }
+  return dir;
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& given, const std::string& flag,
+                            const std::function<void(const std::string&)>& warn) {
+  if (given.empty()) throw UsageError(flag + " DIR is required");
+  if (!util::exists(given)) {
+    throw UsageError(fmt::format("{} {}: no such file or directory", flag, given));
+  }
+  if (util::is_directory(given)) {
+    if (holds(given, "metadata.json")) return given;
+    if (holds(given, "experiment.jsonl")) {
+      const std::string best = util::join(given, "best");
+      if (!util::exists(best)) {
+        throw UsageError(fmt::format(
+            "{} {}: the experiment has no best checkpoint yet (no file 'best'); give one of its "
+            "trials, {}/trials/<id>",
+            flag, given, given));
+      }
+      return pointed_checkpoint(util::join(given, pointed_name(best)), best, flag, given);
+    }
+    if (holds(given, "config.yaml")) return checkpoint::newest_good(given, warn);
+  } else {
+    const std::string dir = util::parent_path(util::absolute(given));
+    const std::string name = util::file_name(given);
+    if (name == "best" && holds(dir, "experiment.jsonl")) {
+      return pointed_checkpoint(util::join(dir, pointed_name(given)), given, flag, given);
+    }
+    if (name == "latest" && holds(dir, "config.yaml")) {
+      return pointed_checkpoint(checkpoint::checkpoints_dir(dir) + "/" + pointed_name(given), given,
+                                flag, given);
+    }
+  }
+  throw UsageError(fmt::format(
+      "{} {}: neither a checkpoint (no metadata.json), a run (no config.yaml) nor an experiment "
+      "(no experiment.jsonl); a checkpoint is <run>/checkpoints/batch-<N>",
+      flag, given));
+}
+
+}  // namespace crucible::train

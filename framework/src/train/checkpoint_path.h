@@ -1,0 +1,21 @@
+#pragma once
+
+// The checkpoint a user names on the command line.
+
+#include <functional>
+#include <string>
+
+namespace crucible::train {
+
+// The checkpoint directory that `given`, the value of option `flag` (--checkpoint,
+// --warm-start), names: a checkpoint directory (it holds metadata.json) names itself; a run
+// directory (config.yaml, no experiment.jsonl) its newest good checkpoint
+// (checkpoint::newest_good, which reports each damaged newer one through `warn`); an experiment
+// directory, or its `best` file, the best checkpoint the search recorded there; a run's `latest`
+// file the checkpoint it names. Throws UsageError naming `flag` when `given` is empty, does not
+// exist, is none of those, or is an experiment with no best checkpoint yet, and the errors of
+// newest_good.
+std::string checkpoint_path(const std::string& given, const std::string& flag,
+                            const std::function<void(const std::string&)>& warn);
+
+}  // namespace crucible::train
