@@ -55,6 +55,10 @@ TEST_CASE("trainer --version, --help and bad usage", "[cli]") {
   CHECK(bad_flag.exit_code == 2);
   CHECK_THAT(bad_flag.output, Catch::Contains("unknown option '--fast' for fit"));
   CHECK(trainer("fit").exit_code == 2);
+  // --set=KEY=VALUE, as every other option takes --flag=value.
+  auto set_equals = trainer("check " + kConfigs + "/linear.yaml --set=hyperparameters.noise=0.25");
+  CHECK(set_equals.exit_code == 0);
+  CHECK_THAT(set_equals.output, Catch::Contains("noise: 0.25"));
 }
 
 TEST_CASE("trainer fit trains the linear trial to the known weight", "[cli]") {
@@ -107,6 +111,25 @@ TEST_CASE("trainer fit --resume continues a run from its latest checkpoint", "[c
   auto with_output = trainer("fit --resume " + (tmp / "run") + " --output " + (tmp / "x"));
   CHECK(with_output.exit_code == 2);
   CHECK_THAT(with_output.output, Catch::Contains("--output cannot be combined with it"));
+  // Refused before any process starts: other slots, safe changes with nothing to resume, an
+  // --output that is a file or a directory of other files.
+  const auto refused = [&](const std::string& args, const std::string& message) {
+    auto r = trainer("fit " + args);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(message) && !Catch::Contains("[rank 1]"));
+  };
+  refused("--resume " + (tmp / "run") + " --slots 2",
+          "the run trains on 1 slot (resources.slots_per_trial) and --slots asks for 2");
+  refused(kConfigs + "/linear.yaml --allow-safe-changes --output " + (tmp / "y"),
+          "--allow-safe-changes accepts changes to a run on --resume RUN_DIR");
+  write_file(tmp / "notes.txt", "mine\n");
+  refused(kConfigs + "/linear.yaml --output " + (tmp / "notes.txt"),
+          "--output " + (tmp / "notes.txt") + ": a file, not a directory");
+  refused(kConfigs + "/linear.yaml --output " + tmp.path(),
+          "--output " + tmp.path() + ": the directory holds other files");
+  CHECK(read_file(tmp / "notes.txt") == "mine\n");
+  CHECK(!util::exists(tmp / "y"));
 }
 
 TEST_CASE("a run remembers its trial library, and host_path is relative to the config's directory",
@@ -172,7 +195,8 @@ TEST_CASE("trainer keys lists every key with its default and resume safety", "[c
     }
     return std::string("(no line for " + key + ")");
   };
-  CHECK(line_of("name") == "name|required|-|the experiment's name");
+  CHECK(line_of("name") ==
+        "name|required|-|the experiment's name (a directory under host_path holds its runs)");
   CHECK_THAT(line_of("max_length"), Catch::StartsWith("max_length|required|safe|how long"));
   CHECK_THAT(line_of("resources.slots_per_trial"),
              Catch::StartsWith("resources.slots_per_trial|1|-|processes"));
@@ -308,4 +332,12 @@ TEST_CASE("a missing dataset names the path and the Debian package", "[cli]") {
   check_one_clean_error(r);
   CHECK_THAT(r.output, Catch::Contains("/nonexistent/fm/train-images-idx3-ubyte.gz not found") &&
                            Catch::Contains("dataset-fashion-mnist"));
+  // A misspelt data key is not ignored for its default (TrialContext::check_data_keys).
+  auto typo = trainer("fit " + kConfigs + "/fashion_mnist_test_mode.yaml --test-mode " +
+                      "--set data.patth=/nonexistent/fm --output " + (tmp / "typo"));
+  CHECK(typo.exit_code == 2);
+  check_one_clean_error(typo);
+  CHECK_THAT(typo.output, Catch::Contains("fashion_mnist_test_mode.yaml: data.patth: not a key "
+                                          "this trial reads (did you mean 'path'?); it reads "
+                                          "data.path, data.workers"));
 }

@@ -491,7 +491,10 @@ TEST_CASE(
 
   auto other_slots = run_command(kTrainer + " fit --resume " + run + " --slots 4");
   CHECK(other_slots.exit_code == 2);
-  CHECK_THAT(other_slots.output, Catch::Contains("resources.slots_per_trial: 2 -> 4  (unsafe)"));
+  CHECK_THAT(other_slots.output,
+             Catch::Contains("the run trains on 2 slots (resources.slots_per_trial) and --slots "
+                             "asks for 4") &&
+                 !Catch::Contains("[rank"));  // refused before any worker starts
   // An outside launcher's count is adopted for a new run, never for a resumed one.
   auto one_process = run_command("RANK=0 WORLD_SIZE=1 " + kTrainer + " fit --resume " + run);
   CHECK(one_process.exit_code == 2);
@@ -516,6 +519,8 @@ TEST_CASE("bad distributed flags and settings exit 2 naming them", "[dist][fit]"
   check(fit("--slots 4 --nnodes 3"),
         "resources.slots_per_trial (4) must be a multiple of --nnodes (3)");
   check(fit("--slots 2 --nnodes 2 --node-rank 1"), "needs --master-port");
+  check(fit("--slots 2 --nnodes 2 --master-port 70000"),
+        "--master-port 70000: expected an integer from 1 to 65535");
   check(
       run_command("RANK=0 WORLD_SIZE=1 CRUCIBLE_DIST_TIMEOUT=soon " + kTrainer + " fit " + kLinear),
       "CRUCIBLE_DIST_TIMEOUT=soon: expected seconds > 0");

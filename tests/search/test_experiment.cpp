@@ -471,12 +471,12 @@ TEST_CASE(
   }
   SECTION("an unknown name") {
     const auto r =
-        fit(search_config(tmp, "{name: grid, metric: acuracy, max_concurrent_trials: 1}", hp),
+        fit(search_config(tmp, "{name: grid, metric: lost, max_concurrent_trials: 1}", hp),
             tmp / "exp");
     INFO(r.output);
     CHECK(r.exit_code == 2);
-    CHECK_THAT(r.output, Catch::Contains("searcher.metric: 'acuracy' is not among the validation "
-                                         "metrics (validation_loss)"));
+    CHECK_THAT(r.output, Catch::Contains("searcher.metric: 'lost' is not among the validation "
+                                         "metrics (validation_loss) (did you mean 'loss'?)"));
     CHECK_THAT(r.output, Catch::Contains("the training so far is in checkpoint"));
     const auto v = run_command(kTrainer + " validate --checkpoint " +
                                tmp / "exp/trials/1/checkpoints/batch-0000000016");

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
@@ -31,9 +32,10 @@ Options:
   --version        print the Crucible and LibTorch versions
 
 Exit codes: 0 done, 1 training failed, 2 bad usage or config, 3 trial library or trial class,
-4 stopped by SIGTERM/SIGUSR1/SIGINT after a checkpoint (continue with --resume), 5 another rank
-died, hangs or is unreachable (the launcher names it), 6 the trial rejected its hyperparameters
-(InvalidHyperparameters), 130 a second SIGINT (stopped at once).
+4 stopped by SIGTERM/SIGUSR1/SIGINT/SIGHUP or a closed console after a checkpoint (continue
+with --resume), 5 another rank died, hangs or is unreachable (the launcher names it), 6 the
+trial rejected its hyperparameters (InvalidHyperparameters), 130 a second SIGINT (stopped at
+once), 128+N crashed with signal N after reporting where (139 SIGSEGV, 134 SIGABRT).
 )";
 
 constexpr const char* kFitUsage = R"(usage: trainer fit CONFIG [options]
@@ -55,9 +57,10 @@ Options:
   --resume RUN_DIR   continue RUN_DIR from its newest good checkpoint with its config.yaml;
                      --set changes to it are refused unless safe and --allow-safe-changes
   --allow-safe-changes
-                     with --resume: accept changed lengths, periods, scheduling_unit and
-                     retention counts
-  --warm-start CKPT  start a new run from the model weights of checkpoint CKPT
+                     with --resume: accept changes to the keys `trainer keys` marks safe
+                     (lengths, periods, reporting, retention, profiling); they stay accepted
+  --warm-start CKPT  start a new run from the model weights of checkpoint CKPT (or of a run's
+                     newest, or an experiment's best: as validate's --checkpoint)
   --slots N          train on N processes of this machine (resources.slots_per_trial)
   --nnodes N, --node-rank R, --master-addr HOST, --master-port PORT
                      a run over N machines: start `trainer fit` on each, with its rank;
@@ -139,13 +142,17 @@ struct Args {
   bool help = false;
 };
 
-// `text` as an integer of at least `min`, or a UsageError naming `flag`.
-int64_t positive(const std::string& text, const std::string& flag, int64_t min = 1) {
+// `text` as an integer from `min` to `max`, or a UsageError naming `flag`.
+int64_t positive(const std::string& text, const std::string& flag, int64_t min = 1,
+                 int64_t max = std::numeric_limits<int64_t>::max()) {
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || v < min) {
-    throw UsageError(fmt::format("{} {}: expected an integer of at least {}", flag, text, min));
+  if (text.empty() || *end != '\0' || errno != 0 || v < min || v > max) {
+    throw UsageError(
+        max == std::numeric_limits<int64_t>::max()
+            ? fmt::format("{} {}: expected an integer of at least {}", flag, text, min)
+            : fmt::format("{} {}: expected an integer from {} to {}", flag, text, min, max));
   }
   return v;
 }
@@ -156,7 +163,7 @@ Args parse(const std::vector<std::string>& args) {
     const std::string& arg = args[i];
     auto value = [&](const std::string& flag) -> std::string {
       const auto eq = arg.find('=');
-      if (eq != std::string::npos && arg.rfind("--", 0) == 0 && flag != "--set") {
+      if (eq != std::string::npos && arg.rfind("--", 0) == 0) {
         return arg.substr(eq + 1);
       }
       if (i + 1 >= args.size()) throw UsageError(flag + " needs a value");
@@ -175,7 +182,7 @@ Args parse(const std::vector<std::string>& args) {
       a.warm_start = value("--warm-start");
     } else if (flag == "--checkpoint" && (a.command == "validate" || a.command == "predict")) {
       a.checkpoint = value("--checkpoint");
-    } else if (arg == "--set" && (a.command == "fit" || a.command == "check")) {
+    } else if (flag == "--set" && (a.command == "fit" || a.command == "check")) {
       a.overrides.push_back(value("--set"));
     } else if (flag == "--output" &&
                (a.command == "fit" || a.command == "predict" || a.command == "report")) {
@@ -192,7 +199,7 @@ Args parse(const std::vector<std::string>& args) {
     } else if (flag == "--master-addr" && a.command == "fit") {
       a.master_addr = value("--master-addr");
     } else if (flag == "--master-port" && a.command == "fit") {
-      a.master_port = static_cast<int>(positive(value("--master-port"), "--master-port"));
+      a.master_port = static_cast<int>(positive(value("--master-port"), "--master-port", 1, 65535));
     } else if (arg.rfind("-", 0) == 0) {
       throw UsageError(fmt::format("unknown option '{}'{}; see `trainer {}--help`", arg,
                                    a.command.empty() ? "" : " for " + a.command,

@@ -68,7 +68,7 @@ template <class Net>
 class ClassifierTrial : public crucible::Trial {
  public:
   explicit ClassifierTrial(crucible::TrialContext& ctx)
-      : ctx_(ctx),
+      : ctx_(checked(ctx)),
         data_dir_(ctx.data_config().value("path", "/usr/share/datasets/fashion-mnist")),
         model_(ctx.wrap_model(make_network<Net>(ctx))),
         opt_(make_optimizer(ctx, model_)) {}
@@ -96,6 +96,13 @@ class ClassifierTrial : public crucible::Trial {
   }
 
  private:
+  // `ctx`, once its data block holds only keys this trial reads. Determined's tutorial files
+  // carry data.url, where its trial downloads MNIST from; this one reads the files at data.path.
+  static crucible::TrialContext& checked(crucible::TrialContext& ctx) {
+    ctx.check_data_keys({"path", "workers", "validation_records", "url"});
+    return ctx;
+  }
+
   crucible::DataLoader loader(const std::string& split, bool train) {
     auto [x, y] = load_split(data_dir_, split);
     const int64_t limit = ctx_.data_config().value("validation_records", int64_t{0});

@@ -191,6 +191,10 @@ class TrialContext {
   const ExperimentConfig& experiment_config() const;
   // The experiment file's `data` block.
   const nlohmann::json& data_config() const;
+  // Throws ConfigError naming the first key of the `data` block that is not in `known`, with the
+  // nearest known one and the list, so that a misspelt key is not silently ignored for its
+  // default. Call it in the trial's constructor with every key the trial reads.
+  void check_data_keys(const std::vector<std::string>& known) const;
   // This trial's seed, derived from reproducibility.experiment_seed.
   uint64_t trial_seed() const;
 

@@ -311,7 +311,15 @@ Key profiling_trace_key() {
 std::vector<Key> build_schema() {
   using C = ExperimentConfig;
   return {
-      required(text("name", member(&C::name), Text::kNonEmpty, "the experiment's name")),
+      required(text("name", member(&C::name), Text::kNonEmpty,
+                    "the experiment's name (a directory under host_path holds its runs)",
+                    [](const std::string& v) -> std::string {
+                      if (v == "." || v == ".." || v.find('/') != std::string::npos) {
+                        return "must be a plain name: its runs go into <host_path>/<name>/, and a "
+                               "'/', '.' or '..' would put them elsewhere";
+                      }
+                      return "";
+                    })),
       safe(text("description", member(&C::description), Text::kOptional, "free text")),
       required(text("entrypoint", member(&C::entrypoint), Text::kNonEmpty,
                     "<library>:<TrialClass>; the library is looked up as README describes",

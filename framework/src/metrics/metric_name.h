@@ -18,4 +18,8 @@ std::string without_validation_prefix(const std::string& name);
 // The names in `values`, comma-separated, for messages.
 std::string metric_names(const MetricValues& values);
 
+// " (did you mean 'x'?)" when `name` is a likely typo of a validation metric of `values` (with or
+// without its prefix), else "".
+std::string did_you_mean_metric(const std::string& name, const MetricValues& values);
+
 }  // namespace crucible::metrics

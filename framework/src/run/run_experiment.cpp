@@ -62,11 +62,11 @@ std::string trainer_program(const ExperimentOptions& o) {
 ExperimentResult run_search(const ExperimentOptions& o, const ExperimentConfig& config) {
   const FitOptions& fit = o.fit();
   const bool resuming = !fit.resume_dir().empty();
-  if (resuming && (!o.overrides().empty() || o.slots())) {
-    throw UsageError(fmt::format(
-        "--resume {}: an experiment continues with its own config; --set and --slots are not "
-        "accepted",
-        fit.resume_dir()));
+  if (resuming && (!o.overrides().empty() || o.slots() || fit.allow_safe_changes())) {
+    throw UsageError(
+        fmt::format("--resume {}: an experiment continues with its own config; --set, --slots and "
+                    "--allow-safe-changes are not accepted",
+                    fit.resume_dir()));
   }
   if (o.nnodes() > 1) throw UsageError("a search runs on one machine; --nnodes is for a run");
   if (fit.test_mode()) {
@@ -141,6 +141,11 @@ ExperimentResult run_experiment(const ExperimentOptions& options) {
     throw UsageError(
         "--resume continues a run in its own directory; --output cannot be combined with it");
   }
+  if (resume.empty() && options.fit().allow_safe_changes()) {
+    throw UsageError(
+        "--allow-safe-changes accepts changes to a run on --resume RUN_DIR, and "
+        "there is no --resume");
+  }
   const std::string path = resume.empty() ? options.config_file() : resume + "/config.yaml";
   if (!resume.empty() && !util::exists(path)) {
     throw UsageError(
@@ -148,6 +153,16 @@ ExperimentResult run_experiment(const ExperimentOptions& options) {
   }
   std::vector<std::string> overrides = options.overrides();
   if (options.slots()) {
+    if (!resume.empty()) {
+      // Refused here, before any process starts, as the run's start would refuse it.
+      const int64_t recorded = load_experiment_config(path).resources.slots_per_trial;
+      if (recorded != *options.slots()) {
+        throw UsageError(fmt::format(
+            "--resume {}: the run trains on {} slot{} (resources.slots_per_trial) and --slots "
+            "asks for {}; a run continues on the slots it started with: leave --slots out",
+            resume, recorded, recorded == 1 ? "" : "s", *options.slots()));
+      }
+    }
     overrides.push_back(fmt::format("resources.slots_per_trial={}", *options.slots()));
   }
   ExperimentConfig config = load_experiment_config(path, overrides);

@@ -161,6 +161,9 @@ class Runner {
  private:
   void open() {
     // A requeued job reruns its command: an --output holding this experiment continues it.
+    if (options_.resume_dir.empty() && !options_.output_dir.empty()) {
+      train::check_output_dir(options_.output_dir);
+    }
     const bool rerun =
         options_.resume_dir.empty() && train::holds_run_of(config_, options_.output_dir);
     const bool resuming = rerun || !options_.resume_dir.empty();

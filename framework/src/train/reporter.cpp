@@ -101,8 +101,9 @@ bool Reporter::record_best(FitState& state) const {
   const auto found = metrics::find_validation_metric(values, config_.searcher.metric);
   if (!found) {
     throw ConfigError(
-        fmt::format("{}: searcher.metric: '{}' is not among the validation metrics ({})",
-                    config_.source_path, config_.searcher.metric, metrics::metric_names(values)));
+        fmt::format("{}: searcher.metric: '{}' is not among the validation metrics ({}){}",
+                    config_.source_path, config_.searcher.metric, metrics::metric_names(values),
+                    metrics::did_you_mean_metric(config_.searcher.metric, values)));
   }
   const double metric = *found;
   const bool smaller = config_.searcher.smaller_is_better;

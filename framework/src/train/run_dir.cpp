@@ -30,19 +30,43 @@ std::string RunDir::checkpoints() const { return checkpoint::checkpoints_dir(pat
 
 namespace {
 
-// Whether `below`, the path components under a directory that holds a run or an experiment, name
-// one of that directory's own files.
-bool is_layout_file(const std::vector<std::string>& below) {
+const std::set<std::string>& layout_files() {
   static const std::set<std::string> files = {
       "config.yaml", "trainer.log", "metrics.jsonl",    plugin::kTrialLibraryFile,
       "latest",      ".lock",       "experiment.jsonl", "experiment.log",
       "best"};
+  return files;
+}
+
+const std::set<std::string>& layout_trees() {
   static const std::set<std::string> trees = {"checkpoints", "tensorboard", "profiling"};
-  if (below.size() == 1) return files.count(below[0]) > 0;
-  return trees.count(below[0]) > 0 || (below[0] == "trials" && below.size() == 2);
+  return trees;
+}
+
+// Whether `below`, the path components under a directory that holds a run or an experiment, name
+// one of that directory's own files.
+bool is_layout_file(const std::vector<std::string>& below) {
+  if (below.size() == 1) return layout_files().count(below[0]) > 0;
+  return layout_trees().count(below[0]) > 0 || (below[0] == "trials" && below.size() == 2);
 }
 
 }  // namespace
+
+void check_output_dir(const std::string& dir) {
+  if (!util::exists(dir)) return;
+  if (!util::is_directory(dir)) {
+    throw UsageError(fmt::format("--output {}: a file, not a directory", dir));
+  }
+  for (const std::string& name : util::list_directory(dir)) {
+    if (!layout_files().count(name) && !layout_trees().count(name) && name != "trials" &&
+        name != "report.html") {
+      throw UsageError(
+          fmt::format("--output {}: the directory holds other files ({} and maybe more) and no "
+                      "run; give a new or empty directory",
+                      dir, name));
+    }
+  }
+}
 
 void check_output_file(const std::string& path, const std::string& flag) {
   const std::string full = util::lexically_normal(util::absolute(path));

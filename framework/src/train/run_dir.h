@@ -51,6 +51,11 @@ RunDir open_run_dir(const std::string& path);
 // another config, and ConfigError when that config.yaml does not parse.
 bool holds_run_of(const ExperimentConfig& config, const std::string& dir);
 
+// Throws UsageError when `dir`, a fit's --output, exists but cannot hold a run: a file, or a
+// directory with files other than those of a run or an experiment (a run cut short before its
+// config.yaml leaves only those).
+void check_output_dir(const std::string& dir);
+
 // Throws UsageError naming `flag` (such as "--output") when a command may not write the file
 // `path` (a report page, predictions): it names a directory (or ends in '/'), its directory does
 // not exist, or it is a file of a run or an experiment directory (config.yaml, trainer.log,

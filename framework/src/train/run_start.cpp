@@ -175,6 +175,7 @@ RunStart start_run(const ExperimentConfig& config, const FitOptions& options,
     const auto warn = [&](const std::string& w) { logger.warn(w); };
     // Locked before it is read: a directory given by the user, unless it holds no run to resume.
     const std::string& given = resume_asked ? options.resume_dir() : options.output_dir();
+    if (!resume_asked && !given.empty()) check_output_dir(given);
     const bool lock_first =
         !given.empty() && (!resume_asked || util::exists(util::join(given, "config.yaml")));
     if (lock_first) start.lock = lock_run_dir(given, warn);

@@ -2,8 +2,11 @@
 #include <crucible/trial.h>
 #include <crucible/trial_context.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
+#include "config/suggest.h"
 #include "train/autocast.h"
 #include "train/torch_lr_scheduler.h"
 #include "train/trial_state.h"
@@ -184,6 +187,19 @@ const DistributedContext& TrialContext::distributed() const { return state_->dis
 const ExperimentConfig& TrialContext::experiment_config() const { return *state_->config; }
 
 const nlohmann::json& TrialContext::data_config() const { return state_->config->data; }
+
+void TrialContext::check_data_keys(const std::vector<std::string>& known) const {
+  const nlohmann::json& data = data_config();
+  if (!data.is_object()) return;
+  for (const auto& [key, value] : data.items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    std::string list;
+    for (const std::string& k : known) list += (list.empty() ? "data." : ", data.") + k;
+    throw ConfigError(fmt::format("{}: data.{}: not a key this trial reads{}; it reads {}",
+                                  state_->config->source_path, key,
+                                  config::did_you_mean(key, known), list.empty() ? "none" : list));
+  }
+}
 
 uint64_t TrialContext::trial_seed() const { return state_->trial_seed; }
 
