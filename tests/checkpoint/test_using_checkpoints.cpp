@@ -230,6 +230,15 @@ TEST_CASE(
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.output, Catch::Contains("searcher.source_trial_id: " + (tmp / "nowhere") +
                                              " is not a run directory"));
+  CHECK(!crucible::util::exists(tmp / "missing"));  // refused before the run directory is made
+  // trainer check agrees, for both keys.
+  for (const std::string key : {"source_trial_id", "source_checkpoint_uuid"}) {
+    auto checked = run_command(kTrainer + " check " + kConfigs + "/linear.yaml --set searcher." +
+                               key + "=" + (tmp / "nowhere"));
+    CHECK(checked.exit_code == 2);
+    CHECK_THAT(checked.output,
+               Catch::Contains("searcher." + key + ": " + (tmp / "nowhere") + " is not a"));
+  }
   auto both = run_command(kTrainer + " check " + kConfigs + "/linear.yaml --set " +
                           "searcher.source_trial_id=a --set searcher.source_checkpoint_uuid=b");
   CHECK(both.exit_code == 2);

@@ -14,6 +14,7 @@
 //                with parameters that one rank or no rank has a gradient for
 // CRUCIBLE_TEST_TIMEOUT_S sets the run's timeout (default 30).
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -180,6 +181,16 @@ nlohmann::json grad_sync(const crucible::DistributedContext& ctx) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "collectives";
+  if (mode == "interrupted") {
+    // As `trainer fit` does: the first SIGINT asks for a graceful stop, the second ends the
+    // process at once with kExitInterrupted.
+    std::signal(SIGINT, [](int) {
+      static volatile sig_atomic_t seen = 0;
+      seen = seen + 1;
+      if (seen >= 2) std::_Exit(crucible::kExitInterrupted);
+    });
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
   const char* timeout_env = std::getenv("CRUCIBLE_TEST_TIMEOUT_S");
   const std::chrono::milliseconds timeout(
       static_cast<int64_t>(1000 * (timeout_env ? std::atof(timeout_env) : 30.0)));

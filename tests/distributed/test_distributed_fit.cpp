@@ -534,6 +534,8 @@ TEST_CASE("bad distributed flags and settings exit 2 naming them", "[dist][fit]"
                                 : "but this LibTorch was built without NCCL";
   if (!torch::cuda::is_available() || !crucible::dist::nccl_built()) {
     check(fit("--slots 2" + nccl), "resources.distributed_backend is nccl, " + cause);
+    check(run_command(kTrainer + " check " + kLinear + nccl + " --set resources.slots_per_trial=2"),
+          "resources.distributed_backend is nccl, " + cause);
     check(run_command("RANK=0 WORLD_SIZE=2 MASTER_PORT=1 " + kTrainer + " fit " + kLinear +
                       " --slots 2" + nccl),
           "resources.distributed_backend is nccl, " + cause);

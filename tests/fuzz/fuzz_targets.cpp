@@ -233,7 +233,7 @@ void run_trial_metrics(std::string_view input) {
   const search::TrialFiles files(scratch().path(), 1);
   fs::create_directories(files.run_dir);
   testing::write_file(fs::join(files.run_dir, "metrics.jsonl"), std::string(input));
-  search::read_segment_result(files, 1, {LengthUnit::kBatches, 100}, "loss");
+  search::read_segment_result(files, 1, {LengthUnit::kBatches, 100}, "loss", true);
 }
 
 std::vector<std::string> trial_metrics_seeds() {

@@ -78,7 +78,24 @@ TEST_CASE("a worker that dies stops the others: the launcher names it", "[launch
   INFO(out.str() << err.str());
   CHECK(result.exit_code == 3);
   CHECK_THAT(result.failure, Catch::StartsWith("rank 1 exited with code 3; the other ranks were "
-                                               "stopped. Its last lines:"));
+                                               "stopped. Rank 1's last lines:"));
+  CHECK(live_workers().empty());
+}
+
+TEST_CASE("two SIGINTs to the launcher are the user's stop, not a rank's failure", "[launch]") {
+  std::ostringstream out, err;
+  // The launcher passes each SIGINT this process gets on to its workers, which end at the second.
+  std::thread user([] {
+    for (int i = 0; i < 2; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      ::kill(::getpid(), SIGINT);
+    }
+  });
+  const auto result = launch(workers(2, "interrupted"), out, err);
+  user.join();
+  INFO(out.str() << err.str());
+  CHECK(result.exit_code == crucible::kExitInterrupted);
+  CHECK(result.failure == "interrupted twice: every rank stopped at once, without a checkpoint");
   CHECK(live_workers().empty());
 }
 
@@ -93,7 +110,7 @@ TEST_CASE("the launcher blames the rank that failed on its own, by exit status",
   INFO(out.str() << err.str());
   CHECK(result.exit_code == crucible::kExitTrainingFailed);
   CHECK_THAT(result.failure, Catch::StartsWith("rank 1 exited with code 1; the other ranks were "
-                                               "stopped. Its last lines:"));
+                                               "stopped. Rank 1's last lines:"));
   CHECK_THAT(result.failure, !Catch::Contains("stopped responding"));
   CHECK(live_workers().empty());
 }

@@ -53,6 +53,30 @@ TEST_CASE("ASHA: modes, rung limits and concurrency", "[search][asha]") {
   o.max_time = 3;  // rung lengths never drop below 1
   o.bracket_rungs = 3;
   CHECK(crucible::search::asha_brackets(o)[0].rung_lengths == std::vector<int64_t>{1, 1, 3});
+  // bracket_rungs far past log_d(max_time), with a divisor whose powers leave int64 and double
+  // behind: lengths of 1 below the top, the trials all in the one aggressive bracket.
+  o.mode = AshaMode::kAggressive;
+  o.bracket_rungs = 64;
+  o.divisor = int64_t{1} << 40;
+  o.max_trials = 4;
+  b = crucible::search::asha_brackets(o);
+  REQUIRE(b.size() == 1);
+  CHECK(b[0].trials == 4);
+  CHECK(b[0].rung_lengths.size() == 64);
+  CHECK(b[0].rung_lengths.front() == 1);
+  CHECK(b[0].rung_lengths.back() == 3);
+  o.bracket_rungs = 65;
+  CHECK_THROWS_WITH(crucible::search::asha_brackets(o),
+                    Catch::Contains("searcher.bracket_rungs: 65 rungs; at most 64"));
+  // Conservative: a bracket per rung count, each needing a trial.
+  o.mode = AshaMode::kConservative;
+  o.divisor = 4;
+  o.bracket_rungs = 5;
+  CHECK_THROWS_WITH(crucible::search::asha_brackets(o),
+                    Catch::Contains("5 rungs make 5 brackets in this mode, more than max_trials "
+                                    "(4)"));
+  o.max_trials = 5;
+  CHECK(crucible::search::asha_brackets(o).size() == 5);
 }
 
 TEST_CASE("ASHA: a trial stops unless it is in the top 1/d of every rung it reaches",

@@ -72,6 +72,44 @@ TEST_CASE("trainer fit runs a 2x2 grid as 4 trials in an experiment directory",
 }
 
 TEST_CASE(
+    "a trial ranks by its best validation, not its last, and best names that validation's "
+    "checkpoint",
+    "[search][experiment]") {
+  TempDir tmp;
+  // The loss falls as the trials train, so with larger-is-better the best validation of each is
+  // an early one, not its last.
+  const std::string output = search_ok(
+      tmp, "{name: grid, metric: validation_loss, smaller_is_better: false}",
+      "lr: {type: categorical, vals: [0.02, 0.05]}", "min_validation_period: {batches: 4}\n");
+  const std::string exp = tmp / "exp";
+  const auto rows = rows_of(exp);
+  std::map<int64_t, double> best_of;
+  bool last_differs = false;
+  for (const auto& done : rows_with(rows, "completed")) {
+    const int64_t id = done["trial"];
+    double best = -1, last = -1;
+    for (const auto& row : read_metrics(exp + "/trials/" + std::to_string(id) + "/metrics.jsonl")) {
+      if (row["type"] != "validation") continue;
+      last = row["metrics"]["validation_loss"];
+      best = std::max(best, last);
+    }
+    CHECK(done["best_metric"] == best);
+    last_differs = last_differs || last != best;
+    best_of[id] = best;
+  }
+  REQUIRE(best_of.size() == 2);
+  CHECK(last_differs);  // the case this test is about happened
+  const auto winner = std::max_element(best_of.begin(), best_of.end(),
+                                       [](auto& a, auto& b) { return a.second < b.second; });
+  const json meta =
+      json::parse(read_file(exp + "/" + trimmed(read_file(exp + "/best")) + "/metadata.json"));
+  CHECK(meta["validation"]["validation_loss"] == winner->second);
+  CHECK_THAT(output,
+             Catch::Contains(fmt::format("best: trial {} (validation_loss ", winner->first)) &&
+                 !Catch::Contains("was not kept"));
+}
+
+TEST_CASE(
     "a search warm starts every trial from source_trial_id, and its end keeps the experiment's "
     "save_experiment_best best checkpoints beside each trial's own",
     "[search][experiment]") {

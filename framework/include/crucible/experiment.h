@@ -147,9 +147,10 @@ TrialFactory load_trial(const ExperimentConfig& config, const std::string& searc
 // What `trainer check` verifies, and what run_experiment verifies before it starts anything, so
 // that the two agree: the trial library loads and registers the class (load_trial), the trial
 // overrides exactly one of evaluate_batch and evaluate_full_dataset, and a search can be planned
-// (every numeric hyperparameter of a grid has a count), and this machine's device can run it
-// (fp16 needs CUDA). Returns the trial's factory. Throws PluginError or ConfigError naming the
-// problem.
+// (every numeric hyperparameter of a grid has a count), and this machine's device and LibTorch
+// can run it (fp16 needs CUDA; distributed_backend nccl needs NCCL and a GPU), and a warm start's
+// searcher.source_trial_id or source_checkpoint_uuid names a run or a checkpoint. Returns the
+// trial's factory. Throws PluginError or ConfigError naming the problem.
 TrialFactory check_experiment(const ExperimentConfig& config);
 
 // Joins the distributed run that an outside launcher started this process in, as its

@@ -67,7 +67,8 @@ void adopt_determined_forms(YAML::Node& root, const Source& source,
   if (root["max_length"].IsDefined() || !searcher.IsMap()) return;
   if (searcher["max_length"].IsDefined()) {
     root["max_length"] = YAML::Clone(searcher["max_length"]);
-  } else if (searcher["max_time"].IsDefined() && searcher["time_metric"].IsScalar() &&
+  } else if (searcher["max_time"].IsDefined() && searcher["time_metric"].IsDefined() &&
+             searcher["time_metric"].IsScalar() &&
              names<LengthUnit>().parse(searcher["time_metric"].Scalar())) {
     YAML::Node length(YAML::NodeType::Map);
     length[searcher["time_metric"].Scalar()] = YAML::Clone(searcher["max_time"]);

@@ -1,5 +1,6 @@
 #include "config/hyperparameters.h"
 
+#include <cmath>
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -43,7 +44,10 @@ HyperparameterSpec read_one(const Source& source, const YAML::Node& node, const 
                          : allowed({"minval", "maxval", "count"});
     auto bound = [&](const char* key) -> double {
       if (!r.has(key)) r.fail_missing(key);
-      return is_int ? static_cast<double>(r.integer(key, 0, INT64_MIN)) : r.number(key, 0);
+      const double v =
+          is_int ? static_cast<double>(r.integer(key, 0, INT64_MIN)) : r.number(key, 0);
+      if (!std::isfinite(v)) r.fail(key, fmt::format("{} is not a finite number", v));
+      return v;
     };
     spec.minval = bound("minval");
     spec.maxval = bound("maxval");
@@ -51,7 +55,9 @@ HyperparameterSpec read_one(const Source& source, const YAML::Node& node, const 
       r.fail("maxval", fmt::format("maxval ({}) is below minval ({})", spec.maxval, spec.minval));
     }
     spec.base = r.number("base", 10);
-    if (is_log && spec.base <= 1) r.fail("base", "a log base must be greater than 1");
+    if (is_log && !(spec.base > 1 && std::isfinite(spec.base))) {
+      r.fail("base", "a log base must be greater than 1 and finite");
+    }
     spec.count = r.integer("count", 0, 1);
   }
   return spec;

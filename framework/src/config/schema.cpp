@@ -365,7 +365,8 @@ std::vector<Key> build_schema() {
            "warm start: a checkpoint directory whose model weights start a new run or every "
            "trial"),
       safe(required(length("max_length", member(&C::max_length), 1,
-                           "how long to train: {batches|epochs|records: n}"))),
+                           "how long to train: {batches|epochs|records: n} (or Determined's "
+                           "searcher.max_time with searcher.time_metric)"))),
       integer("records_per_epoch", member(&C::records_per_epoch), 0,
               "records in an epoch; 0 = the training loader's size"),
       safe(length("min_validation_period", member(&C::min_validation_period), 0,

@@ -89,7 +89,10 @@ class Supervisor {
       spawn_worker(w, options_.command, environment_with(vars));
     }
     while (!all_finished()) {
-      if (const int sig = SignalCatcher::take()) signal_running(sig);
+      if (const int sig = SignalCatcher::take()) {
+        interrupts_ += sig == SIGINT ? 1 : 0;
+        signal_running(sig);
+      }
       if (SignalCatcher::take_question()) signal_running(util::kWhereSignal);
       pump(10);
       reap();
@@ -248,9 +251,14 @@ class Supervisor {
       r.exit_code = exit_code_of(failed_->status);
       std::string tail;
       for (const auto& line : failed_->tail) tail += "\n  " + line;
-      r.failure =
-          fmt::format("rank {} {}; the other ranks were stopped. Its last lines:{}", failed_->rank,
-                      describe(failed_->status), tail.empty() ? "\n  (none)" : tail);
+      if (r.exit_code == kExitInterrupted && interrupts_ >= 2) {
+        // The user's own stop, not a rank's failure: each rank said so on its lines.
+        r.failure = "interrupted twice: every rank stopped at once, without a checkpoint";
+        return r;
+      }
+      r.failure = fmt::format("rank {} {}; the other ranks were stopped. Rank {}'s last lines:{}",
+                              failed_->rank, describe(failed_->status), failed_->rank,
+                              tail.empty() ? "\n  (none)" : tail);
       if (!unresponsive_.empty()) {
         r.failure = fmt::format(
                         "rank {} stopped responding (still running when the others gave "
@@ -276,6 +284,7 @@ class Supervisor {
   std::optional<Clock::time_point> first_failure_at_;
   const Worker* failed_ = nullptr;
   std::vector<int64_t> unresponsive_;         // ranks running when only peer-wait failures had come
+  int interrupts_ = 0;                        // SIGINTs passed on to the ranks
   std::optional<Clock::time_point> term_at_;  // when to stop the ranks still running
   std::optional<Clock::time_point> kill_at_;
 };

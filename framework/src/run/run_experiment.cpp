@@ -12,6 +12,7 @@
 #include "search/runner.h"
 #include "search/scheduler.h"
 #include "train/run_start.h"
+#include "train/warm_start.h"
 #include "util/broken_pipes.h"
 #include "util/file_system.h"
 
@@ -70,7 +71,9 @@ ExperimentResult run_search(const ExperimentOptions& o, const ExperimentConfig& 
   }
   if (o.nnodes() > 1) throw UsageError("a search runs on one machine; --nnodes is for a run");
   if (fit.test_mode()) {
-    throw UsageError("--test-mode checks one trial: run it with --set searcher.name=single");
+    throw UsageError(
+        "--test-mode checks one trial: run it with --set searcher.name=single and a constant "
+        "value for each searched hyperparameter (--set hyperparameters.NAME=VALUE)");
   }
   if (!fit.warm_start().empty()) throw UsageError("--warm-start starts a run, not a search");
   search::SearchOptions options;
@@ -127,7 +130,13 @@ TrialFactory check_experiment(const ExperimentConfig& config) {
   TrialFactory factory = load_trial(config);
   factory.check_evaluation_methods();
   train::check_device_support(config, dist::rank_device(0));
+  // NCCL asked for without it or without a GPU; whether ranks would share a GPU depends on the
+  // nodes, which the run checks when it starts.
+  if (config.resources.slots_per_trial > 1) {
+    dist::use_nccl(config.resources.distributed_backend, dist::rank_device(0), 1);
+  }
   if (config.searcher.name != "single") search::Scheduler plan(config);
+  train::check_warm_start_source(config);
   return factory;
 }
 

@@ -2,15 +2,23 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
 
 #include <crucible/errors.h>
 
 namespace crucible::search {
 namespace {
 
+// base^exponent, saturated at the largest int64_t (a bracket_rungs far above log_d(max_time)).
 int64_t power(int64_t base, int64_t exponent) {
   int64_t out = 1;
-  for (int64_t i = 0; i < exponent; ++i) out *= base;
+  for (int64_t i = 0; i < exponent; ++i) {
+    if (out > std::numeric_limits<int64_t>::max() / base)
+      return std::numeric_limits<int64_t>::max();
+    out *= base;
+  }
   return out;
 }
 
@@ -31,18 +39,39 @@ std::vector<AshaBracket> asha_brackets(const AshaOptions& o) {
     throw Error("adaptive ASHA needs divisor >= 2 and positive max_trials, max_time, max_rungs");
   }
   const int64_t r = asha_rungs(o);
+  constexpr int64_t kMostRungs = 64;  // 2^63 units: beyond, rungs only repeat a length of 1
+  if (r > kMostRungs) {
+    throw ConfigError(fmt::format("searcher.bracket_rungs: {} rungs; at most {}", r, kMostRungs));
+  }
   std::vector<int64_t> counts;
   const int64_t lowest = o.mode == AshaMode::kAggressive ? r
                          : o.mode == AshaMode::kStandard ? (r - 1) / 2 + 1
                                                          : 1;
   for (int64_t rungs = r; rungs >= lowest; --rungs) counts.push_back(rungs);
+  if (static_cast<int64_t>(counts.size()) > o.max_trials) {
+    throw ConfigError(fmt::format(
+        "searcher.bracket_rungs: {} rungs make {} brackets in this mode, more than max_trials "
+        "({}); each bracket needs a trial: give fewer rungs, more trials or mode aggressive",
+        r, counts.size(), o.max_trials));
+  }
 
   std::vector<double> weights;
   double total = 0;
   for (const int64_t rungs : counts) {
-    weights.push_back(static_cast<double>(power(o.divisor, rungs - 1)) /
+    weights.push_back(std::pow(static_cast<double>(o.divisor), static_cast<double>(rungs - 1)) /
                       static_cast<double>(rungs));
     total += weights.back();
+  }
+  if (!std::isfinite(total)) {
+    // d^(r-1) past a double's range: the same shares, from logarithms relative to the largest.
+    const double ln_d = std::log(static_cast<double>(o.divisor));
+    total = 0;
+    for (size_t i = 0; i < counts.size(); ++i) {
+      const auto rungs = static_cast<double>(counts[i]);
+      const auto top = static_cast<double>(counts.front());
+      weights[i] = std::exp((rungs - top) * ln_d - std::log(rungs) + std::log(top));
+      total += weights[i];
+    }
   }
   std::vector<AshaBracket> out(counts.size());
   int64_t assigned = 0;

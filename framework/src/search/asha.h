@@ -33,7 +33,8 @@ struct AshaBracket {
 int64_t asha_rungs(const AshaOptions& options);
 
 // The brackets, most rungs first, with their trials (summing to max_trials), concurrency and
-// rung lengths.
+// rung lengths. Throws ConfigError naming searcher.bracket_rungs when its rungs make more
+// brackets than max_trials.
 std::vector<AshaBracket> asha_brackets(const AshaOptions& options);
 
 // What a trial does after a validation.

@@ -23,6 +23,7 @@
 #include "config/paths.h"
 #include "launch/launcher.h"
 #include "launch/process.h"
+#include "metrics/metric_name.h"
 #include "plugin/loader.h"
 #include "search/experiment_log.h"
 #include "search/experiment_retention.h"
@@ -151,8 +152,18 @@ class Runner {
     const std::string table = summary_table(scheduler_, config_.searcher.metric);
     logger_.info("search done:\n" + table);
     if (r.best_trial) {
-      logger_.info(fmt::format("best: trial {} ({} {}), checkpoint {}", *r.best_trial,
-                               config_.searcher.metric, r.best_metric, r.best_checkpoint));
+      // With checkpoint_policy none the best validation may have no checkpoint of its own.
+      std::string held;
+      if (!r.best_checkpoint.empty()) {
+        const auto value = metrics::find_validation_metric(
+            checkpoint::metadata(r.best_checkpoint).validation, config_.searcher.metric);
+        if (value && *value != r.best_metric) {
+          held = fmt::format(" (validated at {}: the best validation's checkpoint was not kept)",
+                             *value);
+        }
+      }
+      logger_.info(fmt::format("best: trial {} ({} {}), checkpoint {}{}", *r.best_trial,
+                               config_.searcher.metric, r.best_metric, r.best_checkpoint, held));
     }
     logger_.info("HTML report: trainer report " + dir_);
     return r;
@@ -193,7 +204,7 @@ class Runner {
     } else {
       logger_.info(fmt::format(
           "experiment {}: searcher {}, up to {} trials at once{}", dir_, config_.searcher.name,
-          slots_.size(),
+          std::min(static_cast<int64_t>(slots_.size()), scheduler_.concurrency()),
           slurm_tasks_ ? " as job steps of Slurm job " + std::string(std::getenv("SLURM_JOB_ID"))
                        : ""));
       write(std::move(rows));
@@ -346,8 +357,9 @@ class Runner {
     const int code = launch::exit_code_of(status);
     if (code == kExitOk) {
       try {
-        done_[trial] = read_segment_result(files, trial, {scheduler_.unit(), f.segment.length},
-                                           config_.searcher.metric);
+        done_[trial] =
+            read_segment_result(files, trial, {scheduler_.unit(), f.segment.length},
+                                config_.searcher.metric, config_.searcher.smaller_is_better);
         return;
       } catch (const Error& e) {
         fail_search(e.what(), e.exit_code());
@@ -355,7 +367,7 @@ class Runner {
     }
     const std::string error = last_error(files.log_file);
     if (code == kExitInvalidHyperparameters) {
-      done_[trial] = {SegmentResult::Kind::kInvalid, trial, 0, 0, "", error};
+      done_[trial] = {SegmentResult::Kind::kInvalid, trial, 0, 0, "", error, std::nullopt};
       return;
     }
     if (code == kExitBadUsage || code == kExitPlugin) {
@@ -374,7 +386,7 @@ class Runner {
               {"error", why}}});
       return;  // the segment is still running in the scheduler: it starts again
     }
-    done_[trial] = {SegmentResult::Kind::kFailed, trial, 0, 0, "", why};
+    done_[trial] = {SegmentResult::Kind::kFailed, trial, 0, 0, "", why, std::nullopt};
   }
 
   [[noreturn]] void fail_search(const std::string& message, int code) {

@@ -102,7 +102,13 @@ Scheduler::Scheduler(const ExperimentConfig& config)
     // Determined's older form, or else the trials' own length.
     o.max_time = (s.max_length.value > 0 ? s.max_length : config.max_length).value;
   }
-  for (const AshaBracket& a : asha_brackets(o)) {
+  std::vector<AshaBracket> planned;
+  try {
+    planned = asha_brackets(o);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}: {}", config.source_path, e.what()));
+  }
+  for (const AshaBracket& a : planned) {
     Bracket b;
     b.budget = a.trials;
     b.concurrency = a.concurrency;
@@ -203,8 +209,8 @@ std::vector<nlohmann::json> Scheduler::report(const SegmentResult& result) {
   }
 
   t.length = result.length;
-  if (!t.best_metric || ranked(result.metric) < ranked(*t.best_metric)) {
-    t.best_metric = result.metric;
+  for (const double m : {result.metric, result.best.value_or(result.metric)}) {
+    if (!t.best_metric || ranked(m) < ranked(*t.best_metric)) t.best_metric = m;
   }
   AshaDecision decision = AshaDecision::kDone;
   if (b.rungs) {
@@ -216,6 +222,7 @@ std::vector<nlohmann::json> Scheduler::report(const SegmentResult& result) {
   nlohmann::json r = row("validated", t);
   r["length"] = result.length;
   r["metric"] = metric_json(result.metric);
+  if (result.best) r["best_metric"] = metric_json(*result.best);
   if (b.rungs) {
     int64_t rung = -1;
     for (const int64_t length : b.rung_lengths) rung += length <= result.length ? 1 : 0;
@@ -232,6 +239,12 @@ std::vector<nlohmann::json> Scheduler::report(const SegmentResult& result) {
   }
   finish(t, decision == AshaDecision::kStop ? TrialState::kStopped : TrialState::kCompleted, rows);
   return rows;
+}
+
+int64_t Scheduler::concurrency() const {
+  int64_t n = 0;
+  for (const Bracket& b : brackets_) n += b.concurrency;
+  return n;
 }
 
 std::optional<int64_t> Scheduler::best_trial() const {
@@ -276,6 +289,10 @@ std::optional<SegmentResult> Scheduler::read_result_row(const nlohmann::json& ro
     r.length = integer("length", std::nullopt);
     const auto& metric = row.at("metric");
     r.metric = metric.is_null() ? std::nan("") : metric.get<double>();
+    // Logs written before the trial's best was recorded have none: the metric stands for it.
+    if (const auto best = row.find("best_metric"); best != row.end()) {
+      r.best = best->is_null() ? std::nan("") : best->get<double>();
+    }
     r.ended_early = row.value("ended_early", "");
     return r;
   }

@@ -45,6 +45,9 @@ struct SegmentResult {
   double metric = 0;   // kValidated: searcher.metric as the trial reported it
   std::string ended_early;  // kValidated: why the trial stopped itself before the segment's end
   std::string error;        // kFailed, kInvalid
+  // kValidated: the best searcher.metric of all the trial's validations so far (those before the
+  // segment's end included, whose checkpoints its retention may keep); nullopt: `metric`.
+  std::optional<double> best;
 };
 
 enum class TrialState { kRunning, kStopped, kCompleted, kFailed, kInvalid };
@@ -77,6 +80,8 @@ class Scheduler {
 
   // The unit every length is counted in.
   LengthUnit unit() const { return unit_; }
+  // The most trials it has running at once: its brackets' concurrency together.
+  int64_t concurrency() const;
   bool smaller_is_better() const { return smaller_is_better_; }
   const std::map<int64_t, TrialRecord>& trials() const { return trials_; }
   // The trial with the best metric (ties: the lower id), if any trial validated.

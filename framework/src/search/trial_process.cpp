@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_io.h"
 #include "config/enum_names.h"
+#include "metrics/metric_name.h"
 #include "util/error_text.h"
 #include "util/file_system.h"
 
@@ -66,7 +67,7 @@ std::vector<std::string> segment_command(const std::string& trainer, const Trial
 }
 
 SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const Length& length,
-                                  const std::string& metric) {
+                                  const std::string& metric, bool smaller_is_better) {
   const std::string path = util::join(files.run_dir, "metrics.jsonl");
   std::string text;
   try {
@@ -77,12 +78,25 @@ SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const 
   }
   std::istringstream in(text);
   nlohmann::json validation, stopped;
+  std::optional<double> best;
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
     if (row.is_discarded() || !row.is_object()) continue;
     const auto type_field = row.find("type");
     const std::string type = type_field != row.end() && type_field->is_string() ? *type_field : "";
-    if (type == "validation") validation = row;
+    if (type == "validation") {
+      validation = row;
+      const auto metrics = row.find("metrics");
+      if (metrics == row.end() || !metrics->is_object()) continue;
+      MetricValues values;
+      for (const auto& [name, value] : metrics->items()) {
+        if (value.is_number()) values[name] = value.get<double>();
+      }
+      const std::optional<double> v = metrics::find_validation_metric(values, metric);
+      if (v && (!best || rank_key(*v, smaller_is_better) < rank_key(*best, smaller_is_better))) {
+        best = *v;
+      }
+    }
     if (type == "stopped") stopped = row;
   }
   if (validation.is_null()) {
@@ -117,6 +131,7 @@ SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const 
   } catch (const TrainingError& e) {
     throw ConfigError(e.what());  // the experiment file names a metric the trial does not report
   }
+  r.best = best;
   return r;
 }
 

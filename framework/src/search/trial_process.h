@@ -37,11 +37,12 @@ std::vector<std::string> segment_command(const std::string& trainer, const Trial
                                          const TrialRecord& trial, const Length& length);
 
 // The result of a segment whose process exited 0: the last validation in the run's
-// metrics.jsonl, its length in `unit` and its `metric`; ended_early holds the reason the run
-// gives when that length is short of `length`. Throws TrainingError naming the run when its
+// metrics.jsonl, its length in `unit` and its `metric`, and the best `metric` of all its
+// validations (`smaller_is_better` ranks them; NaN ranks last); ended_early holds the reason the
+// run gives when that length is short of `length`. Throws TrainingError naming the run when its
 // metrics.jsonl cannot be read or holds no validation, ConfigError when it lacks the metric.
 SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const Length& length,
-                                  const std::string& metric);
+                                  const std::string& metric, bool smaller_is_better);
 
 // What a failed process said: the last line of `log_file` that starts with "error: " (without
 // it), else its last non-empty line, else "".

@@ -200,10 +200,11 @@ bool holds_run_of(const ExperimentConfig& config, const std::string& dir) {
   if (changes.empty()) return true;
   std::string list;
   for (const auto& c : changes) list += fmt::format("\n  {}: {} -> {}", c.key, c.before, c.after);
+  const char* what = util::exists(util::join(dir, "experiment.jsonl")) ? "an experiment" : "a run";
   throw UsageError(fmt::format(
-      "--output {}: it holds a run of another config; continue that run with `trainer fit "
-      "--resume {}` or choose another --output. Its config.yaml differs in:{}",
-      dir, dir, list));
+      "--output {}: it holds {} of another config; continue it with `trainer fit --resume {}` "
+      "or choose another --output. Its config.yaml differs in:{}",
+      dir, what, dir, list));
 }
 
 }  // namespace crucible::train

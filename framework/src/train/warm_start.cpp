@@ -10,23 +10,13 @@
 
 namespace crucible::train {
 
-std::string warm_start_checkpoint(const ExperimentConfig& config, const std::string& given,
-                                  const std::function<void(const std::string&)>& warn) {
-  if (!given.empty()) return checkpoint_path(given, "--warm-start", warn);
+void check_warm_start_source(const ExperimentConfig& config) {
   const SearcherConfig& s = config.searcher;
-  if (!s.source_trial_id.empty()) {
-    if (!util::exists(util::join(s.source_trial_id, "config.yaml"))) {
-      throw ConfigError(fmt::format(
-          "{}: searcher.source_trial_id: {} is not a run directory (no config.yaml in it); "
-          "Crucible names a trial by its run directory, e.g. <experiment>/trials/3",
-          config.source_path, s.source_trial_id));
-    }
-    try {
-      return checkpoint::newest_good(s.source_trial_id, warn);
-    } catch (const Error& e) {
-      throw ConfigError(
-          fmt::format("{}: searcher.source_trial_id: {}", config.source_path, e.what()));
-    }
+  if (!s.source_trial_id.empty() && !util::exists(util::join(s.source_trial_id, "config.yaml"))) {
+    throw ConfigError(fmt::format(
+        "{}: searcher.source_trial_id: {} is not a run directory (no config.yaml in it); "
+        "Crucible names a trial by its run directory, e.g. <experiment>/trials/3",
+        config.source_path, s.source_trial_id));
   }
   if (!s.source_checkpoint_uuid.empty() &&
       !util::exists(util::join(s.source_checkpoint_uuid, "metadata.json"))) {
@@ -35,7 +25,24 @@ std::string warm_start_checkpoint(const ExperimentConfig& config, const std::str
         "give a checkpoint directory, <run>/checkpoints/batch-<N>",
         config.source_path, s.source_checkpoint_uuid));
   }
-  return s.source_checkpoint_uuid;
+}
+
+std::string warm_start_checkpoint(const ExperimentConfig& config, const std::string& given,
+                                  const std::function<void(const std::string&)>& warn) {
+  if (!given.empty()) return checkpoint_path(given, "--warm-start", warn);
+  check_warm_start_source(config);
+  const SearcherConfig& s = config.searcher;
+  if (s.source_trial_id.empty()) return s.source_checkpoint_uuid;
+  try {
+    // An experiment: its best checkpoint, as --warm-start takes it.
+    if (util::exists(util::join(s.source_trial_id, "experiment.jsonl"))) {
+      return checkpoint_path(s.source_trial_id, "an experiment", warn);
+    }
+    return checkpoint::newest_good(s.source_trial_id, warn);
+  } catch (const Error& e) {
+    throw ConfigError(
+        fmt::format("{}: searcher.source_trial_id: {}", config.source_path, e.what()));
+  }
 }
 
 }  // namespace crucible::train
