@@ -235,7 +235,8 @@ TEST_CASE("a requeued command continues its --output run, and a run without a ch
     child.signal(SIGTERM);
     CHECK(child.wait() == 4);
   }
-  // A preempted and requeued job runs the same command again.
+  // A preempted and requeued job runs the same command again, its own files beside the run.
+  write_file(run + "/slurm-42.out", "a job's log\n");
   auto rerun = run_command(command);
   INFO(rerun.output);
   REQUIRE(rerun.exit_code == 0);

@@ -1,4 +1,6 @@
 // Warm start, trainer validate / predict, and reading the predictions from Python.
+#include <cstdio>
+
 #include "catch.h"
 
 #include "checkpoint/checkpoint.h"
@@ -159,11 +161,20 @@ TEST_CASE("warm start loads weights only: mismatches are listed", "[checkpoint]"
                           (tmp / "base"));
   REQUIRE(base.exit_code == 0);
   const std::string ckpt = tmp / "base/checkpoints/batch-0000000252";
-  auto warm = run_command(kTrainer + " fit " + kConfigs + "/linear.yaml --output " +
-                          (tmp / "warm") + " --warm-start " + ckpt +
-                          " --set perform_initial_validation=true --set max_length.batches=1");
+  const std::string warm_command = kTrainer + " fit " + kConfigs + "/linear.yaml --output " +
+                                   (tmp / "warm") + " --warm-start " + ckpt +
+                                   " --set perform_initial_validation=true --set "
+                                   "max_length.batches=1";
+  auto warm = run_command(warm_command);
   INFO(warm.output);
   REQUIRE(warm.exit_code == 0);
+  // Requeued, the command continues its run, which needs its source no more.
+  REQUIRE(::rename((tmp / "base").c_str(), (tmp / "moved").c_str()) == 0);
+  auto requeued = run_command(warm_command);
+  INFO(requeued.output);
+  CHECK(requeued.exit_code == 0);
+  CHECK_THAT(requeued.output, Catch::Contains("holds a run of this config: continuing it"));
+  REQUIRE(::rename((tmp / "moved").c_str(), (tmp / "base").c_str()) == 0);
   const auto rows = read_metrics(tmp / "warm/metrics.jsonl");
   REQUIRE(rows.front()["type"] == "validation");
   CHECK(rows.front()["batches"] == 0);  // counters fresh

@@ -1,6 +1,8 @@
 // `trainer report` through the real binary, on runs and searches that the real `trainer fit`
 // wrote: what each page shows is read back (read_report.py parses it as XML) and compared with
 // the run's own files.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -261,7 +263,10 @@ TEST_CASE("trainer report refuses what is not a run or an experiment, naming it"
     CHECK(dir.exit_code == 2);
     CHECK_THAT(dir.output, Catch::Contains("--output " + output + ": a directory; give the file"));
   }
-  for (const std::string& output : {tmp / "metrics.jsonl", tmp / "checkpoints/batch-1/x"}) {
+  // Through a link and '..' too, as the write would go.
+  REQUIRE(::symlink((tmp / "checkpoints/batch-1").c_str(), (tmp / "link").c_str()) == 0);
+  for (const std::string& output :
+       {tmp / "metrics.jsonl", tmp / "checkpoints/batch-1/x", tmp / "link/../../metrics.jsonl"}) {
     const auto own = run_command(kTrainer + " report " + tmp.path() + " --output " + output);
     CHECK(own.exit_code == 2);
     CHECK_THAT(own.output, Catch::Contains("--output " + output +

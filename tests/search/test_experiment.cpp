@@ -565,6 +565,6 @@ TEST_CASE("options that only a single run has are refused for a search, by name"
   const auto other = run_command(kTrainer + " fit " + config +
                                  " --set hyperparameters.records=128 --output " + (tmp / "exp"));
   CHECK(other.exit_code == 2);
-  CHECK_THAT(other.output, Catch::Contains("it holds a run of another config") &&
+  CHECK_THAT(other.output, Catch::Contains("it holds an experiment of another config") &&
                                Catch::Contains("hyperparameters.records: 256 -> 128"));
 }

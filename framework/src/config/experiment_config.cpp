@@ -150,12 +150,6 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
                 fmt::format("'{}': Crucible counts a trial's length in batches, records or epochs",
                             s.time_metric));
   }
-  if (s.max_length.value > 0 && c.max_length.value > 0 && !(s.max_length == c.max_length)) {
-    source.fail("searcher.max_length", root["searcher"]["max_length"],
-                fmt::format("{} (Determined's older form of the length) but max_length is {}; give "
-                            "the length once",
-                            s.max_length.str(), c.max_length.str()));
-  }
   // The node at section.key, else the section, else the root: a missing key has no place.
   const auto at = [&](const char* section, const std::string& key) {
     const YAML::Node parent = root[section];
@@ -167,15 +161,6 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
         root["searcher"]["max_trials"].IsDefined())) {
     source.fail("searcher.max_trials", at("searcher", "max_trials"),
                 fmt::format("required by searcher {}: how many trials to start", s.name));
-  }
-  if (s.name == "single") {
-    for (const auto& [name, spec] : c.hyperparameters) {
-      if (spec.type == HyperparameterSpec::Type::kConst) continue;
-      source.fail("hyperparameters." + name, at("hyperparameters", name),
-                  "is a search space, but searcher 'single' runs one trial with constant "
-                  "hyperparameters; give it a constant value (or choose grid, random or "
-                  "adaptive_asha)");
-    }
   }
   if (!s.source_trial_id.empty() && !s.source_checkpoint_uuid.empty()) {
     source.fail("searcher.source_checkpoint_uuid", root["searcher"]["source_checkpoint_uuid"],

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <sstream>
+#include <string>
 #include <utility>
 
 #include <fmt/format.h>
@@ -314,9 +316,13 @@ std::vector<Key> build_schema() {
       required(text("name", member(&C::name), Text::kNonEmpty,
                     "the experiment's name (a directory under host_path holds its runs)",
                     [](const std::string& v) -> std::string {
-                      if (v == "." || v == ".." || v.find('/') != std::string::npos) {
-                        return "must be a plain name: its runs go into <host_path>/<name>/, and a "
-                               "'/', '.' or '..' would put them elsewhere";
+                      // "team/mnist" nests; "..", "/x" or "a//b" would leave host_path.
+                      std::istringstream parts(v + "/");
+                      for (std::string part; std::getline(parts, part, '/');) {
+                        if (part.empty() || part == "." || part == "..") {
+                          return "its runs go into <host_path>/<name>/: no empty, '.' or '..' "
+                                 "part, no leading or trailing '/'";
+                        }
                       }
                       return "";
                     })),

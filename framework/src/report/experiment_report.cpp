@@ -61,7 +61,12 @@ std::map<int64_t, Trial> trials_of(const std::vector<json>& rows, bool smaller_i
       v.rung = integer_in(row, "rung");
       v.decision = text_in(row, "decision");
       t.length = std::max(t.length, v.length);
-      if (!t.best || better(v.metric, *t.best, smaller_is_better)) t.best = v.metric;
+      // The trial's best of all its validations, as the search ranks it (logs before that was
+      // recorded hold the segment's metric only).
+      for (const double m :
+           {v.metric, row.contains("best_metric") ? number_in(row, "best_metric") : v.metric}) {
+        if (!t.best || better(m, *t.best, smaller_is_better)) t.best = m;
+      }
       t.validations.push_back(v);
     } else if (event == "restarted") {
       ++t.restarts;

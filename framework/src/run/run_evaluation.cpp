@@ -30,7 +30,7 @@ EvaluationResult evaluate(
   const std::optional<dist::Rendezvous> launcher =
       dist::from_environment(dist::process_environment());
   const bool first = !launcher || launcher->topology.rank == 0;
-  const std::string checkpoint =
+  std::string checkpoint =
       train::checkpoint_path(options.checkpoint(), "--checkpoint", [&](const std::string& w) {
         if (first) std::cerr << "warning: " << w << "\n";
       });
@@ -62,6 +62,11 @@ EvaluationResult evaluate(
   const DistributedContext dist = launcher ? *join_launched_run(config) : DistributedContext();
   const util::CrashReports crash_reports(dist.distributed() ? fmt::format("rank {}", dist.rank())
                                                             : "");
+  // Every rank takes rank 0's: a run or search still writing may resolve differently (the same
+  // run, so the same config and trial).
+  if (dist.distributed()) {
+    checkpoint = dist.broadcast_object(nlohmann::json(checkpoint)).get<std::string>();
+  }
   EvaluationResult result;
   work(trainer, checkpoint, dist, result);
   if (!dist.is_chief()) result = EvaluationResult();

@@ -136,6 +136,7 @@ TrialFactory check_experiment(const ExperimentConfig& config) {
     dist::use_nccl(config.resources.distributed_backend, dist::rank_device(0), 1);
   }
   if (config.searcher.name != "single") search::Scheduler plan(config);
+  if (config.searcher.name == "single") config.constant_hyperparameters();
   train::check_warm_start_source(config);
   return factory;
 }

@@ -155,8 +155,13 @@ class Runner {
       // With checkpoint_policy none the best validation may have no checkpoint of its own.
       std::string held;
       if (!r.best_checkpoint.empty()) {
-        const auto value = metrics::find_validation_metric(
-            checkpoint::metadata(r.best_checkpoint).validation, config_.searcher.metric);
+        std::optional<double> value;
+        try {
+          value = metrics::find_validation_metric(
+              checkpoint::metadata(r.best_checkpoint).validation, config_.searcher.metric);
+        } catch (const std::exception&) {
+          // Its metadata was damaged since: `best` still names it; the line says no more.
+        }
         if (value && *value != r.best_metric) {
           held = fmt::format(" (validated at {}: the best validation's checkpoint was not kept)",
                              *value);

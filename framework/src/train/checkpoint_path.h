@@ -12,9 +12,9 @@ namespace crucible::train {
 // directory (config.yaml, no experiment.jsonl) its newest good checkpoint
 // (checkpoint::newest_good, which reports each damaged newer one through `warn`); an experiment
 // directory, or its `best` file, the best checkpoint the search recorded there; a run's `latest`
-// file the checkpoint it names. Throws UsageError naming `flag` when `given` is empty, does not
-// exist, is none of those, or is an experiment with no best checkpoint yet, and the errors of
-// newest_good.
+// file the checkpoint it names, a checkpoint's metadata.json that checkpoint. Throws UsageError
+// naming `flag` when `given` is empty, does not exist, is none of those, or is an experiment with
+// no best checkpoint yet, and the errors of newest_good.
 std::string checkpoint_path(const std::string& given, const std::string& flag,
                             const std::function<void(const std::string&)>& warn);
 

@@ -26,6 +26,7 @@
 #include "train/warm_start.h"
 #include "util/blas.h"
 #include "util/crash_report.h"
+#include "util/file_system.h"
 #include "util/logger.h"
 
 namespace crucible::train {
@@ -309,12 +310,14 @@ class FitLoop {
 
   void set_up() {
     check_runnable(config_, factory_, dist_);
-    // A --warm-start that names no checkpoint fails before a run directory exists.
-    const std::string warm_given =
-        options_.warm_start().empty() || !options_.resume_dir().empty()
-            ? options_.warm_start()
-            : checkpoint_path(options_.warm_start(), "--warm-start",
-                              [&](const std::string& w) { logger_.warn(w); });
+    // A --warm-start that names no checkpoint fails before a new run's directory is made. A run
+    // continued (a requeued command) keeps its own weights and needs no source.
+    const std::string& output = options_.output_dir();
+    const bool continues = !options_.resume_dir().empty() ||
+                           (!output.empty() && util::exists(util::join(output, "config.yaml")));
+    if (!options_.warm_start().empty() && !continues) {
+      checkpoint_path(options_.warm_start(), "--warm-start", [](const std::string&) {});
+    }
     const RunStart start = start_run(config_, options_, logger_);
     run_ = start.run;
     run_lock_ = start.lock;
@@ -336,11 +339,12 @@ class FitLoop {
         [this](const std::string& line) { logger_.warn(line); });
     session_->state().profiler = profiler_.get();
     // A run continued from a checkpoint has its own weights.
-    const std::string warm =
-        start.resume_from.empty()
-            ? warm_start_checkpoint(config_, warm_given,
-                                    [&](const std::string& w) { logger_.warn(w); })
-            : "";
+    std::string warm = start.resume_from.empty()
+                           ? warm_start_checkpoint(config_, options_.warm_start(),
+                                                   [&](const std::string& w) { logger_.warn(w); })
+                           : "";
+    // Every rank takes the chief's: a source run still being written may resolve differently.
+    if (dist_.distributed()) warm = dist_.broadcast_object(nlohmann::json(warm)).get<std::string>();
     if (!warm.empty()) {
       checkpoint::load_weights(warm, session_->contents().models);
       logger_.info("model weights from " + warm);

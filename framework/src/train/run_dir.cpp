@@ -57,6 +57,9 @@ void check_output_dir(const std::string& dir) {
   if (!util::is_directory(dir)) {
     throw UsageError(fmt::format("--output {}: a file, not a directory", dir));
   }
+  // A run or an experiment (holds_run_of decides whether it is this config's) may hold files of
+  // the user's beside its own: a job's log, predictions.
+  if (util::exists(util::join(dir, "config.yaml"))) return;
   for (const std::string& name : util::list_directory(dir)) {
     if (!layout_files().count(name) && !layout_trees().count(name) && name != "trials" &&
         name != "report.html") {
@@ -69,13 +72,15 @@ void check_output_dir(const std::string& dir) {
 }
 
 void check_output_file(const std::string& path, const std::string& flag) {
-  const std::string full = util::lexically_normal(util::absolute(path));
+  const std::string full = util::absolute(path);
   if (path.empty() || path.back() == '/' || util::is_directory(full)) {
     throw UsageError(fmt::format("{} {}: a directory; give the file to write", flag, path));
   }
-  const std::string dir = util::parent_path(full);
+  // Where the file really goes: links and '..' resolved as the write will resolve them.
+  const std::string dir = util::canonical_or_absolute(util::parent_path(full));
   if (!util::is_directory(dir)) {
-    throw UsageError(fmt::format("{} {}: directory {} does not exist", flag, path, dir));
+    throw UsageError(
+        fmt::format("{} {}: directory {} does not exist", flag, path, util::lexically_normal(dir)));
   }
   std::vector<std::string> below = {util::file_name(full)};
   for (std::string up = dir; below.size() <= 3; up = util::parent_path(up)) {

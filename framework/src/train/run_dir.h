@@ -52,8 +52,8 @@ RunDir open_run_dir(const std::string& path);
 bool holds_run_of(const ExperimentConfig& config, const std::string& dir);
 
 // Throws UsageError when `dir`, a fit's --output, exists but cannot hold a run: a file, or a
-// directory with files other than those of a run or an experiment (a run cut short before its
-// config.yaml leaves only those).
+// directory without a config.yaml (no run or experiment) that holds files other than those of a
+// run or an experiment (a run cut short before its config.yaml leaves only those).
 void check_output_dir(const std::string& dir);
 
 // Throws UsageError naming `flag` (such as "--output") when a command may not write the file

@@ -102,7 +102,7 @@ void accept_config_changes(const ExperimentConfig& config, const std::string& di
   }
   if (chief && !fresh.empty()) checkpoint::replace_atomically(run.config_file(), to_yaml(config));
   if (!fresh.empty()) logger.info("accepted config changes:" + change_list(fresh));
-  if (change_list(changes) != change_list(fresh)) {
+  if (!changes.empty() && change_list(changes) != change_list(fresh)) {
     logger.info(
         fmt::format("the config differs from checkpoint {}'s by changes accepted on "
                     "resume:{}",
