@@ -196,6 +196,19 @@ TEST_CASE("trainer report of a run stopped mid-way, with a torn last row, or dam
   CHECK_THAT(how, Catch::Contains("`trainer fit --resume " + run +
                                   "` continues it from its newest checkpoint"));
   CHECK_THAT(how, Catch::EndsWith("the log's last ERROR line: a failure <of> the trial"));
+  // A process stopped by a signal says so in the log, and the page repeats it, until a process
+  // starts again.
+  std::ofstream(run + "/trainer.log", std::ios::app)
+      << "2026-11-25T10:00:01Z INFO received Interrupt: checkpointing at batch 50 and stopping\n";
+  report_ok(run + " --output " + (tmp / "page.html"));
+  CHECK_THAT(std::string(read_page(tmp / "page.html")["facts"]["how it ended"]),
+             Catch::Contains("(stopped: received Interrupt: checkpointing at batch 50 and "
+                             "stopping; `trainer fit --resume"));
+  std::ofstream(run + "/trainer.log", std::ios::app)
+      << "2026-11-25T10:00:02Z INFO resuming run " << run << ": trial x on cpu\n";
+  report_ok(run + " --output " + (tmp / "page.html"));
+  CHECK_THAT(std::string(read_page(tmp / "page.html")["facts"]["how it ended"]),
+             Catch::Contains("(still training, or failed, stopped or killed; "));
   CHECK(chart_titled(page, "loss")["series"]["validation"].size() == 1);  // the one at 32
 
   // A run that stopped itself says why (the row early stopping and set_stop_requested write).

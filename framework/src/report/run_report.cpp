@@ -46,6 +46,9 @@ struct Run {
   std::vector<json> profiling;           // profiling/metrics.jsonl
   std::vector<CheckpointRow> checkpoints;
   std::string error;  // the last ERROR line of trainer.log, without its time and level
+  // How the last process of the run stopped on a signal or a closed console ("received
+  // Interrupt: checkpointing at batch 544 and stopping"), if it did.
+  std::string signal_stop;
 };
 
 const char* kDamageHint = "the file is damaged (only a kill's torn last row is passed over)";
@@ -106,8 +109,20 @@ Run read_run(const std::string& dir) {
   std::istringstream log(util::exists(files.log_file()) ? util::read_file(files.log_file()) : "");
   for (std::string line; std::getline(log, line);) {
     const size_t level = line.find(' ');
-    if (level != std::string::npos && line.compare(level, 7, " ERROR ") == 0) {
-      run.error = line.substr(level + 7);
+    if (level == std::string::npos) continue;
+    if (line.compare(level, 7, " ERROR ") == 0) run.error = line.substr(level + 7);
+    const size_t text = line.find(' ', level + 1);
+    if (text == std::string::npos) continue;
+    const std::string message = line.substr(text + 1);
+    // Each process of the run begins with "new run" or "resuming run" (FitLoop's set_up).
+    if (message.rfind("new run ", 0) == 0 || message.rfind("resuming run ", 0) == 0) {
+      run.signal_stop.clear();
+    }
+    const std::string stopping = " and stopping";
+    if (message.find(": checkpointing at batch ") != std::string::npos &&
+        message.size() > stopping.size() &&
+        message.compare(message.size() - stopping.size(), stopping.size(), stopping) == 0) {
+      run.signal_stop = message;
     }
   }
   return run;
@@ -144,10 +159,12 @@ std::string how_it_ended(const Run& run, const std::string& continue_command) {
     if (c.problem.empty()) newest = std::max(newest.value_or(0), c.batches);
   }
   return fmt::format(
-      "not finished: {} of {} {} reported, {} (still training, or failed, stopped or killed; "
-      "`{}` continues it from its newest checkpoint){}",
+      "not finished: {} of {} {} reported, {} ({}; `{}` continues it from its newest "
+      "checkpoint){}",
       count_text(reached), length, unit,
       newest ? fmt::format("the newest checkpoint at batch {}", *newest) : "no checkpoint yet",
+      run.signal_stop.empty() ? "still training, or failed, stopped or killed"
+                              : "stopped: " + run.signal_stop,
       continue_command, run.error.empty() ? "" : "; the log's last ERROR line: " + run.error);
 }
 
