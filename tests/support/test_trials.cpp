@@ -20,3 +20,11 @@ CRUCIBLE_REGISTER_TRIAL(BothEvalTrial);
 CRUCIBLE_REGISTER_TRIAL(NeitherEvalTrial);
 CRUCIBLE_REGISTER_TRIAL(ThrowingCtorTrial);
 CRUCIBLE_REGISTER_TRIAL(SearchTrial);
+
+// CRUCIBLE_TEST_CRASH=static@0 crashes this library's static initialisation, inside the dlopen
+// that loads it (an exported function, so that the crash report's stack names it).
+__attribute__((noinline, visibility("default"))) bool crash_while_loading() {
+  crucible::testing::crash_if_asked("static", 0, -1);
+  return true;
+}
+static const bool kLoaded = crash_while_loading();

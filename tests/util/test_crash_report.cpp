@@ -117,6 +117,11 @@ TEST_CASE(
       {"evaluate@2", kBadAccessReported, kBadAccessExit,
        R"(in evaluate_batch \(validation batch 2\))", "14evaluate_batch"},
       kTrainer + " validate --checkpoint " + runs.reference + "/checkpoints/batch-0000000048", "");
+  // So does any command whose trial library crashes while it loads.
+  check_crash({"static@0", kBadAccessReported, kBadAccessExit,
+               R"(in the static initialisers of trial library /.*/libcrucible_test_trials\.so)",
+               "crash_while_loading"},
+              kTrainer + " check " + runs.config, "");
 }
 
 TEST_CASE(

@@ -17,6 +17,7 @@
 
 #include "config/paths.h"
 #include "plugin/registry_state.h"
+#include "util/crash_report.h"
 #include "util/file_system.h"
 
 namespace crucible::plugin {
@@ -124,6 +125,10 @@ const Loaded& open_library(const std::string& path) {
   Loaded lib;
   auto& state = registry_state();
   {
+    // A crash in the library's static initialisers is reported, naming the library.
+    const util::CrashReports crash_reports("");
+    const std::string what = "in the static initialisers of trial library " + key;
+    const util::CrashScope crash_scope(what.c_str());
     std::lock_guard<std::recursive_mutex> reg_lock(state.mu);
     state.capture = &lib.registrations;
     dlerror();
