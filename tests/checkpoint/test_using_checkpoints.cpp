@@ -272,6 +272,17 @@ TEST_CASE("trainer validate and predict refuse what they cannot use", "[checkpoi
   auto no_checkpoint = run_command(kTrainer + " predict --checkpoint " + tmp.path());
   CHECK(no_checkpoint.exit_code == 2);
   CHECK_THAT(no_checkpoint.output, Catch::Contains("no checkpoint"));
+  // An experiment without a best checkpoint yet, then with a best file that names none.
+  write_file(tmp / "experiment.jsonl", "");
+  auto no_best = run_command(kTrainer + " validate --checkpoint " + tmp.path());
+  CHECK(no_best.exit_code == 2);
+  CHECK_THAT(no_best.output, Catch::Contains("the experiment has no best checkpoint yet"));
+  write_file(tmp / "best", "trials/1/checkpoints/batch-0000000016\n");
+  auto dangling = run_command(kTrainer + " validate --checkpoint " + (tmp / "best"));
+  CHECK(dangling.exit_code == 2);
+  CHECK_THAT(dangling.output,
+             Catch::Contains(tmp / "best" + " names " + tmp.path() +
+                             "/trials/1/checkpoints/batch-0000000016, which is not a checkpoint"));
   auto no_flag = run_command(kTrainer + " predict");
   CHECK(no_flag.exit_code == 2);
   CHECK_THAT(no_flag.output, Catch::Contains("--checkpoint DIR is required"));

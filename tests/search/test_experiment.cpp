@@ -552,6 +552,13 @@ TEST_CASE("options that only a single run has are refused for a search, by name"
   const auto test_mode = run_command(kTrainer + " fit " + config + " --test-mode");
   CHECK(test_mode.exit_code == 2);
   CHECK_THAT(test_mode.output, Catch::Contains("--test-mode checks one trial"));
+  // Following that advice halfway is refused by check as by fit: lr is still a space.
+  for (const std::string command : {"check", "fit"}) {
+    const auto single =
+        run_command(kTrainer + " " + command + " " + config + " --set searcher.name=single");
+    CHECK(single.exit_code == 2);
+    CHECK_THAT(single.output, Catch::Contains("hyperparameters.lr: is a search space"));
+  }
   const auto launched = run_command("RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 " +
                                     kTrainer + " fit " + config);
   CHECK(launched.exit_code == 2);

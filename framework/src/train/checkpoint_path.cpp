@@ -57,8 +57,8 @@ std::string checkpoint_path(const std::string& given, const std::string& flag,
     }
     if (name == "metadata.json") return dir;  // a checkpoint's own file names it
     if (name == "latest" && holds(dir, "config.yaml")) {
-      return pointed_checkpoint(checkpoint::checkpoints_dir(dir) + "/" + pointed_name(given), given,
-                                flag, given);
+      return pointed_checkpoint(util::join(checkpoint::checkpoints_dir(dir), pointed_name(given)),
+                                given, flag, given);
     }
   }
   throw UsageError(fmt::format(
