@@ -16,6 +16,7 @@
 #include "report/fields.h"
 #include "report/html.h"
 #include "train/run_dir.h"
+#include "train/stop_signals.h"
 #include "util/file_system.h"
 #include "util/json_lines.h"
 
@@ -118,12 +119,7 @@ Run read_run(const std::string& dir) {
     if (message.rfind("new run ", 0) == 0 || message.rfind("resuming run ", 0) == 0) {
       run.signal_stop.clear();
     }
-    const std::string stopping = " and stopping";
-    if (message.find(": checkpointing at batch ") != std::string::npos &&
-        message.size() > stopping.size() &&
-        message.compare(message.size() - stopping.size(), stopping.size(), stopping) == 0) {
-      run.signal_stop = message;
-    }
+    if (train::is_signal_stop_line(message)) run.signal_stop = message;
   }
   return run;
 }

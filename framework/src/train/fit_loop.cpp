@@ -134,8 +134,7 @@ class FitLoop {
                                   : console_lost.empty()
                                       ? std::string("another rank's console was closed")
                                       : fmt::format("the console was closed ({})", console_lost);
-        const std::string line =
-            fmt::format("{}: checkpointing at batch {} and stopping", cause, state_.batches);
+        const std::string line = signal_stop_line(cause, state_.batches);
         // A closed console is news the user may miss: said on stderr too while it stands.
         if (why == SIGPIPE && !console_lost.empty()) {
           logger_.warn(line);

@@ -35,4 +35,14 @@ StopSignals::StopSignals() : handlers_(fresh_handler()) {}
 
 int StopSignals::requested() { return g_requested.load(); }
 
+std::string signal_stop_line(const std::string& cause, int64_t batches) {
+  return cause + ": checkpointing at batch " + std::to_string(batches) + " and stopping";
+}
+
+bool is_signal_stop_line(const std::string& message) {
+  const std::string middle = ": checkpointing at batch ", end = " and stopping";
+  return message.find(middle) != std::string::npos && message.size() > end.size() &&
+         message.compare(message.size() - end.size(), end.size(), end) == 0;
+}
+
 }  // namespace crucible::train

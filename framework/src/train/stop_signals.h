@@ -1,8 +1,17 @@
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "util/stop_handlers.h"
 
 namespace crucible::train {
+
+// The log line of a fit that a signal or a closed console stops at `batches`, "CAUSE:
+// checkpointing at batch N and stopping", and whether a log message is one (as the report reads
+// trainer.log).
+std::string signal_stop_line(const std::string& cause, int64_t batches);
+bool is_signal_stop_line(const std::string& message);
 
 // While alive, SIGTERM, SIGUSR1, a first SIGINT and SIGHUP (unless it was ignored at the start,
 // as under nohup) only record that a graceful stop was asked;
