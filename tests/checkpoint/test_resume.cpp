@@ -118,6 +118,34 @@ early_stopping: {metric: loss, smaller_is_better: false, patience: 2}
              Catch::Contains("stopping at batch 96: early stopping: loss did not improve"));
 }
 
+TEST_CASE(
+    "accumulated gradients are checkpointed: killed inside an accumulation window, a resume "
+    "ends bitwise identical on 1 or 2 slots",
+    "[checkpoint][resume]") {
+  // Windows of 3 batches: checkpoints 20, 32, 40, 64, 80, 100, 128 fall inside one (the kill
+  // leaves 40, after its window's first batch), 60, 96 and 120 end one.
+  const std::string accumulate = "optimizations: {aggregation_frequency: 3}\n";
+  std::string slots;
+  SECTION("1 slot") {}
+  SECTION("2 slots") { slots = " --slots 2"; }
+  TempDir tmp;
+  const std::string reference = tmp / "reference";
+  const std::string sets = slots + " --quiet --output ";
+  auto r =
+      run_command(kTrainer + " fit " + resumable_config(tmp, 0, accumulate) + sets + reference);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(util::exists(reference + "/checkpoints/batch-0000000128/gradients.pt"));
+  REQUIRE(util::exists(reference + "/checkpoints/batch-0000000120/metadata.json"));
+  CHECK_FALSE(util::exists(reference + "/checkpoints/batch-0000000120/gradients.pt"));
+  const std::string run = tmp / "run";
+  kill_after_report(kTrainer + " fit " + resumable_config(tmp, 20, accumulate) + sets + run, run,
+                    tmp / "log", 49, "batch-0000000040");
+  CHECK(util::exists(run + "/checkpoints/batch-0000000040/gradients.pt"));
+  resume_run(run);
+  check_same_end(reference, run);
+}
+
 TEST_CASE("SIGTERM, SIGUSR1 and SIGHUP checkpoint at the batch boundary and exit 4",
           "[checkpoint][resume]") {
   reference();

@@ -240,6 +240,10 @@ TEST_CASE("a failing trial is restarted from its checkpoint, then recorded as fa
   CHECK(hparams[failed[0]["trial"]]["fail_at"] == 6);
   CHECK(hparams[failed[0]["trial"]]["fail_once"] == "");
   CHECK_THAT(failed[0]["error"].get<std::string>(), Catch::Contains("injected failure at batch 6"));
+  // Its length is how far its run reported before failing at batch 6, not 0.
+  const int64_t reached = failed[0]["length"];
+  CHECK(reached >= 4);
+  CHECK(reached < 6);
   std::map<int64_t, int> restarts;
   for (const auto& row : rows_with(rows, "restarted")) ++restarts[row["trial"]];
   CHECK(restarts[failed[0]["trial"]] == 2);

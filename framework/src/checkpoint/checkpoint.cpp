@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -83,6 +84,30 @@ void write_trial_state(torch::serialize::OutputArchive& archive, const Contents&
     torch::serialize::OutputArchive nested;
     part.save(nested);
     archive.write(part.name, nested);
+  }
+}
+
+std::string gradient_key(size_t rank, size_t index) {
+  return fmt::format("rank_{}_param_{}", rank, index);
+}
+
+// Rank `rank`'s gradients of `gradients` become those of gradient_parameters(contents).
+void restore_gradients(const Contents& contents, torch::serialize::InputArchive& gradients,
+                       int64_t rank) {
+  const std::vector<torch::Tensor> params = gradient_parameters(contents);
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    torch::Tensor p = params[i];
+    torch::Tensor saved;
+    if (!gradients.try_read(gradient_key(static_cast<size_t>(rank), i), saved)) {
+      if (p.grad().defined()) p.mutable_grad() = torch::Tensor();
+      continue;
+    }
+    if (saved.sizes() != p.sizes()) {
+      throw TrainingError(fmt::format("gradients.pt: parameter {} has shape {}, its gradient {}", i,
+                                      p.sizes(), saved.sizes()));
+    }
+    p.mutable_grad() = saved.to(p.options());
   }
 }
 
@@ -172,6 +197,23 @@ void load_models(const std::string& dir, const Metadata& meta,
 
 }  // namespace
 
+std::vector<torch::Tensor> gradient_parameters(const Contents& contents) {
+  std::vector<torch::Tensor> out;
+  std::unordered_set<const c10::TensorImpl*> seen;
+  auto add = [&](const torch::Tensor& t) {
+    if (seen.insert(t.unsafeGetTensorImpl()).second) out.push_back(t);
+  };
+  for (const auto& model : contents.models) {
+    for (const auto& p : model->parameters()) add(p);
+  }
+  for (const auto& optimizer : contents.optimizers) {
+    for (const auto& group : optimizer->param_groups()) {
+      for (const auto& p : group.params()) add(p);
+    }
+  }
+  return out;
+}
+
 void Contents::add_part(Part part) {
   auto refuse = [&](const char* why) {
     throw TrainingError(fmt::format("checkpoint part '{}': {}", part.name, why));
@@ -193,7 +235,8 @@ std::string checkpoints_dir(const std::string& run_dir) {
 std::string directory_name(int64_t batches) { return fmt::format("batch-{:010d}", batches); }
 
 std::string save(const std::string& run_dir, int64_t batches, const Contents& contents,
-                 Metadata metadata, const RankGenerators& rank_generators) {
+                 Metadata metadata, const RankGenerators& rank_generators,
+                 const AccumulatedGradients& gradients) {
   const std::string checkpoints = checkpoints_dir(run_dir);
   const std::string final_dir = util::join(checkpoints, directory_name(batches));
   const std::string tmp = util::join(checkpoints, ".tmp-" + directory_name(batches));
@@ -249,6 +292,16 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
     put_archive("trial_state.pt", [&](torch::serialize::OutputArchive& a) {
       write_trial_state(a, contents, rank_generators);
     });
+    if (!gradients.by_rank.empty()) {
+      put_archive("gradients.pt", [&](torch::serialize::OutputArchive& a) {
+        for (size_t r = 0; r < gradients.by_rank.size(); ++r) {
+          for (size_t i = 0; i < gradients.by_rank[r].size(); ++i) {
+            const torch::Tensor& g = gradients.by_rank[r][i];
+            if (g.defined()) a.write(gradient_key(r, i), g);
+          }
+        }
+      });
+    }
 
     metadata.schedulers = nlohmann::json::array();
     for (const auto& s : contents.schedulers) metadata.schedulers.push_back(s->state());
@@ -362,6 +415,16 @@ Metadata load(const std::string& dir, const Contents& contents, int64_t rank,
   } catch (const std::exception& e) {
     throw TrainingError(
         fmt::format("checkpoint {}: cannot restore trial_state.pt: {}", dir, first_line(e)));
+  }
+  if (meta.files.contains("gradients.pt")) {
+    try {
+      torch::serialize::InputArchive archive;
+      load_archive(archive, util::join(dir, "gradients.pt"));
+      restore_gradients(contents, archive, rank);
+    } catch (const std::exception& e) {
+      throw TrainingError(
+          fmt::format("checkpoint {}: cannot restore gradients.pt: {}", dir, first_line(e)));
+    }
   }
   const nlohmann::json& states = meta.schedulers;
   if (states.size() != contents.schedulers.size()) {

@@ -82,6 +82,17 @@ struct RankGenerators {
   std::vector<torch::Tensor> cuda;
 };
 
+// The gradients that batches accumulated since the optimizers last stepped, for a checkpoint
+// written inside a gradient-accumulation window: `by_rank[r][i]` is rank r's gradient of the i-th
+// tensor of gradient_parameters() (undefined where it has none). Empty when no window is open.
+struct AccumulatedGradients {
+  std::vector<std::vector<torch::Tensor>> by_rank;
+};
+
+// The tensors whose gradients a checkpoint keeps: each model's parameters in order, then those of
+// the optimizers that no model holds; each tensor once.
+std::vector<torch::Tensor> gradient_parameters(const Contents& contents);
+
 // Writes a checkpoint of `contents` as `<checkpoints_dir>/<directory_name(batches)>` and points
 // `<run_dir>/latest` at it. `metadata` gets the fields save() knows (file list, counts, part
 // names, scheduler steps) and is written as metadata.json. Throws
@@ -89,9 +100,11 @@ struct RankGenerators {
 // temporary directory; existing checkpoints are never touched.
 // `ranks`, when not empty, holds the generator states of every rank of a distributed run, saved
 // beside the caller's own. The caller's CUDA generators are saved for every GPU it sees, and
-// metadata gets "cuda_devices", their count.
+// metadata gets "cuda_devices", their count. `gradients`, when not empty, is saved as
+// gradients.pt.
 std::string save(const std::string& run_dir, int64_t batches, const Contents& contents,
-                 Metadata metadata, const RankGenerators& ranks = {});
+                 Metadata metadata, const RankGenerators& ranks = {},
+                 const AccumulatedGradients& gradients = {});
 
 // The metadata.json of checkpoint `dir`, without checking the other files. Throws
 // DamagedCheckpoint when the directory or its metadata is missing or unreadable.
@@ -107,7 +120,9 @@ Metadata verify(const std::string& dir);
 // names), a part's load throws (naming the part) or a file cannot be read (naming it).
 // `rank` picks this process's generator states when the checkpoint holds one per rank; `device`
 // is the device this rank computes on. CUDA generators are restored only when the process sees
-// as many GPUs as the writer did (metadata "cuda_devices"); otherwise they start afresh.
+// as many GPUs as the writer did (metadata "cuda_devices"); otherwise they start afresh. When the
+// checkpoint holds gradients.pt (written inside an accumulation window), every tensor of
+// gradient_parameters() gets rank `rank`'s saved gradient, or none where it had none.
 Metadata load(const std::string& dir, const Contents& contents, int64_t rank = 0,
               const torch::Device& device = torch::kCPU);
 

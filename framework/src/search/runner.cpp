@@ -391,7 +391,13 @@ class Runner {
               {"error", why}}});
       return;  // the segment is still running in the scheduler: it starts again
     }
-    done_[trial] = {SegmentResult::Kind::kFailed, trial, 0, 0, "", why, std::nullopt};
+    done_[trial] = {SegmentResult::Kind::kFailed,
+                    trial,
+                    reached_length(files, scheduler_.unit()),
+                    0,
+                    "",
+                    why,
+                    std::nullopt};
   }
 
   [[noreturn]] void fail_search(const std::string& message, int code) {

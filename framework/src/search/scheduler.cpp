@@ -203,6 +203,7 @@ std::vector<nlohmann::json> Scheduler::report(const SegmentResult& result) {
   if (result.kind == SegmentResult::Kind::kFailed) {
     // Recorded with the worst metric, so that it takes no place in a rung from another trial.
     if (b.rungs) b.rungs->record(t.id, segment.length, std::numeric_limits<double>::infinity());
+    t.length = std::max(t.length, result.length);
     t.error = result.error;
     finish(t, TrialState::kFailed, rows);
     return rows;
@@ -298,6 +299,7 @@ std::optional<SegmentResult> Scheduler::read_result_row(const nlohmann::json& ro
   }
   if (event == "failed" || event == "invalid") {
     r.kind = event == "failed" ? SegmentResult::Kind::kFailed : SegmentResult::Kind::kInvalid;
+    if (event == "failed") r.length = integer("length", 0);
     r.error = row.value("error", "");
     return r;
   }

@@ -41,8 +41,10 @@ struct SegmentResult {
   };
   Kind kind = Kind::kValidated;
   int64_t trial = 0;
-  int64_t length = 0;  // kValidated: units trained (less than the segment's when it ended early)
-  double metric = 0;   // kValidated: searcher.metric as the trial reported it
+  // kValidated: units trained (less than the segment's when it ended early); kFailed: the
+  // furthest length its run reported before it failed.
+  int64_t length = 0;
+  double metric = 0;        // kValidated: searcher.metric as the trial reported it
   std::string ended_early;  // kValidated: why the trial stopped itself before the segment's end
   std::string error;        // kFailed, kInvalid
   // kValidated: the best searcher.metric of all the trial's validations so far (those before the
@@ -56,7 +58,7 @@ struct TrialRecord {
   int64_t id = 0;
   nlohmann::json hparams;
   int64_t bracket = 0;
-  int64_t length = 0;  // units trained so far
+  int64_t length = 0;  // units trained so far (a failed trial: the furthest it reported)
   TrialState state = TrialState::kRunning;
   std::optional<double> best_metric;  // the best searcher.metric it reported
   std::string error;                  // kFailed, kInvalid

@@ -1,5 +1,6 @@
 #include "search/trial_process.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -66,6 +67,22 @@ std::vector<std::string> segment_command(const std::string& trainer, const Trial
   return {trainer, "fit", files.config_file, "--output", files.run_dir, "--quiet"};
 }
 
+namespace {
+
+// The rows of a metrics.jsonl that are JSON objects, in order; a torn or damaged line is passed
+// over.
+std::vector<nlohmann::json> object_rows(const std::string& text) {
+  std::vector<nlohmann::json> rows;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
+    if (!row.is_discarded() && row.is_object()) rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace
+
 SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const Length& length,
                                   const std::string& metric, bool smaller_is_better) {
   const std::string path = util::join(files.run_dir, "metrics.jsonl");
@@ -76,12 +93,9 @@ SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const 
     throw TrainingError(
         fmt::format("trial {}: cannot read {}: {}", trial, path, e.code().message()));
   }
-  std::istringstream in(text);
   nlohmann::json validation, stopped;
   std::optional<double> best;
-  for (std::string line; std::getline(in, line);) {
-    const nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
-    if (row.is_discarded() || !row.is_object()) continue;
+  for (const nlohmann::json& row : object_rows(text)) {
     const auto type_field = row.find("type");
     const std::string type = type_field != row.end() && type_field->is_string() ? *type_field : "";
     if (type == "validation") {
@@ -133,6 +147,22 @@ SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const 
   }
   r.best = best;
   return r;
+}
+
+int64_t reached_length(const TrialFiles& files, LengthUnit unit) {
+  std::string text;
+  try {
+    text = util::read_file(util::join(files.run_dir, "metrics.jsonl"));
+  } catch (const std::system_error&) {
+    return 0;  // the run failed before it reported anything
+  }
+  const char* field = config::names<LengthUnit>().name(unit);
+  double reached = 0;
+  for (const nlohmann::json& row : object_rows(text)) {
+    const auto it = row.find(field);
+    if (it != row.end() && it->is_number()) reached = std::max(reached, it->get<double>());
+  }
+  return reached < 1e15 ? std::llround(reached) : 0;
 }
 
 std::string last_error(const std::string& log_file) {

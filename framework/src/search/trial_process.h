@@ -44,6 +44,10 @@ std::vector<std::string> segment_command(const std::string& trainer, const Trial
 SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const Length& length,
                                   const std::string& metric, bool smaller_is_better);
 
+// The furthest length in `unit` that a row of the trial's metrics.jsonl records: how far a run
+// that failed got. 0 when the run reported nothing or its file cannot be read.
+int64_t reached_length(const TrialFiles& files, LengthUnit unit);
+
 // What a failed process said: the last line of `log_file` that starts with "error: " (without
 // it), else its last non-empty line, else "".
 std::string last_error(const std::string& log_file);

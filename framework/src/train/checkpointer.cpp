@@ -79,6 +79,30 @@ checkpoint::Metadata Checkpointer::metadata(TrialSession& session, const FitStat
   return m;
 }
 
+checkpoint::AccumulatedGradients Checkpointer::accumulated_gradients(
+    const checkpoint::Contents& contents) const {
+  const std::vector<torch::Tensor> params = checkpoint::gradient_parameters(contents);
+  torch::NoGradGuard no_grad;
+  auto has = torch::zeros({static_cast<int64_t>(params.size())}, torch::kUInt8);
+  for (size_t i = 0; i < params.size(); ++i) {
+    has[static_cast<int64_t>(i)] = params[i].grad().defined() ? 1 : 0;
+  }
+  const std::vector<torch::Tensor> defined = dist_.allgather(has);
+  checkpoint::AccumulatedGradients out;
+  out.by_rank.resize(defined.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const torch::Tensor& g = params[i].grad();
+    const std::vector<torch::Tensor> all =
+        dist_.allgather(g.defined() ? g.detach() : torch::zeros_like(params[i]));
+    for (size_t r = 0; r < all.size(); ++r) {
+      const bool kept = defined[r][static_cast<int64_t>(i)].item<uint8_t>() != 0;
+      out.by_rank[r].push_back(kept ? all[r].to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true)
+                                    : torch::Tensor());
+    }
+  }
+  return out;
+}
+
 void Checkpointer::save(TrialSession& session, FitState& state, const metrics::Progress& progress,
                         const DataPosition& position, const nlohmann::json& training) {
   if (state.checkpoint_current()) return;
@@ -93,10 +117,14 @@ void Checkpointer::save(TrialSession& session, FitState& state, const metrics::P
       generators.cuda = dist_.allgather(at::globalContext().defaultGenerator(device).get_state());
     }
   }
+  checkpoint::AccumulatedGradients gradients;
+  if (state.batches % config_.optimizations.aggregation_frequency != 0) {
+    gradients = accumulated_gradients(session.contents());
+  }
   std::string dir = util::join(run_.checkpoints(), checkpoint::directory_name(state.batches));
   if (dist_.is_chief()) {
-    dir =
-        checkpoint::save(run_.path, state.batches, session.contents(), std::move(meta), generators);
+    dir = checkpoint::save(run_.path, state.batches, session.contents(), std::move(meta),
+                           generators, gradients);
     forget(dir);
     track(dir);
     apply_retention();

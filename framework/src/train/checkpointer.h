@@ -43,9 +43,10 @@ class Checkpointer {
   // made since at the same batch is written again), and records it in state.last_checkpoint,
   // state.checkpointed_at and state.checkpoint_validated.
   // `progress` is where state.batches stands, `position` the training loader's, `training` this
-  // rank's pending training sums. Every rank's generators are saved. Returns when the checkpoint
-  // exists for every rank. Throws TrainingError naming the path when writing fails; existing
-  // checkpoints stay.
+  // rank's pending training sums. Every rank's generators are saved, and, when state.batches
+  // falls inside a gradient-accumulation window, every rank's accumulated gradients. Returns when
+  // the checkpoint exists for every rank. Throws TrainingError naming the path when writing fails;
+  // existing checkpoints stay.
   void save(TrialSession& session, FitState& state, const metrics::Progress& progress,
             const DataPosition& position, const nlohmann::json& training);
 
@@ -53,6 +54,10 @@ class Checkpointer {
   checkpoint::Metadata metadata(TrialSession& session, const FitState& state,
                                 const metrics::Progress& progress, const DataPosition& position,
                                 const nlohmann::json& training) const;
+  // Every rank's gradients of checkpoint::gradient_parameters(contents), on the CPU; every rank
+  // takes part.
+  checkpoint::AccumulatedGradients accumulated_gradients(
+      const checkpoint::Contents& contents) const;
   void track(const std::string& dir);
   void forget(const std::string& dir);
   void apply_retention();
