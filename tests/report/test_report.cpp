@@ -81,6 +81,40 @@ std::string search_config(const TempDir& dir, const std::string& searcher) {
   return path;
 }
 
+// An experiment file in `dir` for one run of SearchTrial: 256 records in batches of 16, training
+// reports every 5 batches, with `extra` (YAML lines: max_length, hyperparameters, ...).
+std::string search_trial_config(const TempDir& dir, const std::string& extra) {
+  const std::string path = dir / "run.yaml";
+  write_file(path,
+             "name: report-run\nentrypoint: crucible_test_trials:SearchTrial\n"
+             "searcher: {metric: validation_loss}\nscheduling_unit: 5\n"
+             "reproducibility: {experiment_seed: 3}\n" +
+                 extra);
+  return path;
+}
+
+// Fits SearchTrial, 256 records in batches of 16 at lr 0.05 for `length` (a max_length YAML
+// mapping), into `dir`/run with `args`; requires success and returns the fit's output.
+std::string fit_search_trial(const TempDir& dir, const std::string& length,
+                             const std::string& args = "") {
+  const auto fit = run_command(
+      kTrainer + " fit " +
+      search_trial_config(dir,
+                          "hyperparameters: {global_batch_size: 16, records: 256, lr: 0.05}\n"
+                          "max_length: " +
+                              length + "\n") +
+      args + " --output " + (dir / "run"));
+  INFO(fit.output);
+  REQUIRE(fit.exit_code == 0);
+  return fit.output;
+}
+
+// "how it ended" on the page `trainer report` writes of `run`.
+std::string how_it_ended(const std::string& run) {
+  report_ok(run);
+  return read_page(run + "/report.html")["facts"]["how it ended"];
+}
+
 }  // namespace
 
 TEST_CASE("trainer report shows a finished run as its files tell it", "[report]") {
@@ -227,6 +261,73 @@ TEST_CASE("trainer report of a run stopped mid-way, with a torn last row, or dam
   CHECK_THAT(damaged.output, Catch::Contains(run + "/metrics.jsonl:2: not a JSON row"));
 }
 
+TEST_CASE("trainer report shows the last error of the run's last process only", "[report]") {
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  const std::string config = search_trial_config(
+      tmp,
+      "hyperparameters: {global_batch_size: 16, records: 256, lr: 0.05, sleep_ms: 20, "
+      "fail_at: 30, fail_once: " +
+          (tmp / "failed") +
+          "}\nmax_length: {batches: 400}\nmin_checkpoint_period: {batches: 10}\n");
+  const auto failed = run_command(kTrainer + " fit " + config + " --quiet --output " + run);
+  INFO(failed.output);
+  REQUIRE(failed.exit_code == 1);
+  CHECK_THAT(how_it_ended(run),
+             Catch::EndsWith("the log's last ERROR line: train_batch (batch 30) threw: injected "
+                             "failure at batch 30"));
+  // Resumed past the failure, then killed: its process logged no error.
+  {
+    Child child(kTrainer + " fit --resume " + run + " --quiet", tmp / "resume.log");
+    REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 45; }));
+    child.signal(SIGKILL);
+    CHECK(child.wait() == 128 + SIGKILL);
+  }
+  const std::string how = how_it_ended(run);
+  CHECK_THAT(how, Catch::StartsWith("not finished: "));
+  CHECK_THAT(how, Catch::EndsWith("(still training, or failed, stopped or killed; `trainer fit "
+                                  "--resume " +
+                                  run + "` continues it from its newest checkpoint)"));
+}
+
+TEST_CASE("trainer report of a run whose max_length in records ends inside a batch", "[report]") {
+  TempDir tmp;
+  // 1000 records are 62.5 batches of 16: training rounds them up to 63 batches, 1008 records.
+  const std::string run = tmp / "run";
+  fit_search_trial(tmp, "{records: 1000}", " --quiet");
+  CHECK(how_it_ended(run) == "complete: trained 1008 records");
+  const std::string config = read_file(run + "/config.yaml");
+  const std::string length = "max_length: {records: 1000}";
+  REQUIRE(config.find(length) != std::string::npos);
+  const auto with_length = [&](int64_t records) {
+    write_file(run + "/config.yaml", config.substr(0, config.find(length)) +
+                                         "max_length: {records: " + std::to_string(records) + "}" +
+                                         config.substr(config.find(length) + length.size()));
+  };
+  // 993 records train the same 63 batches; 992 are 62.
+  with_length(993);
+  CHECK(how_it_ended(run) == "complete: trained 1008 records");
+  with_length(992);
+  CHECK(how_it_ended(run) ==
+        "complete: trained 1008 records, past max_length 992 (lowered on "
+        "resume)");
+}
+
+TEST_CASE("trainer report of a --test-mode run recommends no resume", "[report]") {
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  const std::string output = fit_search_trial(tmp, "{batches: 100}", " --test-mode");
+  // Its one training report gives no time left to a max_length it never trains to.
+  CHECK_THAT(output, Catch::Contains("batches/s)"));
+  CHECK_THAT(output, !Catch::Contains(" left"));
+  const std::string how = how_it_ended(run);
+  CHECK(how ==
+        "a --test-mode run (one training batch and one validation batch), which is never "
+        "continued: start a run with `trainer fit CONFIG`");
+  const auto resumed = run_command(kTrainer + " fit --resume " + run);
+  CHECK(resumed.exit_code == 2);
+}
+
 TEST_CASE("trainer report under a full disk or I/O errors: the cause named, no partial page",
           "[report][faults]") {
   TempDir tmp;
@@ -289,6 +390,42 @@ TEST_CASE("trainer report refuses what is not a run or an experiment, naming it"
   }
 }
 
+TEST_CASE("trainer report of a search stopped before it created all its trials",
+          "[report][search]") {
+  TempDir tmp;
+  const std::string exp = tmp / "exp";
+  const std::string config = search_config(
+      tmp, "{name: random, metric: validation_loss, max_trials: 3, max_concurrent_trials: 1}");
+  const auto fit = run_command(kTrainer + " fit " + config + " --quiet --output " + exp);
+  INFO(fit.output);
+  REQUIRE(fit.exit_code == 0);
+  // As a kill between trial 1's result and trial 2's creation leaves it.
+  const auto rows = read_metrics(exp + "/experiment.jsonl");
+  REQUIRE(rows.size() == 9);
+  REQUIRE(rows[2]["event"] == "completed");
+  REQUIRE(rows[3]["event"] == "created");
+  std::string kept;
+  for (size_t i = 0; i < 3; ++i) kept += rows[i].dump() + "\n";
+  write_file(exp + "/experiment.jsonl", kept);
+  for (const char* trial : {"2", "3"}) {
+    REQUIRE(run_command("rm -r " + exp + "/trials/" + trial + " " + exp + "/trials/" + trial + ".*")
+                .exit_code == 0);
+  }
+  report_ok(exp);
+  CHECK(read_page(exp + "/report.html")["facts"]["how it stands"] ==
+        "not finished: 1 of 3 trials ended (still running, or stopped or killed; `trainer fit "
+        "--resume " +
+            exp + "` continues it)");
+  // What the page says continues it does, to the end.
+  const auto resumed = run_command(kTrainer + " fit --resume " + exp + " --quiet");
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  report_ok(exp);
+  const json page = read_page(exp + "/report.html");
+  CHECK(page["facts"]["trials"] == "3 completed");
+  CHECK(page["facts"]["how it stands"] == "complete: every trial ended");
+}
+
 TEST_CASE("trainer report of an ASHA search ranks its trials and gives each its own page",
           "[report][search]") {
   TempDir tmp;
@@ -310,6 +447,7 @@ TEST_CASE("trainer report of an ASHA search ranks its trials and gives each its 
   // Each trial's best metric and final state, from the log.
   std::map<int64_t, double> best;
   std::map<int64_t, std::string> state;
+  std::map<int64_t, json> stop;  // the validation at which the searcher stopped the trial
   size_t at_rungs = 0;
   for (const auto& row : rows) {
     const int64_t id = row["trial"];
@@ -317,6 +455,7 @@ TEST_CASE("trainer report of an ASHA search ranks its trials and gives each its 
       const double m = row["metric"];
       if (!best.count(id) || m < best[id]) best[id] = m;
       at_rungs += row.contains("rung") ? 1 : 0;
+      if (row["decision"] == "stop") stop[id] = row;
     }
     if (row["event"] == "stopped" || row["event"] == "completed") state[id] = row["event"];
   }
@@ -345,7 +484,20 @@ TEST_CASE("trainer report of an ASHA search ranks its trials and gives each its 
     REQUIRE_FALSE(trial_validations.empty());
     CHECK(six(chart_titled(trial_page, "loss")["series"]["validation"].back()["y"]) ==
           six(trial_validations.back()["metrics"]["validation_loss"]));
+    // A trial the searcher stopped trained all of its segment, and its page says who ended it.
+    if (state[id] == "stopped") {
+      REQUIRE(stop.count(id));
+      CHECK(trial_page["facts"]["how it ended"] ==
+            fmt::format("stopped by the searcher at rung {}, after {} batches (validation_loss {} "
+                        "there): ASHA continues only the best of each rung",
+                        stop[id]["rung"].get<int64_t>(), stop[id]["length"].get<int64_t>(),
+                        six(stop[id]["metric"])));
+    } else {
+      CHECK(trial_page["facts"]["how it ended"] == "complete: trained 16 batches");
+    }
   }
+  CHECK(std::count_if(state.begin(), state.end(),
+                      [](const auto& s) { return s.second == "stopped"; }) > 0);
   // The hyperparameter that needs escaping reads back as it is.
   const auto header = trials["header"];
   const size_t tag = std::find(header.begin(), header.end(), "tag") - header.begin();

@@ -16,6 +16,7 @@
 #include "report/html.h"
 #include "report/run_report.h"
 #include "search/scheduler.h"
+#include "search/space.h"
 #include "search/summary.h"
 #include "util/file_system.h"
 #include "util/json_lines.h"
@@ -76,6 +77,62 @@ std::map<int64_t, Trial> trials_of(const std::vector<json>& rows, bool smaller_i
     }
   }
   return trials;
+}
+
+// How the searcher ended trial `t`, "" unless it stopped it: the rung of the validation that
+// decided it, which the trial's own run cannot tell from a complete segment.
+std::string searcher_ending(const Trial& t, const std::string& metric, const std::string& unit) {
+  if (t.state != "stopped") return "";
+  for (auto v = t.validations.rbegin(); v != t.validations.rend(); ++v) {
+    if (v->decision != "stop") continue;
+    return fmt::format(
+        "stopped by the searcher at {}{} {} ({} {} there): ASHA continues only the best of each "
+        "rung",
+        v->rung ? fmt::format("rung {}, after ", *v->rung) : std::string(), v->length, unit, metric,
+        number_text(v->metric));
+  }
+  return fmt::format("stopped by the searcher after {} {}", t.length, unit);
+}
+
+// How many trials the search creates, those that its searcher replaces not counted (a grid's
+// points, else max_trials); nullopt when a grid cannot be planned.
+std::optional<int64_t> trial_budget(const ExperimentConfig& config) {
+  if (config.searcher.name != "grid") return config.searcher.max_trials;
+  int64_t points = 1;
+  try {
+    for (const auto& [name, spec] : config.hyperparameters) {
+      points *= static_cast<int64_t>(search::grid_points(name, spec).size());
+    }
+  } catch (const ConfigError&) {
+    return std::nullopt;
+  }
+  return points;
+}
+
+// "complete: every trial ended", or how far the search is from it and what continues it: trials
+// running, or trials the searcher has yet to create (a search stopped between a result and the
+// trials it frees a place for).
+std::string how_it_stands(const ExperimentConfig& config, const std::map<int64_t, Trial>& trials,
+                          const std::string& dir) {
+  int64_t running = 0, invalid = 0, ended = 0;
+  for (const auto& [_, t] : trials) {
+    running += t.state == "running" ? 1 : 0;
+    invalid += t.state == "invalid" ? 1 : 0;
+    ended += t.state != "running" && t.state != "invalid" ? 1 : 0;
+  }
+  // The searcher replaces an invalid trial, up to max_trials of them (a grid point: none).
+  const int64_t replaced =
+      config.searcher.name == "grid" ? 0 : std::min(invalid, config.searcher.max_trials);
+  ended += invalid - replaced;
+  const std::optional<int64_t> budget = trial_budget(config);
+  if (!trials.empty() && running == 0 && (!budget || ended >= *budget)) {
+    return "complete: every trial ended";
+  }
+  return fmt::format(
+      "not finished: {}{} trials ended{} (still running, or stopped or killed; `trainer fit "
+      "--resume {}` continues it)",
+      ended, budget ? fmt::format(" of {}", *budget) : "",
+      running > 0 ? fmt::format(", {} running", running) : "", dir);
 }
 
 // The trials in the order of the search's closing table (search::summary_table): those that
@@ -146,7 +203,7 @@ std::string hyperparameter_charts(const ExperimentConfig& config,
 
 std::string trial_table(const ExperimentConfig& config, const std::vector<const Trial*>& order,
                         const Trial* best, const std::string& metric, const std::string& unit,
-                        const std::function<std::string(int64_t, const std::string&)>& trial_link) {
+                        const std::function<std::string(int64_t, const TrialEnding&)>& trial_link) {
   std::vector<std::string> names;  // the searched hyperparameters: the constant ones are the
                                    // config's, the same for every trial
   for (const auto& [name, spec] : config.hyperparameters) {
@@ -158,7 +215,8 @@ std::string trial_table(const ExperimentConfig& config, const std::vector<const 
   out.header.push_back("error");
   out.numeric = {true, false, true, true, true};
   for (const Trial* t : order) {
-    const std::string href = trial_link(t->id, t->state);
+    const std::string href =
+        trial_link(t->id, TrialEnding{t->state, searcher_ending(*t, metric, unit)});
     std::vector<std::string> cells = {
         href.empty() ? std::to_string(t->id) : hyperlink(href, std::to_string(t->id)),
         escape(t->state), number_text(t->best), std::to_string(t->length),
@@ -244,6 +302,14 @@ bool holds_experiment(const std::string& dir) {
 std::string experiment_page(
     const std::string& dir, const std::string& page_dir,
     const std::function<std::string(int64_t, const std::string&)>& trial_link) {
+  return experiment_page(dir, page_dir, [&](int64_t id, const TrialEnding& ending) {
+    return trial_link(id, ending.state);
+  });
+}
+
+std::string experiment_page(
+    const std::string& dir, const std::string& page_dir,
+    const std::function<std::string(int64_t, const TrialEnding&)>& trial_link) {
   const std::string config_file = util::join(dir, "config.yaml");
   const ExperimentConfig config = load_experiment_config(config_file);
   const std::string config_text = util::read_file(config_file);
@@ -285,7 +351,6 @@ std::string experiment_page(
           (files_html.empty() ? "" : ", ") + hyperlink(relative_path(path, page_dir), name);
     }
   }
-  const bool running = states.count("running") > 0 || trials.empty();
   std::string searcher_text =
       fmt::format("{}, metric {} ({} is better)", searcher.name, searcher.metric,
                   searcher.smaller_is_better ? "smaller" : "larger");
@@ -295,11 +360,7 @@ std::string experiment_page(
       {"trial", escape(config.entrypoint)},
       {"searcher", escape(searcher_text)},
       {"trials", escape(state_text.empty() ? "none yet" : state_text)},
-      {"how it stands",
-       escape(running ? fmt::format("not finished (still running, or stopped or killed; "
-                                    "`trainer fit --resume {}` continues it)",
-                                    dir)
-                      : "complete: every trial ended")},
+      {"how it stands", escape(how_it_stands(config, trials, dir))},
       {"best trial", escape(best_text)},
       {"best checkpoint", best_checkpoint},
       {"time", std::isfinite(seconds) ? escape(metrics::duration_text(seconds)) : "-"},

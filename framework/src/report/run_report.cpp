@@ -1,5 +1,6 @@
 #include "report/run_report.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "report/fields.h"
 #include "report/html.h"
 #include "train/run_dir.h"
+#include "train/schedule.h"
 #include "train/stop_signals.h"
 #include "util/file_system.h"
 #include "util/json_lines.h"
@@ -32,7 +34,8 @@ struct CheckpointRow {
   double epochs = 0;
   MetricValues validation;
   uint64_t bytes = 0;
-  std::string problem;  // why its metadata could not be read
+  bool test_mode = false;  // written by `trainer fit --test-mode`
+  std::string problem;     // why its metadata could not be read
 };
 
 struct Run {
@@ -46,7 +49,9 @@ struct Run {
   std::optional<size_t> best;            // the validation with the best searcher metric
   std::vector<json> profiling;           // profiling/metrics.jsonl
   std::vector<CheckpointRow> checkpoints;
-  std::string error;  // the last ERROR line of trainer.log, without its time and level
+  // The last ERROR line of trainer.log written by the run's last process, without its time and
+  // level.
+  std::string error;
   // How the last process of the run stopped on a signal or a closed console ("received
   // Interrupt: checkpointing at batch 544 and stopping"), if it did.
   std::string signal_stop;
@@ -96,6 +101,7 @@ Run read_run(const std::string& dir) {
       row.batches = m.batches;
       row.epochs = m.epochs;
       row.validation = m.validation;
+      row.test_mode = m.trainer_state.test_mode;
       for (const auto& [name, file] : m.files.items()) {
         if (file.is_object() && file.contains("size") && file["size"].is_number_unsigned()) {
           row.bytes += file["size"].get<uint64_t>();
@@ -118,6 +124,7 @@ Run read_run(const std::string& dir) {
     // Each process of the run begins with "new run" or "resuming run" (FitLoop's set_up).
     if (message.rfind("new run ", 0) == 0 || message.rfind("resuming run ", 0) == 0) {
       run.signal_stop.clear();
+      run.error.clear();
     }
     if (train::is_signal_stop_line(message)) run.signal_stop = message;
   }
@@ -135,18 +142,39 @@ std::string metric_list(const MetricValues& values) {
 
 std::string how_it_ended(const Run& run, const std::string& continue_command) {
   const char* unit = config::names<LengthUnit>().name(run.config.max_length.unit);
+  const std::string last_error =
+      run.error.empty() ? "" : "; the log's last ERROR line: " + run.error;
+  double reached = 0, reached_batches = 0;
+  for (const json& row : run.rows) {
+    reached = std::max(reached, number_in(row, unit));
+    reached_batches = std::max(reached_batches, number_in(row, "batches"));
+  }
+  // The trainer refuses to continue a run whose checkpoint says test mode.
+  if (std::any_of(run.checkpoints.begin(), run.checkpoints.end(),
+                  [](const CheckpointRow& c) { return c.test_mode; })) {
+    return "a --test-mode run (one training batch and one validation batch), which is never "
+           "continued: start a run with `trainer fit CONFIG`" +
+           last_error;
+  }
   for (const json& row : run.rows) {
     if (text_in(row, "type") == "stopped") {
       return fmt::format("stopped early at {} batches: {}", count_text(number_in(row, "batches")),
                          text_in(row, "reason"));
     }
   }
-  double reached = 0;
-  for (const json& row : run.rows) reached = std::max(reached, number_in(row, unit));
   const int64_t length = run.config.max_length.value;
-  if (reached >= static_cast<double>(length)) {
+  // Training ends after whole batches: a length in records is rounded up to them, as the
+  // schedule rounds it.
+  double reached_length = reached, target = static_cast<double>(length);
+  if (run.config.max_length.unit == LengthUnit::kRecords) {
+    train::Schedule schedule;
+    schedule.global_batch_size = std::max<int64_t>(1, run.config.global_batch_size());
+    reached_length = reached_batches;
+    target = static_cast<double>(schedule.to_batches(run.config.max_length));
+  }
+  if (reached_length >= target) {
     return fmt::format("complete: trained {} {}{}", count_text(reached), unit,
-                       reached > static_cast<double>(length)
+                       reached_length > target
                            ? fmt::format(", past max_length {} (lowered on resume)", length)
                            : "");
   }
@@ -161,7 +189,7 @@ std::string how_it_ended(const Run& run, const std::string& continue_command) {
       newest ? fmt::format("the newest checkpoint at batch {}", *newest) : "no checkpoint yet",
       run.signal_stop.empty() ? "still training, or failed, stopped or killed"
                               : "stopped: " + run.signal_stop,
-      continue_command, run.error.empty() ? "" : "; the log's last ERROR line: " + run.error);
+      continue_command, last_error);
 }
 
 std::string hyperparameters_text(const ExperimentConfig& config) {
@@ -342,7 +370,7 @@ std::string relative_path(const std::string& path, const std::string& base) {
 }
 
 std::string run_page(const std::string& run_dir, const std::string& page_dir, const std::string& up,
-                     const std::string& continue_command) {
+                     const std::string& continue_command, const std::string& ended) {
   const Run run = read_run(run_dir);
   const train::RunDir files{run_dir};
 
@@ -377,8 +405,10 @@ std::string run_page(const std::string& run_dir, const std::string& page_dir, co
       {"run directory", escape(run_dir)},
       {"trial", escape(run.config.entrypoint)},
       {"how it ended",
-       escape(how_it_ended(
-           run, continue_command.empty() ? "trainer fit --resume " + run_dir : continue_command))},
+       escape(!ended.empty()
+                  ? ended
+                  : how_it_ended(run, continue_command.empty() ? "trainer fit --resume " + run_dir
+                                                               : continue_command))},
       {"trained", fmt::format("{} batches, {} records, {} epochs", count_text(batches),
                               count_text(records), number_text(epochs))},
       {"best " + run.config.searcher.metric,

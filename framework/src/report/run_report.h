@@ -16,10 +16,13 @@ bool holds_run(const std::string& dir);
 // the checkpoints, the profiler's phases when it ran, and the config. Links to the run's files
 // are relative to `page_dir`, the directory the page is written to; `up` (HTML) is put above the
 // title's facts, as a trial's link back to its experiment. An unfinished run is said to continue
-// with `continue_command` ("": `trainer fit --resume RUN_DIR`). Reads only. Throws ConfigError
-// when config.yaml does not parse, and TrainingError naming the file and line of a damaged row.
+// with `continue_command` ("": `trainer fit --resume RUN_DIR`); `ended`, unless "", is how the
+// run ended as its caller knows it (a search's trial that the searcher stopped), said instead of
+// what its files tell. Reads only. Throws ConfigError when config.yaml does not parse, and
+// TrainingError naming the file and line of a damaged row.
 std::string run_page(const std::string& run_dir, const std::string& page_dir,
-                     const std::string& up = "", const std::string& continue_command = "");
+                     const std::string& up = "", const std::string& continue_command = "",
+                     const std::string& ended = "");
 
 // `path` relative to directory `base` ("../runs/x"), both made absolute first.
 std::string relative_path(const std::string& path, const std::string& base);

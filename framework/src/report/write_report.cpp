@@ -26,7 +26,7 @@ std::vector<std::string> write_report(const ReportOptions& options) {
   const std::string page_dir = util::parent_path(util::absolute(output));
   if (report::holds_experiment(dir)) {
     std::vector<std::pair<std::string, std::string>> pages;  // path, HTML
-    const auto trial_link = [&](int64_t id, const std::string& state) -> std::string {
+    const auto trial_link = [&](int64_t id, const report::TrialEnding& ending) -> std::string {
       const std::string run_dir = search::TrialFiles(dir, id).run_dir;
       if (!report::holds_run(run_dir)) return "";
       const std::string path = util::join(run_dir, "report.html");
@@ -34,9 +34,9 @@ std::vector<std::string> write_report(const ReportOptions& options) {
           "p", fmt::format("Trial {} of {}: {}.", id,
                            report::hyperlink(report::relative_path(output, run_dir),
                                              "the experiment " + util::file_name(dir)),
-                           report::escape(state)));
-      pages.emplace_back(path,
-                         report::run_page(run_dir, run_dir, up, "trainer fit --resume " + dir));
+                           report::escape(ending.state)));
+      pages.emplace_back(path, report::run_page(run_dir, run_dir, up, "trainer fit --resume " + dir,
+                                                ending.searcher));
       return report::relative_path(path, page_dir);
     };
     const std::string html = report::experiment_page(dir, page_dir, trial_link);

@@ -42,12 +42,14 @@ void Reporter::report_training(const FitState& state, const metrics::Progress& p
   since_ = now;
   std::optional<double> left;
   const int64_t done = progress.batches - started_at_;
-  if (done > 0 && max_batches_ > progress.batches) {
+  if (!state.test_mode && done > 0 && max_batches_ > progress.batches) {
     left = std::chrono::duration<double>(now - started_).count() / static_cast<double>(done) *
            static_cast<double>(max_batches_ - progress.batches);
   }
-  sinks_.write({metrics::ReportKind::kTraining, progress, values, elapsed,
-                static_cast<double>(training_.batches()) / elapsed, left, ""});
+  std::optional<double> rate;
+  if (trained_since_ > 0) rate = static_cast<double>(trained_since_) / elapsed;
+  trained_since_ = 0;
+  sinks_.write({metrics::ReportKind::kTraining, progress, values, elapsed, rate, left, ""});
   check_finite(values, state);
   training_.reset();
 }

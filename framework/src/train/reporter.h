@@ -48,14 +48,16 @@ class Reporter {
   // Adds the metrics train_batch returned for batch `batch_idx` (no host sync).
   void add_training(const Metrics& metrics, int64_t batch_idx) {
     training_.add(metrics, batch_idx);
+    ++trained_since_;
   }
   // Adds n to the training count `name` (reported as its sum over the period).
   void add_training_count(const std::string& name, int64_t n) { training_.add_count(name, n); }
   // Reports the training means since the last report with the batches per second since then
-  // and the estimated time left, on every rank; nothing when no batch was added. Throws
-  // TrainingError, after reporting, when a mean is not finite (unless optimizations.non_finite is
-  // skip), naming the metric, the first batch with a non-finite value, its epoch and
-  // state.last_good_checkpoint().
+  // (of the batches this process trained, none when it trained none: the sums a resumed run
+  // restored were trained by an earlier process) and the estimated time left (none in test
+  // mode), on every rank; nothing when no batch was added. Throws TrainingError, after
+  // reporting, when a mean is not finite (unless optimizations.non_finite is skip), naming the
+  // metric, the first batch with a non-finite value, its epoch and state.last_good_checkpoint().
   void report_training(const FitState& state, const metrics::Progress& progress);
   // Throws as report_training would, without reporting; every rank calls it.
   void check_training_finite(const FitState& state) const;
@@ -105,6 +107,7 @@ class Reporter {
   int64_t max_batches_ = 0;
   metrics::MetricSinks sinks_;
   std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
+  int64_t trained_since_ = 0;  // batches this process added since the last report
   // This process's training: when it began, at which batch, and its time waiting for data,
   // validating and checkpointing.
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
