@@ -1,7 +1,11 @@
 // The profiler through the real `trainer`: what `profiling` reports, where, and that it changes
 // nothing of the training, across a kill and resume too.
+#include <algorithm>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -77,6 +81,7 @@ TEST_CASE("a profiled window reports each phase, the system's use and an operato
   // The trace holds the 30 training batches and nothing else: train_batch computes one MSE loss,
   // and the 4 validation batches at 32 would add theirs.
   auto events = trace_events(run + "/profiling/trace.json");
+  CHECK(events["crucible::batch"] == 30);
   CHECK(events["crucible::train_batch"] == 30);
   CHECK(events["crucible::dataloader_next"] == 30);
   CHECK(events["aten::mse_loss"] == 30);
@@ -87,6 +92,80 @@ TEST_CASE("a profiled window reports each phase, the system's use and an operato
   CHECK_THAT(log, Catch::Contains("operator trace: " + run + "/profiling/trace.json"));
   // Profiling is kept out of metrics.jsonl, whose rows stay deterministic.
   for (const auto& row : read_metrics(run + "/metrics.jsonl")) CHECK(row["type"] != "profiling");
+}
+
+TEST_CASE("a traced window stopped, failed and resumed twice traces each of its batches once",
+          "[profile][resume]") {
+  // SearchTrial, 96 batches of 16 with a checkpoint every 20 and the trace window 0..79. The
+  // first process takes a SIGTERM in batch 58 and stops after it, checkpointing at 59; the second
+  // checkpoints at 60 and fails in batch 70; the third runs 60..79 again.
+  TempDir tmp;
+  const std::string config = tmp / "traced.yaml";
+  write_file(config,
+             "name: traced\nentrypoint: crucible_test_trials:SearchTrial\n"
+             "hyperparameters: {global_batch_size: 16, records: 512, lr: 0.05, "
+             "sigterm_at: 58, sigterm_once: " +
+                 (tmp / "signalled") + ", fail_at: 70, fail_once: " + (tmp / "failed") +
+                 "}\nsearcher: {metric: validation_loss}\nmax_length: {batches: 96}\n"
+                 "min_checkpoint_period: {batches: 20}\nscheduling_unit: 5\n"
+                 "reproducibility: {experiment_seed: 3}\nprofiling: {enabled: true, "
+                 "begin_on_batch: 0, end_after_batch: 79, trace: true}\n");
+  const std::string run = tmp / "run";
+  const std::string trace = run + "/profiling/trace.json";
+  const auto stopped = run_command(kTrainer + " fit " + config + " --quiet --output " + run);
+  INFO(stopped.output);
+  REQUIRE(stopped.exit_code != 0);
+  REQUIRE(trace_events(trace)["crucible::batch"] == 59);
+  const auto failed = run_command(kTrainer + " fit --resume " + run + " --quiet");
+  INFO(failed.output);
+  REQUIRE(failed.exit_code != 0);
+  REQUIRE_THAT(failed.output, Catch::Contains("injected failure at batch 70"));
+  resume_run(run);
+
+  auto events = trace_events(trace);
+  CHECK(events["crucible::batch"] == 80);
+  CHECK(events["crucible::dataloader_next"] == 80);
+  CHECK(events["crucible::train_batch"] == 80);
+  CHECK(events["aten::mse_loss"] == 80);
+  CHECK(events["process_name"] == 3);
+
+  // Each process's batches under its own pid, the first batch it traced, in order on the time
+  // axis, every operator inside one of them.
+  std::ifstream in(trace);
+  const auto all = nlohmann::json::parse(in);
+  std::map<int64_t, std::string> names;
+  std::vector<std::tuple<double, double, int64_t>> batches;  // start, end, pid
+  for (const auto& e : all) {
+    if (e["name"] == "process_name") names[e["pid"].get<int64_t>()] = e["args"]["name"];
+    if (e["name"] == "crucible::batch") {
+      const double ts = e["ts"];
+      batches.emplace_back(ts, ts + e["dur"].get<double>(), e["pid"].get<int64_t>());
+    }
+  }
+  CHECK(names == std::map<int64_t, std::string>{
+                     {0, "batches from 0"}, {59, "batches from 59"}, {60, "batches from 60"}});
+  std::sort(batches.begin(), batches.end());
+  std::map<int64_t, int64_t> per_process;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    ++per_process[std::get<2>(batches[i])];
+    if (i == 0) continue;
+    CHECK(std::get<0>(batches[i]) >= std::get<1>(batches[i - 1]));
+    CHECK(std::get<2>(batches[i]) >= std::get<2>(batches[i - 1]));
+  }
+  CHECK(per_process == std::map<int64_t, int64_t>{{0, 59}, {59, 1}, {60, 20}});
+  int64_t outside = 0;
+  for (const auto& e : all) {
+    if (e["ph"] != "X" || e["name"] == "crucible::batch") continue;
+    const double ts = e["ts"];
+    const auto in_batch = std::upper_bound(batches.begin(), batches.end(),
+                                           std::make_tuple(ts, std::numeric_limits<double>::max(),
+                                                           std::numeric_limits<int64_t>::max()));
+    if (in_batch == batches.begin() || std::get<2>(*std::prev(in_batch)) != e["pid"] ||
+        ts + e["dur"].get<double>() > std::get<1>(*std::prev(in_batch)) + 1e-3) {
+      ++outside;
+    }
+  }
+  CHECK(outside == 0);
 }
 
 TEST_CASE("a profiled 2-slot run averages the ranks and names the gradient wait and the slowest",

@@ -1,10 +1,15 @@
 // The profiler's system use: /proc's files parsed, and a real interval of this process measured.
+#include <arpa/inet.h>
 #include <linux/magic.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include "catch.h"
@@ -29,18 +34,69 @@ TEST_CASE("/proc's counters are parsed from their files' text", "[profile]") {
   CHECK_FALSE(parse_field(status, "VmSwap"));
   CHECK(parse_field("rchar: 10\nread_bytes: 4096\nwrite_bytes: 0\n", "read_bytes") == 4096.0);
 
-  const auto net = parse_net_dev(
+  const std::string net_dev =
       "Inter-|   Receive                                                |  Transmit\n"
       " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs "
       "drop fifo colls carrier compressed\n"
       "    lo:    3000      29    0    0    0     0          0         0     3000      29    0    "
       "0    0     0       0          0\n"
       "  eth0:12000     100    0    0    0     0          0         0      500       9    0    0 "
-      "   0     0       0          0\n");
+      "   0     0       0          0\n";
+  const auto net = parse_net_dev(net_dev, is_loopback_interface);
   REQUIRE(net);
-  CHECK(net->first == 15000);
-  CHECK(net->second == 3500);
-  CHECK_FALSE(parse_net_dev("Inter-|\n face |\n"));
+  CHECK(net->first == 12000);  // eth0's: loopback traffic never leaves the machine
+  CHECK(net->second == 500);
+  const auto none = parse_net_dev(net_dev, [](const std::string&) { return true; });
+  REQUIRE(none);
+  CHECK(none->first == 0);
+  CHECK(none->second == 0);
+  CHECK_FALSE(parse_net_dev("Inter-|\n face |\n", is_loopback_interface));
+  CHECK(is_loopback_interface("lo"));
+  CHECK_FALSE(is_loopback_interface("crucible-no-such-interface"));
+}
+
+TEST_CASE("traffic over loopback is not the machine's network traffic", "[profile]") {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&address), length) == 0);
+  REQUIRE(listen(listener, 1) == 0);
+  REQUIRE(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  const int sender = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(connect(sender, reinterpret_cast<sockaddr*>(&address), length) == 0);
+  const int receiver = accept(listener, nullptr, nullptr);
+  REQUIRE(receiver >= 0);
+
+  // 64 MB through 127.0.0.1, which /proc/net/dev counts on lo, sent and received.
+  constexpr size_t kBytes = 64 << 20;
+  const SystemCounters before = read_system_counters();
+  std::thread send_all([&] {
+    const std::vector<char> block(1 << 20, 'x');
+    for (size_t sent = 0; sent < kBytes;) {
+      const ssize_t n = send(sender, block.data(), std::min(block.size(), kBytes - sent), 0);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+    shutdown(sender, SHUT_WR);
+  });
+  std::vector<char> buffer(1 << 20);
+  size_t received = 0;
+  for (ssize_t n; (n = recv(receiver, buffer.data(), buffer.size(), 0)) > 0;) {
+    received += static_cast<size_t>(n);
+  }
+  send_all.join();
+  const SystemCounters after = read_system_counters();
+  for (const int fd : {sender, receiver, listener}) close(fd);
+  REQUIRE(received == kBytes);
+
+  REQUIRE(before.sent_bytes);
+  REQUIRE(after.sent_bytes);
+  // What the rest of the machine sent and received meanwhile, well under 32 MB.
+  CHECK(*after.sent_bytes - *before.sent_bytes < kBytes / 2);
+  CHECK(*after.received_bytes - *before.received_bytes < kBytes / 2);
 }
 
 TEST_CASE("a busy interval of this process shows as CPU, memory and storage use", "[profile]") {

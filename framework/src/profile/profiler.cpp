@@ -50,23 +50,31 @@ Profiler::~Profiler() {
 void Profiler::begin_batch(int64_t batch_idx) {
   batch_idx_ = batch_idx;
   active_ = config_.profiles(batch_idx);
-  if (!active_) return;
-  if (dist_.is_chief()) {
+  if (active_ && dist_.is_chief()) {
     if (!period_counters_) period_counters_ = read_system_counters();
     if (config_.trace && !trace_ && !trace_ended_) {
       util::create_directories(util::parent_path(trace_file_));
-      trace_ = std::make_unique<OperatorTrace>(trace_file_);
+      trace_ = std::make_unique<OperatorTrace>(trace_file_, batch_idx);
     }
     if (trace_) trace_->set_recording(true);
   }
+  batch_scope_.emplace(at::RecordScope::USER_SCOPE);
+  if (batch_scope_->isActive()) {
+    batch_scope_->before(kBatchRange, c10::ArrayRef<const c10::IValue>{});
+  }
+  if (!active_) return;
   sync();
   batch_started_ = std::chrono::steady_clock::now();
 }
 
 void Profiler::end_batch() {
-  if (!active_) return;
+  if (!active_) {
+    batch_scope_.reset();
+    return;
+  }
   sync();
   add(Phase::kBatch, seconds_since(batch_started_));
+  batch_scope_.reset();
   if (trace_) trace_->set_recording(false);
   ++period_.batches;
   ++total_.batches;
@@ -136,11 +144,12 @@ std::string Profiler::summary() const {
 }
 
 void Profiler::finish() {
+  batch_scope_.reset();
   if (!trace_) return;
   const std::unique_ptr<OperatorTrace> trace = std::move(trace_);
   trace_ended_ = true;
   try {
-    trace->write();
+    trace->write(warn_);
     trace_written_ = true;
   } catch (const std::exception& e) {
     warn_(fmt::format("the operator trace is lost, training goes on: {}", e.what()));

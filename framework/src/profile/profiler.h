@@ -38,7 +38,8 @@ const char* name_of(Phase phase);
 // phases inside it.
 class Profiler {
  public:
-  // `trace_file` is where the chief writes the operator trace when config.trace is set;
+  // `trace_file` is where the chief writes the operator trace when config.trace is set, after
+  // what the run's earlier processes traced there;
   // `device` is the rank's training device (CUDA timings wait for it when config.sync_timings).
   // A trace that cannot be written is reported through `warn` (the cause and the path) and
   // training goes on without it.
@@ -49,12 +50,14 @@ class Profiler {
   Profiler(const Profiler&) = delete;
   Profiler& operator=(const Profiler&) = delete;
 
-  // Starts batch `batch_idx`: when it is profiled, starts its clock, the period's system
-  // counters (the chief's, at the first profiled batch of a period) and the trace's recording
-  // (the chief's, which records only inside profiled batches: no validation or checkpoint).
+  // Starts batch `batch_idx`: opens its "crucible::batch" user scope for LibTorch's profilers
+  // (as ScopedPhase does for the other phases) and, when it is profiled, starts its clock, the
+  // period's system counters (the chief's, at the first profiled batch of a period) and the
+  // trace's recording (the chief's, which records only inside profiled batches: no validation
+  // or checkpoint).
   void begin_batch(int64_t batch_idx);
-  // Ends the batch begun last: adds its time to kBatch and, after end_after_batch, writes the
-  // trace.
+  // Ends the batch begun last: adds its time to kBatch, closes its scope and, after
+  // end_after_batch, writes the trace.
   void end_batch();
   // Whether the batch being trained is profiled.
   bool active() const { return active_; }
@@ -72,8 +75,9 @@ class Profiler {
   // is the same on every rank.
   MetricValues take_period();
 
-  // Writes the trace when it is still recording (the run ends inside the window); a trace is
-  // written once, and none is started after it.
+  // Closes the scope of a batch not ended and writes the trace when it is still recording (the
+  // run ends inside the window); a trace is written once, and none is started after it. The
+  // trace file keeps what the run's earlier processes traced (OperatorTrace::write).
   void finish();
 
   // The end-of-run lines ("  profile: ..."): this rank's profiled batches and each phase's
@@ -97,6 +101,7 @@ class Profiler {
   PhaseTimes period_, total_;
   int64_t first_profiled_ = -1, last_profiled_ = -1;
   std::optional<SystemCounters> period_counters_;
+  std::optional<at::RecordFunction> batch_scope_;  // the batch begun, until it ends
   const std::function<void(const std::string&)> warn_;
   std::unique_ptr<OperatorTrace> trace_;  // the chief's, while it records
   bool trace_ended_ = false;              // whether finish() ended one

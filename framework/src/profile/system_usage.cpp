@@ -1,7 +1,9 @@
 #include "profile/system_usage.h"
 
+#include <net/if.h>
 #include <sys/resource.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -59,7 +61,8 @@ std::optional<double> parse_field(const std::string& text, const std::string& fi
   return std::nullopt;
 }
 
-std::optional<std::pair<double, double>> parse_net_dev(const std::string& text) {
+std::optional<std::pair<double, double>> parse_net_dev(
+    const std::string& text, const std::function<bool(const std::string&)>& is_loopback) {
   std::istringstream in(text);
   double received = 0, sent = 0;
   bool any = false;
@@ -72,12 +75,22 @@ std::optional<std::pair<double, double>> parse_net_dev(const std::string& text) 
     int read = 0;
     while (read < 9 && fields >> values[read]) ++read;
     if (read < 9) continue;
+    any = true;
+    std::string name;
+    std::istringstream(line.substr(0, colon)) >> name;
+    if (is_loopback(name)) continue;
     received += values[0];
     sent += values[8];
-    any = true;
   }
   if (!any) return std::nullopt;
   return std::make_pair(received, sent);
+}
+
+bool is_loopback_interface(const std::string& name) {
+  if (name == "lo") return true;
+  if (name.empty() || name.find('/') != std::string::npos || name[0] == '.') return false;
+  const std::string flags = read_proc(("/sys/class/net/" + name + "/flags").c_str());
+  return (std::strtoul(flags.c_str(), nullptr, 0) & IFF_LOOPBACK) != 0;
 }
 
 SystemCounters read_system_counters() {
@@ -95,7 +108,7 @@ SystemCounters read_system_counters() {
   const std::string io = read_proc("/proc/self/io");
   c.storage_read_bytes = parse_field(io, "read_bytes");
   c.storage_written_bytes = parse_field(io, "write_bytes");
-  if (const auto net = parse_net_dev(read_proc("/proc/net/dev"))) {
+  if (const auto net = parse_net_dev(read_proc("/proc/net/dev"), is_loopback_interface)) {
     c.received_bytes = net->first;
     c.sent_bytes = net->second;
   }

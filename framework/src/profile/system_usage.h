@@ -3,6 +3,7 @@
 // The machine's and this process's use of CPU, memory, storage and network, from Linux's /proc.
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -21,7 +22,7 @@ struct SystemCounters {
   std::optional<double> peak_rss_bytes;   // /proc/self/status VmHWM
   std::optional<double> available_bytes;  // /proc/meminfo MemAvailable
   std::optional<double> storage_read_bytes, storage_written_bytes;  // /proc/self/io
-  std::optional<double> received_bytes, sent_bytes;  // /proc/net/dev, every interface (lo too)
+  std::optional<double> received_bytes, sent_bytes;  // /proc/net/dev, all but loopback
 };
 
 // Reads every counter now.
@@ -34,7 +35,7 @@ SystemCounters read_system_counters();
 //   process_peak_memory_gb    the most resident memory so far
 //   available_memory_gb       the machine's MemAvailable at `to`
 //   storage_read_mb_per_s, storage_write_mb_per_s     this process's storage traffic
-//   network_received_mb_per_s, network_sent_mb_per_s  the machine's, over every interface
+//   network_received_mb_per_s, network_sent_mb_per_s  the machine's, without loopback
 // A value whose counters either reading lacks is left out, and so are the rates when no time
 // passed.
 MetricValues system_usage(const SystemCounters& from, const SystemCounters& to);
@@ -45,7 +46,12 @@ std::optional<std::pair<double, double>> parse_proc_stat(const std::string& text
 // The number after "`field`:" on its own line of /proc/self/status, /proc/meminfo or
 // /proc/self/io, in bytes (a "kB" after it multiplies by 1024).
 std::optional<double> parse_field(const std::string& text, const std::string& field);
-// /proc/net/dev: received and sent bytes summed over every interface.
-std::optional<std::pair<double, double>> parse_net_dev(const std::string& text);
+// /proc/net/dev: received and sent bytes summed over every interface that `is_loopback` does not
+// name (0 and 0 when only loopback ones are listed); nullopt when the text lists no interface.
+std::optional<std::pair<double, double>> parse_net_dev(
+    const std::string& text, const std::function<bool(const std::string&)>& is_loopback);
+// Whether network interface `name` is a loopback one: "lo", or one whose
+// /sys/class/net/<name>/flags has IFF_LOOPBACK.
+bool is_loopback_interface(const std::string& name);
 
 }  // namespace crucible::profile

@@ -137,8 +137,8 @@ nlohmann::json chief_then_broadcast(const DistributedContext& dist,
   return got["value"];
 }
 
-// Makes run `run`, which stopped before its first checkpoint, start again: its metrics go, and
-// its config.yaml becomes `config`.
+// Makes run `run`, which stopped before its first checkpoint, start again: its metrics and its
+// operator trace go, and its config.yaml becomes `config`.
 void restart_from_beginning(const ExperimentConfig& config, const RunDir& run,
                             util::Logger& logger) {
   logger.info(run.path +
@@ -146,6 +146,7 @@ void restart_from_beginning(const ExperimentConfig& config, const RunDir& run,
   const auto changes = config::diff(load_experiment_config(run.config_file()), config);
   if (!changes.empty()) logger.info("with config changes:" + change_list(changes));
   run.keep_reports_until(-1, [&](const std::string& w) { logger.warn(w); });
+  util::remove(run.trace_file());
   checkpoint::replace_atomically(run.config_file(), to_yaml(config));
 }
 
