@@ -22,6 +22,7 @@ TEST_CASE("checkpoint metadata reads back what it writes", "[checkpoint]") {
   m.trainer_state.validated_at = 40;
   m.trainer_state.best_metric = 0.25;
   m.trainer_state.optimizer_counters = {{"optimizer_steps", {20}}};
+  m.trainer_state.stopped = "early stopping: loss did not improve";
   m.num_models = 2;
   m.parts = {"grad_scaler"};
   m.schedulers = {{{"step_count", 3}}, {{"step_count", 5}, {"drops", 1}}};
@@ -35,6 +36,7 @@ TEST_CASE("checkpoint metadata reads back what it writes", "[checkpoint]") {
   CHECK(back.data_position == crucible::DataPosition{1, 7});
   CHECK(back.trainer_state.best_metric == 0.25);
   CHECK(back.trainer_state.validated_at == 40);
+  CHECK(back.trainer_state.stopped == "early stopping: loss did not improve");
   CHECK(back.num_models == 2);
 
   // A non-finite metric is written as null (JSON has no NaN) and reads back as NaN.
@@ -56,6 +58,7 @@ TEST_CASE("checkpoint metadata reads back what it writes", "[checkpoint]") {
   ckpt::Metadata fresh;
   fresh.files = nlohmann::json::object();
   CHECK_FALSE(ckpt::Metadata::from_json(fresh.to_json(), "here").trainer_state.best_metric);
+  CHECK_FALSE(fresh.to_json()["trainer_state"].contains("stopped"));
 }
 
 TEST_CASE("checkpoint metadata of the wrong shape is a damaged checkpoint naming the key",

@@ -15,7 +15,48 @@ ckpt::Part tensor_part(const std::string& name, torch::Tensor* value) {
           [value](torch::serialize::InputArchive& a) { a.read("value", *value); }};
 }
 
+// A trial whose save_state writes `value` under the keys Crucible uses for its own state.
+class KeyClashTrial : public crucible::Trial {
+ public:
+  crucible::DataLoader build_training_data_loader() override { throw std::logic_error("unused"); }
+  crucible::DataLoader build_validation_data_loader() override { throw std::logic_error("unused"); }
+  crucible::Metrics train_batch(crucible::Batch&, int64_t, int64_t) override {
+    throw std::logic_error("unused");
+  }
+  void save_state(torch::serialize::OutputArchive& archive) override {
+    for (const char* key : {"cpu_generator_state", "callback_log", "grad_scaler"}) {
+      archive.write(key, value);
+    }
+  }
+  void load_state(torch::serialize::InputArchive& archive) override {
+    archive.read("cpu_generator_state", value);
+  }
+  torch::Tensor value = torch::tensor({3.5});
+};
+
 }  // namespace
+
+TEST_CASE("a trial's save_state keys are its own, whatever their names", "[checkpoint]") {
+  TempDir tmp;
+  auto model = torch::nn::Linear(2, 1);
+  KeyClashTrial trial;
+  torch::Tensor scale = torch::tensor({65536.0});
+  ckpt::Contents contents;
+  contents.models = {model.ptr()};
+  contents.trial = &trial;
+  contents.add_part(tensor_part("grad_scaler", &scale));
+  torch::manual_seed(5);
+  const std::string dir = ckpt::save(tmp / "run", 7, contents, ckpt::Metadata{});
+  const torch::Tensor next = torch::rand({4});
+
+  trial.value.fill_(0.0);
+  scale.fill_(1.0);
+  torch::manual_seed(6);
+  ckpt::load(dir, contents);
+  CHECK(trial.value.item<double>() == 3.5);
+  CHECK(scale.item<double>() == 65536.0);
+  CHECK(torch::equal(torch::rand({4}), next));  // the generator, not the trial's tensor
+}
 
 TEST_CASE("a registered checkpoint part is saved and restored with the rest", "[checkpoint]") {
   TempDir tmp;
@@ -65,6 +106,8 @@ TEST_CASE("part names are unique and not the callbacks'", "[checkpoint]") {
   CHECK_THROWS_WITH(contents.add_part(tensor_part("callback_log", &t)),
                     Catch::Contains("the callbacks' own"));
   CHECK_THROWS_WITH(contents.add_part(tensor_part("", &t)), Catch::Contains("the name is empty"));
+  CHECK_THROWS_WITH(contents.add_part(tensor_part("trial", &t)),
+                    Catch::Contains("the name is the trial's own"));
   CHECK_THROWS_WITH(contents.add_part({"half", tensor_part("x", &t).save, nullptr}),
                     Catch::Contains("'half': it needs both a save and a load function"));
   CHECK(contents.parts().size() == 1);

@@ -137,10 +137,13 @@ class RecordingTrial : public Trial {
     evaluated_at().push_back({ctx_.current_train_batch(), ctx_.current_train_epoch(),
                               ctx_.is_epoch_start(), ctx_.is_epoch_end()});
     const torch::Tensor& x = batch[0];
-    return {{"avg_x", x.mean()},
-            {"sum_len", x.size(0)},  // a plain number
-            {"max_x", x.max()},
-            {"min_x", x.min()}};
+    Metrics m = {{"avg_x", x.mean()},
+                 {"sum_len", x.size(0)},  // a plain number
+                 {"max_x", x.max()},
+                 {"min_x", x.min()}};
+    // Optional hyperparameter also_report: one more metric's name (its value 0).
+    if (ctx_.hparams().contains("also_report")) m[ctx_.hparam<std::string>("also_report")] = 0.0;
+    return m;
   }
   EvaluationReducer evaluation_reducer() override {
     return EvaluationReducer(

@@ -128,6 +128,21 @@ TEST_CASE("step_optimizer clips per call, by norm or by value, and records the n
   crucible::GradientClipping by_value;
   by_value.max_value = 0.5;
   CHECK(torch::equal(step(by_value), torch::tensor({-0.5f, -0.5f, -0.5f})));
+
+  // What the experiment file refuses is refused per call too, before any step.
+  Fixture f;
+  auto model = f.ctx.wrap_model(torch::nn::Linear(2, 1));
+  auto opt = f.ctx.wrap_optimizer(torch::optim::SGD(model->parameters(), 1.0));
+  crucible::GradientClipping both = by_norm;
+  both.max_value = 0.5;
+  crucible::GradientClipping negative;
+  negative.max_norm = -1;
+  crucible::GradientClipping low_p = by_norm;
+  low_p.norm_type = 0.5;
+  CHECK_THROWS_WITH(f.ctx.step_optimizer(opt, both),
+                    Catch::Contains("sets both max_norm and max_value"));
+  CHECK_THROWS_WITH(f.ctx.step_optimizer(opt, negative), Catch::Contains("max_norm is -1"));
+  CHECK_THROWS_WITH(f.ctx.step_optimizer(opt, low_p), Catch::Contains("norm_type is 0.5"));
 }
 
 TEST_CASE("wrap_lr_scheduler refuses an optimizer that was not wrapped", "[train]") {

@@ -349,3 +349,20 @@ TEST_CASE("outside train_batch the counters say how many batches were trained", 
     CHECK(RecordingTrial::evaluated_at() == std::vector<P>(7, at));
   }
 }
+
+TEST_CASE("two validation metrics that get one name fail, naming both", "[train]") {
+  TempDir tmp;
+  for (const std::string name : {"validation_avg_x", "validation_z", "z"}) {
+    INFO(name);
+    // "z" and "validation_z" alone are distinct names: only the first clashes (with avg_x).
+    auto config =
+        recording_config("max_length: {batches: 5}\n", {"hyperparameters.also_report=" + name});
+    if (name != "validation_avg_x") {
+      CHECK(fit_recording(config, tmp / name).batches_trained == 5);
+      continue;
+    }
+    CHECK_THAT(error_of([&] { fit_recording(config, tmp / name); }),
+               Catch::Contains("the validation metrics 'avg_x' and 'validation_avg_x' are both "
+                               "reported as 'validation_avg_x'"));
+  }
+}

@@ -88,6 +88,14 @@ TEST_CASE("one-cycle rises to the peak then falls to its floor", "[train][lr]") 
   CHECK(rate_at(cycle, 20) == Approx(4e-6));
   const double mid = rate_at(cycle, 5);
   CHECK(mid == Approx(4e-6 + (1 - 4e-6) * (1 + std::cos(M_PI * 3 / 7)) / 2));
+  // A rise of no step (its peak at step 0 or before) is refused, not a NaN rate.
+  for (const auto& [total, pct] : {std::pair<int64_t, double>{10, 0.1}, {4, 0.25}, {20, 0.04}}) {
+    CHECK_THROWS_WITH(lr::OneCycleLR(two_group_optimizer(), total, pct),
+                      Catch::Contains("it must exceed 1"));
+  }
+  lr::OneCycleLR short_rise(two_group_optimizer(), 10, 0.15);  // peak at step 0.5
+  CHECK(rate_at(short_rise, 0) == Approx(0.04));
+  CHECK(std::isfinite(rate_at(short_rise, 1)));
 }
 
 TEST_CASE("polynomial decay reaches its end rate and stays", "[train][lr]") {

@@ -140,15 +140,34 @@ TEST_CASE("a trial's stop request ends training after that batch", "[train][earl
   CHECK(result.stop_reason == "stop_at reached");
   CHECK(rows_of(tmp / "run", "validation").back()["batches"] == 7);
   CHECK(checkpoint_batches(tmp / "run") == std::vector<int64_t>{7});
+  // The stop is final: a resume (a requeued job's rerun) trains nothing more.
+  const std::string rows = read_file(tmp / "run/metrics.jsonl");
+  const auto again =
+      crucible::Trainer(config, crucible::TrialFactory::of<RecordingTrial>("RecordingTrial"))
+          .fit(crucible::FitOptions().resume_dir(tmp / "run").console(false));
+  CHECK(again.batches_trained == 7);
+  CHECK(again.stop_reason == "stop_at reached");
+  CHECK(read_file(tmp / "run/metrics.jsonl") == rows);
+  CHECK(checkpoint_batches(tmp / "run") == std::vector<int64_t>{7});
+  CHECK_THAT(read_file(tmp / "run/trainer.log"),
+             Catch::Contains("the run stopped early at batch 7 (stop_at reached): nothing left "
+                             "to train"));
 }
 
 TEST_CASE("early stopping on a metric validation does not report names it",
           "[train][early_stopping]") {
+  // A config error (exit 2, which ends a search rather than retrying its trial), raised at the
+  // first validation with the training so far kept.
   TempDir tmp;
-  auto config = recording_config("max_length: {batches: 5}\nearly_stopping: {metric: accuracy}\n");
-  const std::string message = error_of([&] { fit_recording(config, tmp / "run"); });
-  CHECK_THAT(message, Catch::Contains("early stopping: metric 'accuracy' is not among the "
+  auto config = recording_config("max_length: {batches: 5}\nearly_stopping: {metric: avg_y}\n");
+  int exit_code = 0;
+  const std::string message = error_of([&] { fit_recording(config, tmp / "run"); }, &exit_code);
+  CHECK(exit_code == 2);
+  CHECK_THAT(message, Catch::Contains("early_stopping.metric: 'avg_y' is not among the "
                                       "validation metrics (validation_avg_x, validation_max_x"));
+  CHECK_THAT(message, Catch::Contains("(did you mean 'avg_x'?)"));
+  CHECK_THAT(message, Catch::Contains("the training so far is in checkpoint"));
+  CHECK(checkpoint_batches(tmp / "run") == std::vector<int64_t>{5});
 }
 
 TEST_CASE("a trial callback named early_stopping clashes with the experiment file's",

@@ -161,7 +161,8 @@ class CosineAnnealingWarmRestarts : public LRScheduler {
 // The 1cycle policy, as PyTorch's OneCycleLR with cosine annealing and two phases: the group's
 // rate at construction is the peak; the rate starts at peak / div_factor, rises to the peak at
 // step pct_start * total_steps - 1, then falls to peak / (div_factor * final_div_factor) at step
-// total_steps - 1, and stays there.
+// total_steps - 1, and stays there. Throws crucible::Error unless total_steps > 0, 0 < pct_start
+// < 1, pct_start * total_steps > 1 and both factors are positive.
 class OneCycleLR : public LRScheduler {
  public:
   OneCycleLR(Optimizer optimizer, int64_t total_steps, double pct_start = 0.3,

@@ -19,7 +19,7 @@ class Trial {
   virtual ~Trial() = default;
 
   // The training data. Crucible sets the loader's shuffle seed from the trial seed when the
-  // trial left it at 0, and positions it (O(1)) when resuming.
+  // trial set none, and positions it (O(1)) when resuming.
   virtual DataLoader build_training_data_loader() = 0;
   // The validation data; iterated from its start at every validation.
   virtual DataLoader build_validation_data_loader() = 0;
@@ -50,7 +50,7 @@ class Trial {
   virtual Callbacks build_callbacks() { return {}; }
 
   // Saves and restores state of the trial's own beyond its wrapped models, optimizers and
-  // schedulers. Both default to nothing.
+  // schedulers, in an archive of the trial's alone (any keys). Both default to nothing.
   virtual void save_state(torch::serialize::OutputArchive& archive);
   virtual void load_state(torch::serialize::InputArchive& archive);
 };

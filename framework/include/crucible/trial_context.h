@@ -123,6 +123,8 @@ class TrialContext {
   // in the training metric skipped_steps.
   void step_optimizer(const Optimizer& optimizer);
   // As step_optimizer(optimizer), clipping as `clipping` says instead of the experiment file.
+  // Throws crucible::Error when `clipping` sets both max_norm and max_value, holds a negative or
+  // NaN bound, or a norm_type below 1.
   void step_optimizer(const Optimizer& optimizer, const GradientClipping& clipping);
 
   // optimizations.mixed_precision. Crucible runs train_batch and evaluate_batch under autocast

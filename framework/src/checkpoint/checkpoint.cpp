@@ -41,6 +41,10 @@ std::vector<torch::Device> cuda_devices() {
 
 std::string callback_key(const std::string& name) { return "callback_" + name; }
 
+// trial_state.pt's key for the archive of Trial::save_state. Checkpoints written before it had
+// one hold the trial's keys beside Crucible's.
+constexpr const char* kTrialKey = "trial";
+
 std::string rank_generator_key(const char* kind, size_t rank) {
   return fmt::format("{}_generator_state_rank_{}", kind, rank);
 }
@@ -79,7 +83,11 @@ void write_trial_state(torch::serialize::OutputArchive& archive, const Contents&
     archive.write(fmt::format("cuda_generator_state_{}", i),
                   at::globalContext().defaultGenerator(devices[i]).get_state());
   }
-  if (contents.trial) contents.trial->save_state(archive);
+  if (contents.trial) {
+    torch::serialize::OutputArchive own;
+    contents.trial->save_state(own);
+    archive.write(kTrialKey, own);
+  }
   for (const Part& part : all_parts(contents)) {
     torch::serialize::OutputArchive nested;
     part.save(nested);
@@ -147,7 +155,10 @@ void restore_trial_state(const Contents& contents, const std::string& path, int6
       gen.set_state(own);
     }
   }
-  if (contents.trial) contents.trial->load_state(archive);
+  if (contents.trial) {
+    torch::serialize::InputArchive own;
+    contents.trial->load_state(archive.try_read(kTrialKey, own) ? own : archive);
+  }
   for (const Part& part : all_parts(contents)) {
     torch::serialize::InputArchive nested;
     archive.read(part.name, nested);
@@ -221,6 +232,7 @@ void Contents::add_part(Part part) {
   if (part.name.empty()) refuse("the name is empty");
   if (part.name.rfind("callback_", 0) == 0)
     refuse("names starting with 'callback_' are the callbacks' own");
+  if (part.name == kTrialKey) refuse("the name is the trial's own");
   if (!part.save || !part.load) refuse("it needs both a save and a load function");
   for (const Part& p : parts_) {
     if (p.name == part.name) refuse("registered already");

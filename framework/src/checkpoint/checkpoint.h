@@ -52,8 +52,8 @@ struct Contents {
   std::string trial_class;  // checked against metadata on load when not empty
 
   // Registers `part`, saved after the callbacks in registration order. Throws TrainingError when
-  // its name is empty, starts with "callback_" (the callbacks' own) or is registered already, or
-  // when save or load is missing.
+  // its name is empty, starts with "callback_" (the callbacks' own), is "trial" (the archive of
+  // Trial::save_state) or is registered already, or when save or load is missing.
   void add_part(Part part);
   // The parts registered with add_part, in registration order.
   const std::vector<Part>& parts() const { return parts_; }

@@ -41,6 +41,7 @@ nlohmann::json Metadata::to_json() const {
   };
   // Only where set: the metadata of every other checkpoint stays as before.
   if (t.test_mode) out["trainer_state"]["test_mode"] = true;
+  if (!t.stopped.empty()) out["trainer_state"]["stopped"] = t.stopped;
   return out;
 }
 
@@ -115,6 +116,7 @@ Metadata Metadata::from_json(const nlohmann::json& json, const std::string& path
     t.best_metric = best;
   }
   if (state.contains("test_mode")) read(state, "test_mode", t.test_mode, path);
+  if (state.contains("stopped")) read(state, "stopped", t.stopped, path);
   read(json, "schedulers", m.schedulers, path);
   if (!json.contains("schedulers") && json.contains("scheduler_steps")) {
     // Checkpoints before scheduler states held step counts only.

@@ -24,6 +24,9 @@ struct TrainerState {
   std::optional<double> best_metric;  // the best searcher metric so far
   // Written by `trainer fit --test-mode` (one batch, validated on one batch): never continued.
   bool test_mode = false;
+  // Why a trial's request or early stopping ended the run before max_length; "" while it goes
+  // on. A run that stopped so is never trained further.
+  std::string stopped;
 };
 
 // Everything metadata.json holds. The fit fills the first group; save() fills the second from

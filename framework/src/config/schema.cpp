@@ -224,7 +224,14 @@ Key gradient_clipping_key() {
       clip.fail("norm_type", "applies to max_norm, which is not set");
     }
     if (clip.has("max_norm")) out.max_norm = non_negative(clip, "max_norm", 0, true);
-    if (clip.has("norm_type")) out.norm_type = non_negative(clip, "norm_type", 2, true);
+    if (clip.has("norm_type")) {
+      out.norm_type = clip.number("norm_type", 2);
+      // Below 1 the p-"norm" is no norm: clipping by it would not bound the gradient.
+      if (!(out.norm_type >= 1)) {
+        clip.fail("norm_type",
+                  fmt::format("must be a number >= 1, or .inf, got {}", out.norm_type));
+      }
+    }
     if (clip.has("max_value")) out.max_value = non_negative(clip, "max_value", 0, true);
   };
   key.emit = [](YAML::Emitter& out, const ExperimentConfig& c) {

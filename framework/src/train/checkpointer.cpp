@@ -75,6 +75,7 @@ checkpoint::Metadata Checkpointer::metadata(TrialSession& session, const FitStat
   t.optimizer_counters = trial.steps.to_json(trial.optimizers);
   t.best_metric = state.best_metric;
   t.test_mode = state.test_mode;
+  t.stopped = state.stopped;
   m.optimizer_steps = t.optimizer_counters["optimizer_steps"];
   return m;
 }

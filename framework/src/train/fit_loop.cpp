@@ -106,8 +106,15 @@ class FitLoop {
   }
 
   // Returns true when a signal stopped training early (a trial's request sets stop_reason_).
+  // A run that a trial's request or early stopping ended is not trained further.
   bool train() {
     reporter_.start_training(state_.batches);
+    if (!state_.stopped.empty()) {
+      stop_reason_ = state_.stopped;
+      logger_.info(fmt::format("the run stopped early at batch {} ({}): nothing left to train",
+                               state_.batches, state_.stopped));
+      return false;
+    }
     if (config_.perform_initial_validation && state_.batches == 0 && state_.validated_at != 0) {
       validate();
     }
@@ -159,6 +166,7 @@ class FitLoop {
     const std::string reason =
         trial.stop_reason.empty() ? "another rank's trial requested a stop" : trial.stop_reason;
     stop_reason_ = reason;
+    state_.stopped = reason;
     report_training();
     logger_.info(fmt::format("stopping at batch {}: {}", state_.batches, reason));
     reporter_.report_stop(progress(), reason);
@@ -246,6 +254,11 @@ class FitLoop {
     const auto started = std::chrono::steady_clock::now();
     const MetricValues values = session_->validate(max_batches);
     reporter_.report_validation(state_, values, seconds_since(started), progress());
+    try {
+      reporter_.check_early_stopping_metric(values);
+    } catch (const ConfigError& e) {
+      fail_keeping_training(e);
+    }
     for (auto& s : session_->state().schedulers) {
       call_trial(named("LR scheduler"), [&] { s.scheduler->observe_validation(values); });
     }
@@ -254,11 +267,16 @@ class FitLoop {
     try {
       return reporter_.record_best(state_);
     } catch (const ConfigError& e) {
-      // searcher.metric is not among the metrics: keep the training so far before failing.
-      save_checkpoint();
-      throw ConfigError(fmt::format("{}; the training so far is in checkpoint {}", e.what(),
-                                    state_.last_checkpoint));
+      fail_keeping_training(e);
     }
+  }
+
+  // Fails with `e`, a metric the experiment file names that a validation lacks, after keeping
+  // the training so far in a checkpoint, which the message names.
+  [[noreturn]] void fail_keeping_training(const ConfigError& e) {
+    save_checkpoint();
+    throw ConfigError(fmt::format("{}; the training so far is in checkpoint {}", e.what(),
+                                  state_.last_checkpoint));
   }
 
   // Reports the training metrics and, for a period with profiled batches, the profile.
@@ -390,6 +408,7 @@ class FitLoop {
     state_.last_validation = saved.last_validation;
     state_.validated_at = saved.validated_at;
     state_.best_metric = saved.best_metric;
+    state_.stopped = saved.stopped;
     // Each rank's pending training metrics (one entry per rank in a distributed run).
     reporter_.restore_training(saved.training.is_array() ? saved.training.at(dist_.rank())
                                                          : saved.training);

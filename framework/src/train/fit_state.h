@@ -19,8 +19,11 @@ struct FitState {
   MetricValues last_validation;       // its reduced metrics
   std::optional<double> best_metric;  // the best searcher metric so far
   bool test_mode = false;             // `trainer fit --test-mode`: its checkpoint says so
-  std::string last_checkpoint;        // the newest checkpoint written or restored; "" before
-  int64_t checkpointed_at = -1;       // `batches` at last_checkpoint
+  // Why a trial's request or early stopping ended the run early ("" while it goes on): its
+  // checkpoints say so, and a resume trains no further.
+  std::string stopped;
+  std::string last_checkpoint;   // the newest checkpoint written or restored; "" before
+  int64_t checkpointed_at = -1;  // `batches` at last_checkpoint
 
   // Whether the checkpoint at this batch is current: written, and holding the validation when
   // one was made at this batch (a stop checkpoint written before the final validation is not).

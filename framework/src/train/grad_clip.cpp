@@ -2,6 +2,10 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+
 namespace crucible::train {
 namespace {
 
@@ -14,6 +18,22 @@ std::vector<torch::Tensor> defined_gradients(const std::vector<torch::Tensor>& p
 }
 
 }  // namespace
+
+void check_clipping(const GradientClipping& clipping) {
+  const auto refuse = [](const std::string& why) {
+    throw Error("ctx.step_optimizer: GradientClipping " + why);
+  };
+  if (!(clipping.max_norm >= 0))
+    refuse(fmt::format("max_norm is {}; a bound is a number >= 0", clipping.max_norm));
+  if (!(clipping.max_value >= 0))
+    refuse(fmt::format("max_value is {}; a bound is a number >= 0", clipping.max_value));
+  if (!(clipping.norm_type >= 1)) {
+    refuse(fmt::format("norm_type is {}; it must be >= 1, or infinity", clipping.norm_type));
+  }
+  if (clipping.max_norm > 0 && clipping.max_value > 0) {
+    refuse("sets both max_norm and max_value; set one");
+  }
+}
 
 torch::Tensor gradient_norm(const std::vector<torch::Tensor>& params, double norm_type) {
   const std::vector<torch::Tensor> grads = defined_gradients(params);

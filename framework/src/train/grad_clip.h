@@ -14,6 +14,10 @@ namespace crucible::train {
 // one-element tensor on their device; no host sync.
 torch::Tensor gradient_norm(const std::vector<torch::Tensor>& params, double norm_type);
 
+// Throws crucible::Error naming the field when `clipping` is not one GradientClipping allows:
+// both bounds set, a bound negative or NaN, or norm_type below 1 (or NaN).
+void check_clipping(const GradientClipping& clipping);
+
 // Clips the gradients of `params` in place as `clipping` says (see GradientClipping) and returns
 // their total norm before clipping, of clipping.norm_type; no host sync. With max_norm, every
 // gradient is multiplied by min(1, max_norm / (norm + 1e-6)), as PyTorch's clip_grad_norm_ does.

@@ -1,5 +1,7 @@
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include <crucible/errors.h>
 #include <crucible/optim.h>
 
@@ -53,6 +55,12 @@ OneCycleLR::OneCycleLR(Optimizer optimizer, int64_t total_steps, double pct_star
       final_div_factor_(final_div_factor) {
   require_positive(total_steps_, "OneCycleLR: total_steps");
   if (!(pct_start_ > 0 && pct_start_ < 1)) throw Error("OneCycleLR: pct_start must be in (0, 1)");
+  if (!(pct_start_ * static_cast<double>(total_steps_) > 1)) {
+    throw Error(fmt::format(
+        "OneCycleLR: pct_start * total_steps is {} * {} = {}; it must exceed 1, so that the rate "
+        "has a step to rise to its peak in",
+        pct_start_, total_steps_, pct_start_ * static_cast<double>(total_steps_)));
+  }
   if (!(div_factor_ > 0 && final_div_factor_ > 0)) {
     throw Error("OneCycleLR: div_factor and final_div_factor must be positive");
   }

@@ -98,16 +98,31 @@ void Reporter::report_stop(const metrics::Progress& progress, const std::string&
       {metrics::ReportKind::kStopped, progress, {}, 0, std::nullopt, std::nullopt, reason});
 }
 
-bool Reporter::record_best(FitState& state) const {
-  const auto& values = state.last_validation;
-  const auto found = metrics::find_validation_metric(values, config_.searcher.metric);
+namespace {
+
+// The value of metric `name`, which config key `key` names, among `values`. Throws ConfigError
+// naming the file, the key and the metrics present when it is not there.
+double configured_metric(const ExperimentConfig& config, const MetricValues& values,
+                         const std::string& name, const char* key) {
+  const auto found = metrics::find_validation_metric(values, name);
   if (!found) {
-    throw ConfigError(
-        fmt::format("{}: searcher.metric: '{}' is not among the validation metrics ({}){}",
-                    config_.source_path, config_.searcher.metric, metrics::metric_names(values),
-                    metrics::did_you_mean_metric(config_.searcher.metric, values)));
+    throw ConfigError(fmt::format("{}: {}: '{}' is not among the validation metrics ({}){}",
+                                  config.source_path, key, name, metrics::metric_names(values),
+                                  metrics::did_you_mean_metric(name, values)));
   }
-  const double metric = *found;
+  return *found;
+}
+
+}  // namespace
+
+void Reporter::check_early_stopping_metric(const MetricValues& values) const {
+  const std::string& metric = config_.early_stopping.metric;
+  if (!metric.empty()) configured_metric(config_, values, metric, "early_stopping.metric");
+}
+
+bool Reporter::record_best(FitState& state) const {
+  const double metric =
+      configured_metric(config_, state.last_validation, config_.searcher.metric, "searcher.metric");
   const bool smaller = config_.searcher.smaller_is_better;
   const bool best =
       !state.best_metric || (smaller ? metric < *state.best_metric : metric > *state.best_metric);

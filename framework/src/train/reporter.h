@@ -74,6 +74,9 @@ class Reporter {
   // state.best_metric. Throws ConfigError naming the metrics present when searcher.metric is not
   // among them.
   bool record_best(FitState& state) const;
+  // Throws ConfigError naming the metrics present when the experiment file's early_stopping
+  // metric is not among `values`, the metrics of a validation.
+  void check_early_stopping_metric(const MetricValues& values) const;
 
   // Starts the throughput clock afresh (after time not spent training, when nothing is pending).
   void restart_clock() { since_ = std::chrono::steady_clock::now(); }

@@ -164,7 +164,14 @@ MetricValues TrialSession::validate(int64_t max_batches) {
   for (auto& m : state_.models) m->train();
   MetricValues prefixed;
   for (const auto& [k, v] : values) {
-    prefixed[k.rfind("validation_", 0) == 0 ? k : "validation_" + k] = v;
+    const std::string prefix = "validation_";
+    const std::string name = k.rfind(prefix, 0) == 0 ? k : prefix + k;
+    if (prefixed.count(name) != 0) {
+      throw TrainingError(
+          fmt::format("the validation metrics '{}' and '{}' are both reported as '{}'; rename one",
+                      name.substr(prefix.size()), name, name));
+    }
+    prefixed[name] = v;
   }
   return prefixed;
 }

@@ -58,7 +58,8 @@ class TrialSession {
   // distributed run each rank evaluates its stride of the batches and the results are reduced
   // across ranks exactly (AVG weighted by records); evaluate_full_dataset runs on rank 0 alone
   // over the whole loader and its result is broadcast. The trial's MetricReducers are reset
-  // before the pass and add their metrics after it (their cross-slot step on every rank).
+  // before the pass and add their metrics after it (their cross-slot step on every rank). Throws
+  // TrainingError when two metrics get one name ("loss" and "validation_loss").
   MetricValues validate(int64_t max_batches = -1);
 
  private:

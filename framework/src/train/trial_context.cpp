@@ -8,6 +8,7 @@
 
 #include "config/suggest.h"
 #include "train/autocast.h"
+#include "train/grad_clip.h"
 #include "train/torch_lr_scheduler.h"
 #include "train/trial_state.h"
 
@@ -104,6 +105,7 @@ void TrialContext::step_optimizer(const Optimizer& optimizer) {
 }
 
 void TrialContext::step_optimizer(const Optimizer& optimizer, const GradientClipping& clipping) {
+  train::check_clipping(clipping);
   detail::step_optimizer(*state_, optimizer, clipping);
 }
 
