@@ -116,6 +116,10 @@ early_stopping: {metric: loss, smaller_is_better: false, patience: 2}
   check_same_end(reference, run, 96);
   CHECK_THAT(read_file(run + "/trainer.log"),
              Catch::Contains("stopping at batch 96: early stopping: loss did not improve"));
+  // Its final checkpoint, written at the validation the stop came from, records the stop: a
+  // later resume trains nothing more.
+  CHECK_THAT(resume_run(run), Catch::Contains("the run stopped early at batch 96 (early stopping"));
+  check_same_end(reference, run, 96);
 }
 
 TEST_CASE(

@@ -93,7 +93,9 @@ std::string merge_traces(const std::string& earlier, const std::string& events,
   for (const json& event : *before) {
     const auto pid = pid_of(event);
     const auto ts = number(event, "ts");
-    if (pid && *pid < first_batch && ts && event.value("name", "") == kBatchRange) {
+    const auto name = event.find("name");
+    if (pid && *pid < first_batch && ts && name != event.end() && name->is_string() &&
+        *name == kBatchRange) {
       batch_starts[*pid].push_back(*ts);
     }
   }

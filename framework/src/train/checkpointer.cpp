@@ -95,6 +95,7 @@ checkpoint::AccumulatedGradients Checkpointer::accumulated_gradients(
     const torch::Tensor& g = params[i].grad();
     const std::vector<torch::Tensor> all =
         dist_.allgather(g.defined() ? g.detach() : torch::zeros_like(params[i]));
+    if (!dist_.is_chief()) continue;  // only the chief writes them
     for (size_t r = 0; r < all.size(); ++r) {
       const bool kept = defined[r][static_cast<int64_t>(i)].item<uint8_t>() != 0;
       out.by_rank[r].push_back(kept ? all[r].to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true)
@@ -134,6 +135,7 @@ void Checkpointer::save(TrialSession& session, FitState& state, const metrics::P
   state.last_checkpoint = dir;
   state.checkpointed_at = state.batches;
   state.checkpoint_validated = state.validated_at == state.batches;
+  state.checkpoint_stopped = !state.stopped.empty();
   logger_.info(fmt::format(
       "[checkpoint] batch {:>7}  {} ({:.3f}s)", state.batches, dir,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));

@@ -54,8 +54,8 @@ class Checkpointer {
   checkpoint::Metadata metadata(TrialSession& session, const FitState& state,
                                 const metrics::Progress& progress, const DataPosition& position,
                                 const nlohmann::json& training) const;
-  // Every rank's gradients of checkpoint::gradient_parameters(contents), on the CPU; every rank
-  // takes part.
+  // Every rank's gradients of checkpoint::gradient_parameters(contents), on the CPU, on the
+  // chief (empty lists on the other ranks); every rank takes part.
   checkpoint::AccumulatedGradients accumulated_gradients(
       const checkpoint::Contents& contents) const;
   void track(const std::string& dir);

@@ -418,6 +418,7 @@ class FitLoop {
     }
     state_.checkpointed_at = state_.batches;
     state_.checkpoint_validated = saved.validated_at == state_.batches;
+    state_.checkpoint_stopped = !saved.stopped.empty();
     state_.last_checkpoint = dir;
     if (dist_.is_chief()) {
       run_.keep_reports_until(state_.batches, [&](const std::string& w) { logger_.warn(w); });

@@ -25,12 +25,15 @@ struct FitState {
   std::string last_checkpoint;   // the newest checkpoint written or restored; "" before
   int64_t checkpointed_at = -1;  // `batches` at last_checkpoint
 
-  // Whether the checkpoint at this batch is current: written, and holding the validation when
-  // one was made at this batch (a stop checkpoint written before the final validation is not).
+  // Whether the checkpoint at this batch is current: written, holding the validation when one
+  // was made at this batch (a stop checkpoint written before the final validation is not), and
+  // the stop when the run stopped early at it.
   bool checkpoint_current() const {
-    return checkpointed_at == batches && (checkpoint_validated || validated_at != batches);
+    return checkpointed_at == batches && (checkpoint_validated || validated_at != batches) &&
+           checkpoint_stopped == !stopped.empty();
   }
   bool checkpoint_validated = false;  // last_checkpoint holds the validation at its batch
+  bool checkpoint_stopped = false;    // last_checkpoint records `stopped`
 
   // What the last good checkpoint is, for error messages.
   std::string last_good_checkpoint() const {
