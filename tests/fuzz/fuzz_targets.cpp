@@ -270,7 +270,8 @@ void run_experiment_report(std::string_view input) {
       "searcher: {name: adaptive_asha, metric: loss, max_trials: 4, max_time: 16, "
       "time_metric: batches}\nmax_length: {batches: 16}\n");
   testing::write_file(fs::join(dir, "experiment.jsonl"), std::string(input));
-  report::experiment_page(dir, dir, [](int64_t, const std::string&) { return std::string(); });
+  report::experiment_page(dir, dir,
+                          [](int64_t, const report::TrialEnding&) { return std::string(); });
 }
 
 }  // namespace

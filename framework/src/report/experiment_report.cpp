@@ -301,14 +301,6 @@ bool holds_experiment(const std::string& dir) {
 
 std::string experiment_page(
     const std::string& dir, const std::string& page_dir,
-    const std::function<std::string(int64_t, const std::string&)>& trial_link) {
-  return experiment_page(dir, page_dir, [&](int64_t id, const TrialEnding& ending) {
-    return trial_link(id, ending.state);
-  });
-}
-
-std::string experiment_page(
-    const std::string& dir, const std::string& page_dir,
     const std::function<std::string(int64_t, const TrialEnding&)>& trial_link) {
   const std::string config_file = util::join(dir, "config.yaml");
   const ExperimentConfig config = load_experiment_config(config_file);

@@ -32,9 +32,5 @@ struct TrialEnding {
 std::string experiment_page(
     const std::string& dir, const std::string& page_dir,
     const std::function<std::string(int64_t, const TrialEnding&)>& trial_link);
-// The same, with trial_link(id, ending.state).
-std::string experiment_page(
-    const std::string& dir, const std::string& page_dir,
-    const std::function<std::string(int64_t, const std::string&)>& trial_link);
 
 }  // namespace crucible::report
