@@ -1,4 +1,4 @@
-// bench_all [--quick] [--rounds R] [--python PYTHON] [--markdown FILE]
+// bench_all [--quick] [--rounds R] [--python PYTHON] [--markdown FILE] [--only NAMES]
 //
 // Runs every benchmark of tools/bench on this machine, one after the other, and then prints one
 // table of their figures: each row a figure of Crucible's beside the same figure of its reference
@@ -11,11 +11,13 @@
 //   bench_gpu          the Fashion-MNIST CNN job, whole process, on the GPU or the CPU
 //   bench_amp.py       mixed precision against fp32, only where CUDA is available
 // --quick runs fewer steps, rounds and epochs; --rounds sets bench_gpu's rounds (default 1);
-// --markdown FILE also writes the table, with its heading, to FILE.
+// --markdown FILE also writes the table, with its heading, to FILE; --only NAMES runs only the
+// benchmarks named, a comma-separated list of overhead, checkpoint, ddp, gpu and amp.
 // Exits 0 when every benchmark ran, else 1 (the table then holds the rows of those that ran);
 // a goal that is missed is shown in the table and does not change the exit status.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <fstream>
@@ -36,12 +38,19 @@ struct Options {
   int rounds = 1;
   std::string python = CRUCIBLE_PYTHON;
   std::string markdown;
+  std::string only;  // comma-separated names; empty: all
 };
 
-// The command lines of the benchmarks, each appending its rows to `table`.
+const std::vector<std::string> kNames = {"overhead", "checkpoint", "ddp", "gpu", "amp"};
+
+bool chosen(const Options& o, const std::string& name) {
+  return o.only.empty() || ("," + o.only + ",").find("," + name + ",") != std::string::npos;
+}
+
+// The command lines of the benchmarks `o` chooses, each appending its rows to `table`.
 std::vector<std::string> commands(const Options& o, const std::string& table) {
   const std::string bin = CRUCIBLE_BIN_DIR;
-  std::vector<std::string> out = {
+  std::vector<std::string> all = {
       fmt::format("{}/bench_overhead --python {} {}", bin, o.python,
                   o.quick ? "--batches 600 --rounds 3" : ""),
       fmt::format("{}/bench_checkpoint {}", bin, o.quick ? "--repeats 5 --batches 600" : ""),
@@ -50,10 +59,13 @@ std::vector<std::string> commands(const Options& o, const std::string& table) {
       fmt::format("{}/bench_gpu --python {} --rounds {} {}", bin, o.python, o.rounds,
                   o.quick ? "--epochs 1" : "")};
   if (torch::cuda::is_available()) {
-    out.push_back(fmt::format("{} {}/bench_amp.py {}/trainer --epochs {}", o.python,
+    all.push_back(fmt::format("{} {}/bench_amp.py {}/trainer --epochs {}", o.python,
                               CRUCIBLE_BENCH_DIR, bin, o.quick ? 1 : 2));
   }
-  for (auto& c : out) c += " --table " + table;
+  std::vector<std::string> out;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (chosen(o, kNames[i])) out.push_back(all[i] + " --table " + table);
+  }
   return out;
 }
 
@@ -143,8 +155,20 @@ int main(int argc, char** argv) {
       o.python = argv[++i];
     } else if (flag == "--markdown" && i + 1 < argc) {
       o.markdown = argv[++i];
+    } else if (flag == "--only" && i + 1 < argc) {
+      o.only = argv[++i];
     } else {
-      std::cerr << "usage: bench_all [--quick] [--rounds R] [--python PYTHON] [--markdown FILE]\n";
+      std::cerr << "usage: bench_all [--quick] [--rounds R] [--python PYTHON] [--markdown FILE] "
+                   "[--only overhead,checkpoint,ddp,gpu,amp]\n";
+      return 2;
+    }
+  }
+  for (std::string rest = o.only; !rest.empty();) {
+    const std::string name = rest.substr(0, rest.find(','));
+    rest = rest.find(',') == std::string::npos ? "" : rest.substr(rest.find(',') + 1);
+    if (std::find(kNames.begin(), kNames.end(), name) == kNames.end()) {
+      std::cerr << "bench_all: --only " << o.only << ": unknown benchmark '" << name
+                << "' (expected overhead, checkpoint, ddp, gpu or amp)\n";
       return 2;
     }
   }

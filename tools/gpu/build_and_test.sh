@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # Second half of the GPU toolkit, run on the GPU machine from the repository root with
 # .gpu-deps/ (tools/gpu/fetch_deps.sh) beside it:
-#   tools/gpu/build_and_test.sh [build] [test] [bench]     (no stage named: all three)
-# build: unpacks the packages into a prefix and builds Crucible with ninja against the LibTorch
-#        of the machine's PyTorch (torch.utils.cmake_prefix_path; no library preloaded);
-# test:  runs the whole suite;
-# bench: runs tools/bench/bench_all, every benchmark and one table of their figures (the
-#        Fashion-MNIST CNN job through trainer fit, a hand-written LibTorch loop, plain PyTorch
-#        and Lightning when installed, BENCH_ROUNDS rounds, default 2; the step overhead; the
-#        checkpoint cost; data-parallel on the CPU; mixed precision against fp32 with
-#        bench_amp.py), the table also in $OUT/gpu_bench_table.md.
-# The stages are split to fit the device tool's 10 minutes per call (not yet seen on a GPU
-# machine); build-gpu/ stays between calls. Logs go to
-# $OUT when set (the device tool), else to build-gpu/. Exits with the suite's status, or 1 when
-# the build or a benchmark fails.
+#   tools/gpu/build_and_test.sh [build] [bench] [search] [test]   (no stage named: all four)
+# build:  unpacks the packages into a prefix and builds Crucible with ninja against the LibTorch
+#         of the machine's PyTorch (torch.utils.cmake_prefix_path; no library preloaded); its CMake
+#         package sets USE_C10D_NCCL, so the NCCL process group is built, and when nccl.h is not
+#         on the include path the PyTorch wheel's own (nvidia/.../nccl.h) is added;
+# bench:  bench_all's GPU benchmarks, one table: the Fashion-MNIST CNN job through trainer fit, a
+#         hand-written LibTorch loop, plain PyTorch and Lightning when installed (BENCH_ROUNDS
+#         rounds, default 1), and mixed precision against fp32 (bench_amp.py); then
+#         bench_overhead's step overhead, short (its own figures);
+# search: a 2-trial grid search asking for 2 concurrent trials of 1 slot each, whose trial logs
+#         and experiment.jsonl show where each trial ran and when (trials never share a GPU);
+# test:   the whole suite, the fault-injection cases last.
+# Stages run in the order above. With DEADLINE_S=N the script ends within N seconds of its
+# start: the suite gets the time the other stages left (CTest's --stop-time), so that one call
+# of the device tool brings everything back. Logs go to $OUT when set (the device tool), else to
+# build-gpu/, seven files at most (gpu_setup.log, gpu_build.log, gpu_build_full.tail,
+# gpu_bench.log, gpu_bench_table.md, gpu_search.log, gpu_ctest.log). Exits with the suite's status, or 1 when the build or a benchmark fails.
 set -uo pipefail
+start=$(date +%s)
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 build=$root/build-gpu
@@ -22,6 +27,7 @@ logs=${OUT:-$build}
 prefix=/tmp/crucible-gpu-deps
 python=${PYTHON:-$(command -v python3)}
 mkdir -p "$build" "$logs" "$prefix"
+stamp() { echo "== $1 at +$(($(date +%s) - start)) s"; }
 
 for deb in .gpu-deps/*.deb; do dpkg -x "$deb" "$prefix"; done
 # The example configs read Fashion-MNIST from where Debian's package puts it.
@@ -39,34 +45,103 @@ if ! "$python" -c 'import google.protobuf, crcmod' 2>/dev/null; then
 fi
 
 torch_prefix=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+# nccl.h: a PyTorch wheel's NCCL keeps it in its own package (nvidia/nccl/include or the like).
+nccl_include=$("$python" - <<'EOF' 2>/dev/null
+import glob, os
+import nvidia
+for base in nvidia.__path__:
+    found = sorted(glob.glob(os.path.join(base, "**", "nccl.h"), recursive=True))
+    if found:
+        print(os.path.dirname(found[0]))
+        break
+EOF
+)
 {
   echo "== machine"
   nvidia-smi -L
   "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
 "nccl", torch.cuda.nccl.version())'
   cmake --version | head -1
-} 2>&1 | tee "$logs/gpu_machine.log"
+  echo "cores $(nproc), nccl.h in ${nccl_include:-(not found)}"
+} 2>&1 | tee "$logs/gpu_setup.log"
 
-stages=${*:-build test bench}
+stages=${*:-build bench search test}
 has() { [[ " $stages " == *" $1 "* ]]; }
 status=0
 
-if has build; then
+configure() {
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" -DCRUCIBLE_PYTHON="$python" \
-    2>&1 | tee "$logs/gpu_configure.log" || exit 1
-  cmake --build "$build" -j "$(nproc)" 2>&1 | tail -n 200 | tee "$logs/gpu_build.log"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
-fi
+    "$@" 2>&1 | tee -a "$logs/gpu_setup.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ]
+}
+compile() {
+  cmake --build "$build" -j "$(nproc)" -- -k 0 2>&1 | tee -a "$logs/gpu_build_full.log" |
+    grep -E "error|warning:|FAILED|^\[[0-9]+/[0-9]+\] Linking" | tail -n 300 |
+    tee -a "$logs/gpu_build.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ]
+}
 
-if has test; then
-  ctest --test-dir "$build" -j 8 --output-on-failure 2>&1 | tee "$logs/gpu_ctest.log"
-  status=${PIPESTATUS[0]}
+if has build; then
+  stamp build
+  built=0
+  if configure && compile; then
+    built=1
+  elif [ -n "$nccl_include" ] && grep -q "nccl.h: No such file" "$logs/gpu_build.log"; then
+    echo "== nccl.h not found: building again with -isystem $nccl_include" |
+      tee -a "$logs/gpu_build.log"
+    configure -DCMAKE_CXX_FLAGS="-isystem $nccl_include" && compile && built=1
+  fi
+  tail -c 3000000 "$logs/gpu_build_full.log" > "$logs/gpu_build_full.tail"
+  rm -f "$logs/gpu_build_full.log"
+  stamp "build done"
+  [ "$built" -eq 1 ] || exit 1
 fi
 
 if has bench; then
-  "$build/bin/bench_all" --rounds "${BENCH_ROUNDS:-2}" --python "$python" \
+  stamp bench
+  "$build/bin/bench_all" --only gpu,amp --rounds "${BENCH_ROUNDS:-1}" --python "$python" \
     --markdown "$logs/gpu_bench_table.md" 2>&1 | tee "$logs/gpu_bench.log"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  "$build/bin/bench_overhead" --python "$python" --batches 600 --rounds 3 2>&1 |
+    tee -a "$logs/gpu_bench.log"
+fi
+
+if has search; then
+  stamp search
+  out=/tmp/crucible-gpu-search
+  rm -rf "$out"
+  "$build/bin/trainer" fit configs/fashion_mnist_cnn.yaml --output "$out" \
+    --set 'hyperparameters.lr={type: categorical, vals: [0.001, 0.002]}' \
+    --set searcher.name=grid --set searcher.max_concurrent_trials=2 \
+    --set max_length.epochs=1 2>&1 | tail -n 40 | tee "$logs/gpu_search.log"
+  {
+    echo "== experiment.log"
+    cat "$out/experiment.log"
+    echo "== experiment.jsonl"
+    cat "$out/experiment.jsonl"
+    for log in "$out"/trials/*/trainer.log; do
+      echo "== $log"
+      head -n 3 "$log"
+    done
+  } >> "$logs/gpu_search.log" 2>&1
+fi
+
+if has test; then
+  stamp test
+  # The fault-injection cases (each a run failed at every I/O call in turn) run last.
+  slow='full disk|disk that fills|I/O error|look-up of any path|fails with an I/O error'
+  stop=()
+  if [ -n "${DEADLINE_S:-}" ]; then
+    stop=(--stop-time "$(date -d "@$((start + DEADLINE_S - 25))" +%H:%M:%S)")
+  fi
+  ctest --test-dir "$build" -j 12 -E "$slow" --output-on-failure "${stop[@]}" 2>&1 |
+    tee "$logs/gpu_ctest.log"
+  status=${PIPESTATUS[0]}
+  stamp "fast tests done"
+  ctest --test-dir "$build" -j 12 -R "$slow" --output-on-failure "${stop[@]}" 2>&1 |
+    tee -a "$logs/gpu_ctest.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  stamp "tests done"
 fi
 exit "$status"
