@@ -117,7 +117,7 @@ std::string heading() {
   if (changed && !changed->empty()) commit += " with uncommitted changes";
   const std::string device =
       torch::cuda::is_available()
-          ? fmt::format("CUDA ({} device(s))", torch::cuda::device_count())
+          ? fmt::format("CUDA ({} device(s))", static_cast<int>(torch::cuda::device_count()))
           : fmt::format("CPU ({} cores, torch threads {})", std::thread::hardware_concurrency(),
                         torch::get_num_threads());
   return fmt::format(

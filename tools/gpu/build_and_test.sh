@@ -5,7 +5,8 @@
 # build:  unpacks the packages into a prefix and builds Crucible with ninja against the LibTorch
 #         of the machine's PyTorch (torch.utils.cmake_prefix_path; no library preloaded); its CMake
 #         package sets USE_C10D_NCCL, so the NCCL process group is built, and when nccl.h is not
-#         on the include path the PyTorch wheel's own (nvidia/.../nccl.h) is added;
+#         on the include path the PyTorch wheel's own (nvidia/.../nccl.h) is added; gloo's
+#         headers, which the wheel leaves out, come from Debian 13's libgloo-dev;
 # bench:  bench_all's GPU benchmarks, one table: the Fashion-MNIST CNN job through trainer fit, a
 #         hand-written LibTorch loop, plain PyTorch and Lightning when installed (BENCH_ROUNDS
 #         rounds, default 1), and mixed precision against fp32 (bench_amp.py); then
@@ -85,7 +86,13 @@ compile() {
 if has build; then
   stamp build
   built=0
-  if configure && compile; then
+  nccl_flags=()
+  torch_include=$(dirname "$(dirname "$torch_prefix")")/include
+  if [ -n "$nccl_include" ] && [ ! -e "$torch_include/nccl.h" ] &&
+    [ ! -e /usr/local/cuda/include/nccl.h ] && [ ! -e /usr/include/nccl.h ]; then
+    nccl_flags=(-DCMAKE_CXX_FLAGS="-isystem $nccl_include")
+  fi
+  if configure "${nccl_flags[@]}" && compile; then
     built=1
   elif [ -n "$nccl_include" ] && grep -q "nccl.h: No such file" "$logs/gpu_build.log"; then
     echo "== nccl.h not found: building again with -isystem $nccl_include" |

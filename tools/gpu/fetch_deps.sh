@@ -14,4 +14,18 @@ mkdir -p "$out"
 cd "$out"
 rm -f ./*.deb
 apt-get download "${packages[@]}"
+
+# A PyTorch wheel's LibTorch leaves out gloo's headers, which its ProcessGroupGloo.hpp includes
+# (the library itself is inside libtorch_cpu). Debian 13's libgloo-dev has them, of a gloo recent
+# enough for that header (Debian 12's predates the store interface it overrides): only its
+# headers are used, so only that package is downloaded, through a Debian 13 package list of its own.
+mirror=${CRUCIBLE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+lists=$(mktemp -d)
+trap 'rm -rf "$lists"' EXIT
+mkdir -p "$lists/state/lists/partial" "$lists/cache/archives/partial"
+echo "deb $mirror trixie main" > "$lists/sources.list"
+trixie=(-o "Dir::Etc::SourceList=$lists/sources.list" -o Dir::Etc::SourceParts=/dev/null
+        -o "Dir::State=$lists/state" -o "Dir::Cache=$lists/cache")
+apt-get "${trixie[@]}" update -qq
+apt-get "${trixie[@]}" download libgloo-dev
 du -sh "$out"

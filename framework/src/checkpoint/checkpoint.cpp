@@ -32,7 +32,7 @@ std::string indexed(const char* stem, size_t i, const char* extension = "pt") {
 std::vector<torch::Device> cuda_devices() {
   std::vector<torch::Device> out;
   if (torch::cuda::is_available()) {
-    for (size_t i = 0; i < torch::cuda::device_count(); ++i) {
+    for (size_t i = 0; i < static_cast<size_t>(torch::cuda::device_count()); ++i) {
       out.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(i));
     }
   }

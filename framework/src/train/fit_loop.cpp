@@ -396,11 +396,12 @@ class FitLoop {
     const checkpoint::Metadata meta =
         checkpoint::load(dir, session_->contents(), dist_.rank(), session_->state().device);
     const size_t gpus = meta.cuda_devices;
-    if (gpus != torch::cuda::device_count()) {
+    const auto seen = static_cast<size_t>(torch::cuda::device_count());
+    if (gpus != seen) {
       logger_.warn(fmt::format(
           "{} was written by a process that saw {} GPU(s), this one sees {}: the GPU random "
           "generators start afresh, so the run does not continue bitwise",
-          dir, gpus, torch::cuda::device_count()));
+          dir, gpus, seen));
     }
     state_.batches = meta.batches;
     session_->state().batch_idx = meta.batches;
