@@ -118,9 +118,11 @@ TEST_CASE("mpirun and srun and torchrun's environment and two nodes run the same
     std::vector<std::unique_ptr<Child>> nodes;
     for (int node = 0; node < 2; ++node) {
       // One worker per node; one thread each, as the 2-slot launcher gives on this machine.
+      // Both "nodes" are this machine and share its GPUs, which NCCL refuses: Gloo, as the
+      // 2-slot run of one launcher chooses on a machine of fewer GPUs than slots.
       nodes.push_back(std::make_unique<Child>(
           fmt::format("OMP_NUM_THREADS=1 {} --nnodes 2 --node-rank {} --master-addr 127.0.0.1 "
-                      "--master-port {}",
+                      "--master-port {} --set resources.distributed_backend=gloo",
                       fit, node, port),
           tmp / fmt::format("node{}.log", node)));
     }

@@ -90,11 +90,21 @@ def read(path):
 
 
 def read_with_tensorboard(path):
+    """The events as the tensorboard package loads them. Its loader moves a scalar's simple_value
+    into a tensor (as the scalars dashboard reads it), so that tensor is the value read here."""
     try:
         from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+        from tensorboard.util import tensor_util
     except ImportError:
         return None
-    return [as_dict(e) for e in EventFileLoader(path).Load()]
+
+    def value(v):
+        if v.HasField("tensor"):
+            return float(tensor_util.make_ndarray(v.tensor))
+        return v.simple_value
+
+    return [dict(as_dict(e), scalars={v.tag: value(v) for v in e.summary.value})
+            for e in EventFileLoader(path).Load()]
 
 
 def main():

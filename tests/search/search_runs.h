@@ -29,8 +29,10 @@ inline std::string search_config(const TempDir& dir, const std::string& searcher
   return path;
 }
 
-inline CommandResult fit(const std::string& config, const std::string& out) {
-  return run_command(kTrainer + " fit " + config + " --output " + out);
+// `env`: variables set for the command, as a shell prefix ("NAME=value ").
+inline CommandResult fit(const std::string& config, const std::string& out,
+                         const std::string& env = "") {
+  return run_command(env + kTrainer + " fit " + config + " --output " + out);
 }
 
 // Runs a search of SearchTrial into <tmp>/exp and requires it to succeed; returns its output.

@@ -404,7 +404,7 @@ class BatchNormTrial : public Trial {
   Metrics train_batch(Batch& batch, int64_t, int64_t) override {
     auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]);
     ctx_.backward(loss);
-    torch::Tensor high = torch::zeros({1}, torch::kDouble);
+    torch::Tensor high = torch::zeros({1}, torch::dtype(torch::kDouble).device(ctx_.device()));
     for (const auto& p : model_->parameters()) high += p.grad().abs().sum().to(torch::kDouble);
     torch::Tensor low = high.clone();
     ctx_.distributed().allreduce(high, ReduceOp::kMax);

@@ -64,6 +64,12 @@ EOF
 "nccl", torch.cuda.nccl.version())'
   cmake --version | head -1
   echo "cores $(nproc), nccl.h in ${nccl_include:-(not found)}"
+  # Which compilers there are, and whether the one CMake takes has a shared libstdc++ (the
+  # top-level CMakeLists.txt links LibTorch's when it has not).
+  for cxx in "${CXX:-}" c++ g++ /usr/bin/g++; do
+    [ -n "$cxx" ] && command -v "$cxx" >/dev/null &&
+      echo "$cxx: $(command -v "$cxx"), libstdc++.so: $("$cxx" -print-file-name=libstdc++.so)"
+  done
 } 2>&1 | tee "$logs/gpu_setup.log"
 
 stages=${*:-build bench search test}
@@ -103,6 +109,11 @@ if has build; then
   rm -f "$logs/gpu_build_full.log"
   stamp "build done"
   [ "$built" -eq 1 ] || exit 1
+  {
+    echo "== the C++ runtime the binaries load"
+    readelf -d "$build/lib/libcrucible.so" | grep NEEDED
+    ldd "$build/bin/trainer" | grep -E "stdc|gcc_s|torch_cpu"
+  } 2>&1 | tee -a "$logs/gpu_setup.log"
 fi
 
 if has bench; then

@@ -85,6 +85,21 @@ std::vector<Slot> local_slots(int64_t slots_per_trial) {
   return out;
 }
 
+// Why `slots` local slots run fewer trials at once than the `asked` the searcher allows, or ""
+// when they do not: the GPUs or the allowed cores, split slots_per_trial to a trial.
+std::string slot_limit(size_t slots, int64_t asked, int64_t slots_per_trial) {
+  if (static_cast<int64_t>(slots) >= asked) return "";
+  const int gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  if (gpus > 0) {
+    return fmt::format(" ({} allowed, and this machine's {} GPU(s) hold {} trial(s) of {} GPU(s))",
+                       asked, gpus, slots, slots_per_trial);
+  }
+  return fmt::format(
+      " ({} allowed, and the {} core(s) this process may use hold {} trial(s) of "
+      "{} slot(s))",
+      asked, util::allowed_cpus().size(), slots, slots_per_trial);
+}
+
 // A segment being trained by a process.
 struct InFlight {
   Segment segment;
@@ -211,7 +226,8 @@ class Runner {
           "experiment {}: searcher {}, up to {} trials at once{}", dir_, config_.searcher.name,
           std::min(static_cast<int64_t>(slots_.size()), scheduler_.concurrency()),
           slurm_tasks_ ? " as job steps of Slurm job " + std::string(std::getenv("SLURM_JOB_ID"))
-                       : ""));
+                       : slot_limit(slots_.size(), scheduler_.concurrency(),
+                                    config_.resources.slots_per_trial)));
       write(std::move(rows));
     }
   }
