@@ -474,6 +474,27 @@ TEST_CASE("did-you-mean suggests only near keys", "[config]") {
   CHECK(nearest("zzzzzz", {"max_length", "name"}).empty());
 }
 
+TEST_CASE("early stopping without a validation period is a warning naming its place", "[config]") {
+  const std::string base = R"(name: e
+entrypoint: lib:Trial
+hyperparameters: {global_batch_size: 8}
+searcher: {name: single, metric: validation_loss}
+max_length: {batches: 100}
+early_stopping: {metric: loss, patience: 2}
+)";
+  const auto c = crucible::parse_experiment_config(base, "e.yaml");
+  REQUIRE(c.warnings.size() == 1);
+  CHECK(c.warnings[0] ==
+        "e.yaml:6:17: early_stopping has nothing to act on: with no min_validation_period the "
+        "trial validates only at the end of training; set min_validation_period");
+  CHECK(crucible::parse_experiment_config(base + "min_validation_period: {batches: 10}\n", "e.yaml")
+            .warnings.empty());
+  // Adaptive ASHA validates at every rung.
+  CHECK(crucible::parse_experiment_config(base, "e.yaml",
+                                          {"searcher.name=adaptive_asha", "searcher.max_trials=2"})
+            .warnings.empty());
+}
+
 TEST_CASE("Determined's cluster keys are ignored with one warning each, its older forms read",
           "[config]") {
   const auto c = crucible::parse_experiment_config(R"(name: mnist

@@ -206,6 +206,16 @@ ExperimentConfig parse_experiment_config(const std::string& yaml_text,
   std::vector<std::string> warnings;
   config::adopt_determined_forms(root, source, warnings);
   ExperimentConfig c = parse_root(source, root);
+  // Early stopping acts at validations. Without a validation period a single run, or a grid or
+  // random search's trial, validates only at its end, where nothing is left to stop (adaptive
+  // ASHA validates its trials at every rung).
+  if (!c.early_stopping.metric.empty() && c.min_validation_period.value == 0 &&
+      c.searcher.name != "adaptive_asha") {
+    warnings.push_back(fmt::format(
+        "{}: early_stopping has nothing to act on: with no min_validation_period the trial "
+        "validates only at the end of training; set min_validation_period",
+        source.where("early_stopping", root["early_stopping"])));
+  }
   c.source_path = source_name;
   c.warnings = std::move(warnings);
   return c;

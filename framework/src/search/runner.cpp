@@ -28,6 +28,7 @@
 #include "search/experiment_log.h"
 #include "search/experiment_retention.h"
 #include "search/scheduler.h"
+#include "search/slots.h"
 #include "search/summary.h"
 #include "search/trial_process.h"
 #include "train/run_dir.h"
@@ -39,13 +40,6 @@ namespace crucible::search {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Where one trial process runs: its cores, and its GPUs when there are any.
-struct Slot {
-  std::vector<int> cpus;
-  std::string cuda_devices;  // CUDA_VISIBLE_DEVICES; "" without GPUs
-  int threads = 1;           // OMP_NUM_THREADS of each of its ranks
-};
 
 // The Slurm allocation this process runs in (salloc, or an sbatch script), outside any step:
 // its task count; nullopt outside an allocation or inside a step.
@@ -64,40 +58,9 @@ std::vector<Slot> slurm_slots(int64_t tasks, int64_t slots_per_trial) {
                            slot);
 }
 
-std::vector<Slot> local_slots(int64_t slots_per_trial) {
-  const std::vector<int> allowed = util::allowed_cpus();
-  const int cores = static_cast<int>(allowed.size());
-  const int gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
-  const auto per_trial = static_cast<int>(slots_per_trial);
-  const int count = std::max(1, gpus > 0 ? gpus / per_trial : cores / per_trial);
-  const int cores_each = std::max(1, cores / count);
-  std::vector<Slot> out(static_cast<size_t>(count));
-  for (int k = 0; k < count; ++k) {
-    Slot& s = out[static_cast<size_t>(k)];
-    for (int c = k * cores_each; c < (k + 1) * cores_each && c < cores; ++c) {
-      s.cpus.push_back(allowed[static_cast<size_t>(c)]);
-    }
-    s.threads = std::max(1, cores_each / per_trial);
-    for (int g = k * per_trial; gpus > 0 && g < (k + 1) * per_trial; ++g) {
-      s.cuda_devices += (s.cuda_devices.empty() ? "" : ",") + std::to_string(g);
-    }
-  }
-  return out;
-}
-
-// Why `slots` local slots run fewer trials at once than the `asked` the searcher allows, or ""
-// when they do not: the GPUs or the allowed cores, split slots_per_trial to a trial.
-std::string slot_limit(size_t slots, int64_t asked, int64_t slots_per_trial) {
-  if (static_cast<int64_t>(slots) >= asked) return "";
-  const int gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
-  if (gpus > 0) {
-    return fmt::format(" ({} allowed, and this machine's {} GPU(s) hold {} trial(s) of {} GPU(s))",
-                       asked, gpus, slots, slots_per_trial);
-  }
-  return fmt::format(
-      " ({} allowed, and the {} core(s) this process may use hold {} trial(s) of "
-      "{} slot(s))",
-      asked, util::allowed_cpus().size(), slots, slots_per_trial);
+// The GPUs this process sees.
+int machine_gpus() {
+  return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
 }
 
 // A segment being trained by a process.
@@ -213,7 +176,8 @@ class Runner {
     log_.emplace(util::join(dir_, "experiment.jsonl"));
     slurm_tasks_ = slurm_allocation_tasks();
     slots_ = slurm_tasks_ ? slurm_slots(*slurm_tasks_, config_.resources.slots_per_trial)
-                          : local_slots(config_.resources.slots_per_trial);
+                          : local_slots(util::allowed_cpus(), machine_gpus(),
+                                        config_.resources.slots_per_trial);
     busy_.assign(slots_.size(), false);
     std::vector<nlohmann::json> rows = scheduler_.start();
     if (resuming) {
@@ -227,7 +191,8 @@ class Runner {
           std::min(static_cast<int64_t>(slots_.size()), scheduler_.concurrency()),
           slurm_tasks_ ? " as job steps of Slurm job " + std::string(std::getenv("SLURM_JOB_ID"))
                        : slot_limit(slots_.size(), scheduler_.concurrency(),
-                                    config_.resources.slots_per_trial)));
+                                    config_.resources.slots_per_trial, machine_gpus(),
+                                    util::allowed_cpus().size())));
       write(std::move(rows));
     }
   }

@@ -1,0 +1,40 @@
+#include "search/slots.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace crucible::search {
+
+std::vector<Slot> local_slots(const std::vector<int>& cpus, int gpus, int64_t slots_per_trial) {
+  const int cores = static_cast<int>(cpus.size());
+  const auto per_trial = static_cast<int>(slots_per_trial);
+  const int count = std::max(1, gpus > 0 ? gpus / per_trial : cores / per_trial);
+  const int cores_each = std::max(1, cores / count);
+  std::vector<Slot> out(static_cast<size_t>(count));
+  for (int k = 0; k < count; ++k) {
+    Slot& s = out[static_cast<size_t>(k)];
+    for (int c = k * cores_each; c < (k + 1) * cores_each && c < cores; ++c) {
+      s.cpus.push_back(cpus[static_cast<size_t>(c)]);
+    }
+    s.threads = std::max(1, cores_each / per_trial);
+    for (int g = k * per_trial; g < std::min(gpus, (k + 1) * per_trial); ++g) {
+      s.cuda_devices += (s.cuda_devices.empty() ? "" : ",") + std::to_string(g);
+    }
+  }
+  return out;
+}
+
+std::string slot_limit(size_t slots, int64_t allowed, int64_t slots_per_trial, int gpus,
+                       size_t cores) {
+  if (static_cast<int64_t>(slots) >= allowed) return "";
+  if (gpus > 0) {
+    return fmt::format(" ({} allowed, and this machine's {} GPU(s) hold {} trial(s) of {} GPU(s))",
+                       allowed, gpus, slots, slots_per_trial);
+  }
+  return fmt::format(
+      " ({} allowed, and the {} core(s) this process may use hold {} trial(s) of {} slot(s))",
+      allowed, cores, slots, slots_per_trial);
+}
+
+}  // namespace crucible::search
