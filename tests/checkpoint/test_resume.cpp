@@ -87,16 +87,17 @@ TEST_CASE("SIGKILL at any moment, then --resume, ends bitwise identical", "[chec
   }
 }
 
-TEST_CASE(
-    "with bf16 autocast, warm-up, clipping and early stopping, SIGKILL then --resume "
-    "ends bitwise identical",
-    "[checkpoint][resume]") {
-  // Early stopping that counts a falling loss as no improvement: validations at 32 (the best),
-  // 64 and 96 (patience 2) stop the run at batch 96. The kill lands after checkpoint 80, whose
-  // state holds one validation without improvement, the scaler-free bf16 run's warm-up schedule
-  // and the clipped Adam state.
+namespace {
+
+// A run with `precision` autocast, warm-up, clipping and early stopping, SIGKILLed and resumed,
+// must end as the uninterrupted run. Early stopping counts a falling loss as no improvement:
+// validations at 32 (the best), 64 and 96 (patience 2) stop the run at batch 96. The kill lands
+// after checkpoint 80, whose state holds one validation without improvement, the warm-up
+// schedule, the clipped Adam state and, with fp16, the loss scaler's.
+void kill_and_resume_with(const std::string& precision) {
   const std::string features = R"(optimizations:
-  mixed_precision: bf16
+  mixed_precision: )" + precision +
+                               R"(
   gradient_clipping: {max_norm: 0.5}
 early_stopping: {metric: loss, smaller_is_better: false, patience: 2}
 )";
@@ -120,6 +121,31 @@ early_stopping: {metric: loss, smaller_is_better: false, patience: 2}
   // later resume trains nothing more.
   CHECK_THAT(resume_run(run), Catch::Contains("the run stopped early at batch 96 (early stopping"));
   check_same_end(reference, run, 96);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "with bf16 autocast, warm-up, clipping and early stopping, SIGKILL then --resume "
+    "ends bitwise identical",
+    "[checkpoint][resume]") {
+  kill_and_resume_with("bf16");
+}
+
+TEST_CASE(
+    "fp16 with the loss scaler on CUDA, warm-up, clipping and early stopping, SIGKILL then "
+    "--resume ends bitwise identical",
+    "[checkpoint][resume][cuda]") {
+  if (!torch::cuda::is_available()) {
+    // fp16 needs CUDA: without it the run is refused before it starts (tests/train/test_amp.cpp
+    // checks the message), and what this case checks runs on a GPU machine only.
+    TempDir tmp;
+    const auto r = run_command(kTrainer + " check " + resumable_config(tmp, 0) +
+                               " --set optimizations.mixed_precision=fp16");
+    CHECK(r.exit_code == crucible::kExitBadUsage);
+    return;
+  }
+  kill_and_resume_with("fp16");
 }
 
 TEST_CASE(

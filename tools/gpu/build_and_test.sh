@@ -123,6 +123,17 @@ if has bench; then
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   "$build/bin/bench_overhead" --python "$python" --batches 600 --rounds 3 2>&1 |
     tee -a "$logs/gpu_bench.log"
+  # Where the trainer fit job's time goes: its own summary (training, waiting for data,
+  # validation, checkpoints) beside the whole process's wall time.
+  out=/tmp/crucible-gpu-cnn
+  rm -rf "$out"
+  began=$(date +%s%N)
+  "$build/bin/trainer" fit configs/fashion_mnist_cnn.yaml --quiet --output "$out"
+  {
+    echo "== trainer fit configs/fashion_mnist_cnn.yaml: $((($(date +%s%N) - began) / 1000000)) ms"
+    grep -E "new run|INFO done:" -A 2 "$out/trainer.log"
+    grep -E "\[checkpoint\]|\[validation\]" "$out/trainer.log" | head -n 4
+  } 2>&1 | tee -a "$logs/gpu_bench.log"
 fi
 
 if has search; then
