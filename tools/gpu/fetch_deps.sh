@@ -16,9 +16,9 @@ rm -f ./*.deb
 apt-get download "${packages[@]}"
 
 # A PyTorch wheel's LibTorch leaves out gloo's headers, which its ProcessGroupGloo.hpp includes
-# (the library itself is inside libtorch_cpu). Debian 13's libgloo-dev has them, of a gloo recent
-# enough for that header (Debian 12's predates the store interface it overrides): only its
-# headers are used, so only that package is downloaded, through a Debian 13 package list of its own.
+# (the library itself is inside libtorch_cpu). Debian 13's libgloo-dev has them (gloo of December
+# 2023; PyTorch 2.11's header compiled against them): only its headers are used, so only that
+# package is downloaded, through a Debian 13 package list of its own.
 mirror=${CRUCIBLE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 lists=$(mktemp -d)
 trap 'rm -rf "$lists"' EXIT
