@@ -9,6 +9,7 @@
 
 #include "config/diff.h"
 #include "config/suggest.h"
+#include "config/yaml_reader.h"
 #include "damage.h"
 #include "process.h"
 #include "util/file_system.h"
@@ -472,6 +473,24 @@ TEST_CASE("did-you-mean suggests only near keys", "[config]") {
   CHECK(nearest("max_lenght", {"max_length", "name"}) == "max_length");
   CHECK(nearest("hyperparameter", {"hyperparameters", "name"}) == "hyperparameters");
   CHECK(nearest("zzzzzz", {"max_length", "name"}).empty());
+}
+
+TEST_CASE("a key an error names after parsing is placed at its line and column", "[config]") {
+  using crucible::config::key_place;
+  TempDir tmp;
+  const std::string file = tmp / "e.yaml";
+  write_file(file, "name: e\noptimizations:\n  mixed_precision: fp16\nsearcher: [1]\n");
+  CHECK(key_place(file, "optimizations.mixed_precision", "fp16") == file + ":3:20");
+  CHECK(key_place(file, "name", "e") == file + ":1:7");
+  // Another value there (the key came from --set), no such key, a path through a list, or no
+  // file: the file alone.
+  CHECK(key_place(file, "optimizations.mixed_precision", "bf16") == file);
+  CHECK(key_place(file, "early_stopping.metric", "loss") == file);
+  CHECK(key_place(file, "searcher.metric", "loss") == file);
+  CHECK(key_place(tmp / "missing.yaml", "name", "e") == tmp / "missing.yaml");
+  // The file is only read.
+  CHECK(crucible::testing::read_file(file) ==
+        "name: e\noptimizations:\n  mixed_precision: fp16\nsearcher: [1]\n");
 }
 
 TEST_CASE("early stopping without a validation period is a warning naming its place", "[config]") {

@@ -112,6 +112,25 @@ nlohmann::json yaml_to_json(const YAML::Node& node) {
   return out;
 }
 
+std::string key_place(const std::string& file, const std::string& key_path,
+                      const std::string& value) {
+  try {
+    YAML::Node node = YAML::LoadFile(file);
+    for (size_t at = 0; at <= key_path.size();) {
+      const size_t dot = std::min(key_path.find('.', at), key_path.size());
+      if (!node.IsMap()) return file;
+      // reset(), not assignment: assigning a yaml-cpp node writes through to the tree.
+      const YAML::Node& parent = node;
+      node.reset(parent[key_path.substr(at, dot - at)]);
+      at = dot + 1;
+    }
+    if (!node.IsScalar() || node.Scalar() != value || node.Mark().is_null()) return file;
+    return fmt::format("{}:{}:{}", file, node.Mark().line + 1, node.Mark().column + 1);
+  } catch (...) {
+    return file;
+  }
+}
+
 std::string Source::where(const std::string& path, const YAML::Node& node) const {
   for (const auto& [key, text] : overrides_) {
     if (path == key || path.rfind(key + ".", 0) == 0) return "--set " + text;

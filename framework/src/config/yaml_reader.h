@@ -23,6 +23,13 @@ ScalarType classify_scalar(const YAML::Node& node);
 // unrepresentable numbers.
 nlohmann::json yaml_to_json(const YAML::Node& node);
 
+// Where the dotted `key_path` (e.g. "optimizations.mixed_precision") stands in the YAML file
+// `file`: "file:line:col" of its value when the file holds `value` there, else `file` alone (the
+// key came from --set, or the file cannot be read or no longer says so). For errors found after
+// parsing; never throws.
+std::string key_place(const std::string& file, const std::string& key_path,
+                      const std::string& value);
+
 // Where values come from: the file, and the `--set` overrides applied on top of it.
 class Source {
  public:

@@ -6,6 +6,7 @@
 
 #include <crucible/errors.h>
 
+#include "config/yaml_reader.h"
 #include "metrics/jsonl_sink.h"
 #include "metrics/log_sink.h"
 #include "metrics/metric_name.h"
@@ -107,7 +108,8 @@ double configured_metric(const ExperimentConfig& config, const MetricValues& val
   const auto found = metrics::find_validation_metric(values, name);
   if (!found) {
     throw ConfigError(fmt::format("{}: {}: '{}' is not among the validation metrics ({}){}",
-                                  config.source_path, key, name, metrics::metric_names(values),
+                                  config::key_place(config.source_path, key, name), key, name,
+                                  metrics::metric_names(values),
                                   metrics::did_you_mean_metric(name, values)));
   }
   return *found;

@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_io.h"
 #include "config/diff.h"
+#include "config/yaml_reader.h"
 #include "distributed/backend.h"
 #include "util/file_system.h"
 
@@ -41,7 +42,8 @@ void check_device_support(const ExperimentConfig& config, const torch::Device& d
     throw ConfigError(fmt::format(
         "{}: optimizations.mixed_precision: fp16 needs a CUDA device, and this process computes "
         "on {}; use bf16 on CPU",
-        config.source_path, device.str()));
+        config::key_place(config.source_path, "optimizations.mixed_precision", "fp16"),
+        device.str()));
   }
 }
 
