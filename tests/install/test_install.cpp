@@ -1,10 +1,38 @@
 // `cmake --install`, then a trial outside the tree built with find_package(crucible) and run by
 // the installed `trainer`.
+#include <cctype>
+#include <sstream>
+
 #include "catch.h"
 
 #include "process.h"
 
 using namespace crucible::testing;
+
+namespace {
+
+// The ';'-separated CMAKE_PREFIX_PATH where this build found LibTorch and the other dependencies,
+// after `first` when it is not empty.
+std::string dependency_prefixes(const std::string& first = "") {
+  std::string prefixes = first;
+  std::stringstream dependencies(CRUCIBLE_DEPENDENCY_PREFIXES);
+  for (std::string p; std::getline(dependencies, p, ':');) {
+    if (!p.empty()) prefixes += (prefixes.empty() ? "" : ";") + p;
+  }
+  return prefixes;
+}
+
+// `text` with each run of whitespace made one space (CMake wraps its messages).
+std::string squeezed(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    const bool space = std::isspace(static_cast<unsigned char>(c)) != 0;
+    if (!space || (!out.empty() && out.back() != ' ')) out += space ? ' ' : c;
+  }
+  return out;
+}
+
+}  // namespace
 
 TEST_CASE("an out-of-tree trial builds against the installed package and trains", "[install]") {
   TempDir tmp;
@@ -19,11 +47,7 @@ TEST_CASE("an out-of-tree trial builds against the installed package and trains"
   CHECK(util::exists(prefix + "/lib/crucible/trials/libfashion_mnist.so"));
 
   const std::string build = tmp / "user-build";
-  std::string prefixes = prefix;
-  std::stringstream dependencies(CRUCIBLE_DEPENDENCY_PREFIXES);
-  for (std::string p; std::getline(dependencies, p, ':');) {
-    if (!p.empty()) prefixes += ";" + p;
-  }
+  const std::string prefixes = dependency_prefixes(prefix);
   // As the README's snippet: no build type, and the trial is compiled optimized all the same.
   // ccache, where the machine has it, keeps the suite's repeated runs short.
   const bool ccache = run_command("command -v ccache").exit_code == 0;
@@ -81,4 +105,25 @@ TEST_CASE("an out-of-tree trial builds against the installed package and trains"
                            "/configs/fashion_mnist_cnn.yaml");
   INFO(check.output);
   CHECK(check.exit_code == 0);
+}
+
+TEST_CASE("configuring where gloo's headers are missing stops, naming them and the fix",
+          "[install]") {
+  // A PyTorch wheel's LibTorch leaves them out; an empty folder given as theirs stands in here.
+  TempDir tmp;
+  const std::string empty = tmp / "no-gloo";
+  util::create_directories(empty);
+  const auto configure = run_command(
+      "cmake -S " + std::string(CRUCIBLE_SOURCE_DIR) + " -B " + (tmp / "build") +
+      " -DCRUCIBLE_BUILD_TESTS=OFF -DCRUCIBLE_BUILD_BENCHMARKS=OFF -DCRUCIBLE_GLOO_INCLUDE_DIR=" +
+      empty + " '-DCMAKE_PREFIX_PATH=" + dependency_prefixes() + "'");
+  INFO(configure.output);
+  CHECK(configure.exit_code != 0);
+  const std::string message = squeezed(configure.output);
+  CHECK_THAT(message, Catch::Contains("gloo's headers (gloo/algorithm.h) were not found "
+                                      "(CRUCIBLE_GLOO_INCLUDE_DIR: " +
+                                      empty + ")"));
+  CHECK_THAT(message, Catch::Contains("a PyTorch wheel's LibTorch leaves them out"));
+  CHECK_THAT(message, Catch::Contains("Debian: libgloo-dev"));
+  CHECK(!util::exists(tmp / "build/Makefile"));
 }

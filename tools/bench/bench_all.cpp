@@ -23,6 +23,8 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -33,38 +35,38 @@ namespace fs = crucible::util;
 
 namespace {
 
+const std::vector<std::string> kNames = {"overhead", "checkpoint", "ddp", "gpu", "amp"};
+
 struct Options {
   bool quick = false;
   int rounds = 1;
   std::string python = CRUCIBLE_PYTHON;
   std::string markdown;
-  std::string only;  // comma-separated names; empty: all
+  std::set<std::string> only;  // names from kNames; empty: all
 };
-
-const std::vector<std::string> kNames = {"overhead", "checkpoint", "ddp", "gpu", "amp"};
-
-bool chosen(const Options& o, const std::string& name) {
-  return o.only.empty() || ("," + o.only + ",").find("," + name + ",") != std::string::npos;
-}
 
 // The command lines of the benchmarks `o` chooses, each appending its rows to `table`.
 std::vector<std::string> commands(const Options& o, const std::string& table) {
   const std::string bin = CRUCIBLE_BIN_DIR;
-  std::vector<std::string> all = {
-      fmt::format("{}/bench_overhead --python {} {}", bin, o.python,
-                  o.quick ? "--batches 600 --rounds 3" : ""),
-      fmt::format("{}/bench_checkpoint {}", bin, o.quick ? "--repeats 5 --batches 600" : ""),
-      fmt::format("{}/bench_ddp --python {} {}", bin, o.python,
-                  o.quick ? "--batches 500 --rounds 2 --sizes-mb 4,64 --repeats 11" : ""),
-      fmt::format("{}/bench_gpu --python {} --rounds {} {}", bin, o.python, o.rounds,
-                  o.quick ? "--epochs 1" : "")};
-  if (torch::cuda::is_available()) {
-    all.push_back(fmt::format("{} {}/bench_amp.py {}/trainer --epochs {}", o.python,
-                              CRUCIBLE_BENCH_DIR, bin, o.quick ? 1 : 2));
-  }
+  const std::vector<std::pair<std::string, std::string>> all = {
+      {"overhead", fmt::format("{}/bench_overhead --python {} {}", bin, o.python,
+                               o.quick ? "--batches 600 --rounds 3" : "")},
+      {"checkpoint",
+       fmt::format("{}/bench_checkpoint {}", bin, o.quick ? "--repeats 5 --batches 600" : "")},
+      {"ddp", fmt::format("{}/bench_ddp --python {} {}", bin, o.python,
+                          o.quick ? "--batches 500 --rounds 2 --sizes-mb 4,64 --repeats 11" : "")},
+      {"gpu", fmt::format("{}/bench_gpu --python {} --rounds {} {}", bin, o.python, o.rounds,
+                          o.quick ? "--epochs 1" : "")},
+      // Mixed precision only where CUDA is available: an empty command is left out.
+      {"amp", torch::cuda::is_available()
+                  ? fmt::format("{} {}/bench_amp.py {}/trainer --epochs {}", o.python,
+                                CRUCIBLE_BENCH_DIR, bin, o.quick ? 1 : 2)
+                  : ""}};
   std::vector<std::string> out;
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (chosen(o, kNames[i])) out.push_back(all[i] + " --table " + table);
+  for (const auto& [name, command] : all) {
+    if (!command.empty() && (o.only.empty() || o.only.count(name))) {
+      out.push_back(command + " --table " + table);
+    }
   }
   return out;
 }
@@ -156,19 +158,18 @@ int main(int argc, char** argv) {
     } else if (flag == "--markdown" && i + 1 < argc) {
       o.markdown = argv[++i];
     } else if (flag == "--only" && i + 1 < argc) {
-      o.only = argv[++i];
+      std::stringstream names(argv[++i]);
+      for (std::string name; std::getline(names, name, ',');) {
+        if (std::find(kNames.begin(), kNames.end(), name) == kNames.end()) {
+          std::cerr << "bench_all: --only: unknown benchmark '" << name
+                    << "' (expected overhead, checkpoint, ddp, gpu or amp)\n";
+          return 2;
+        }
+        o.only.insert(name);
+      }
     } else {
       std::cerr << "usage: bench_all [--quick] [--rounds R] [--python PYTHON] [--markdown FILE] "
                    "[--only overhead,checkpoint,ddp,gpu,amp]\n";
-      return 2;
-    }
-  }
-  for (std::string rest = o.only; !rest.empty();) {
-    const std::string name = rest.substr(0, rest.find(','));
-    rest = rest.find(',') == std::string::npos ? "" : rest.substr(rest.find(',') + 1);
-    if (std::find(kNames.begin(), kNames.end(), name) == kNames.end()) {
-      std::cerr << "bench_all: --only " << o.only << ": unknown benchmark '" << name
-                << "' (expected overhead, checkpoint, ddp, gpu or amp)\n";
       return 2;
     }
   }

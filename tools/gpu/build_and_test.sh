@@ -4,8 +4,8 @@
 #   tools/gpu/build_and_test.sh [build] [bench] [search] [test]   (no stage named: all four)
 # build:  unpacks the packages into a prefix and builds Crucible with ninja against the LibTorch
 #         of the machine's PyTorch (torch.utils.cmake_prefix_path; no library preloaded); its CMake
-#         package sets USE_C10D_NCCL, so the NCCL process group is built, and when nccl.h is not
-#         on the include path the PyTorch wheel's own (nvidia/.../nccl.h) is added; gloo's
+#         package sets USE_C10D_NCCL, so the NCCL process group is built, with the PyTorch
+#         wheel's own nccl.h (nvidia/.../nccl.h) first on the include path; gloo's
 #         headers, which the wheel leaves out, come from Debian 13's libgloo-dev;
 # bench:  bench_all's GPU benchmarks, one table: the Fashion-MNIST CNN job through trainer fit, a
 #         hand-written LibTorch loop, plain PyTorch and Lightning when installed (BENCH_ROUNDS
@@ -92,19 +92,10 @@ compile() {
 if has build; then
   stamp build
   built=0
+  # The wheel's own nccl.h, the NCCL that its LibTorch loads, goes ahead of any other.
   nccl_flags=()
-  torch_include=$(dirname "$(dirname "$torch_prefix")")/include
-  if [ -n "$nccl_include" ] && [ ! -e "$torch_include/nccl.h" ] &&
-    [ ! -e /usr/local/cuda/include/nccl.h ] && [ ! -e /usr/include/nccl.h ]; then
-    nccl_flags=(-DCMAKE_CXX_FLAGS="-isystem $nccl_include")
-  fi
-  if configure "${nccl_flags[@]}" && compile; then
-    built=1
-  elif [ -n "$nccl_include" ] && grep -q "nccl.h: No such file" "$logs/gpu_build.log"; then
-    echo "== nccl.h not found: building again with -isystem $nccl_include" |
-      tee -a "$logs/gpu_build.log"
-    configure -DCMAKE_CXX_FLAGS="-isystem $nccl_include" && compile && built=1
-  fi
+  [ -n "$nccl_include" ] && nccl_flags=(-DCMAKE_CXX_FLAGS="-isystem $nccl_include")
+  configure "${nccl_flags[@]}" && compile && built=1
   tail -c 3000000 "$logs/gpu_build_full.log" > "$logs/gpu_build_full.tail"
   rm -f "$logs/gpu_build_full.log"
   stamp "build done"

@@ -175,9 +175,10 @@ class Runner {
     logger_.open(util::join(dir_, "experiment.log"), options_.console);
     log_.emplace(util::join(dir_, "experiment.jsonl"));
     slurm_tasks_ = slurm_allocation_tasks();
+    const std::vector<int> cpus = util::allowed_cpus();
+    const int gpus = machine_gpus();
     slots_ = slurm_tasks_ ? slurm_slots(*slurm_tasks_, config_.resources.slots_per_trial)
-                          : local_slots(util::allowed_cpus(), machine_gpus(),
-                                        config_.resources.slots_per_trial);
+                          : local_slots(cpus, gpus, config_.resources.slots_per_trial);
     busy_.assign(slots_.size(), false);
     std::vector<nlohmann::json> rows = scheduler_.start();
     if (resuming) {
@@ -191,8 +192,7 @@ class Runner {
           std::min(static_cast<int64_t>(slots_.size()), scheduler_.concurrency()),
           slurm_tasks_ ? " as job steps of Slurm job " + std::string(std::getenv("SLURM_JOB_ID"))
                        : slot_limit(slots_.size(), scheduler_.concurrency(),
-                                    config_.resources.slots_per_trial, machine_gpus(),
-                                    util::allowed_cpus().size())));
+                                    config_.resources.slots_per_trial, gpus, cpus.size())));
       write(std::move(rows));
     }
   }
