@@ -1,6 +1,7 @@
 // `cmake --install`, then a trial outside the tree built with find_package(crucible) and run by
 // the installed `trainer`.
 #include <cctype>
+#include <fstream>
 #include <sstream>
 
 #include "catch.h"
@@ -32,16 +33,46 @@ std::string squeezed(const std::string& text) {
   return out;
 }
 
+// Installs this build into `prefix`; requires that it succeeds.
+void install_into(const std::string& prefix) {
+  const auto install =
+      run_command("cmake --install " + std::string(CRUCIBLE_BUILD_DIR) + " --prefix " + prefix);
+  INFO(install.output);
+  REQUIRE(install.exit_code == 0);
+}
+
+// The C++ compiler of this build, made into one with no shared libstdc++, as some toolchains
+// are: a script in `dir` that names no file for libstdc++.so and links the static copy.
+std::string compiler_without_shared_libstdcxx(const std::string& dir) {
+  util::create_directories(dir);
+  const std::string path = util::join(dir, "g++");
+  std::ofstream(path)
+      << "#!/bin/sh\n"
+         "for a in \"$@\"; do\n"
+         "  [ \"$a\" = -print-file-name=libstdc++.so ] && { echo libstdc++.so; exit 0; }\n"
+         "done\n"
+         "exec '" CRUCIBLE_CXX_COMPILER "' \"$@\" -static-libstdc++\n";
+  REQUIRE(run_command("chmod +x " + path).exit_code == 0);
+  return path;
+}
+
+// The library a configure run's output says it links for a compiler with no shared libstdc++;
+// empty when it says nothing of the kind.
+std::string linked_libstdcxx(const std::string& configure_output) {
+  const std::string said = "has no shared libstdc++: linking LibTorch's ";
+  const auto at = configure_output.find(said);
+  if (at == std::string::npos) return "";
+  const auto begin = at + said.size();
+  return configure_output.substr(begin, configure_output.find_first_of(" \n", begin) - begin);
+}
+
 }  // namespace
 
 TEST_CASE("an out-of-tree trial builds against the installed package and trains", "[install]") {
   TempDir tmp;
   const std::string prefix = tmp / "prefix";
   const std::string project = std::string(CRUCIBLE_TEST_DATA) + "/install/out_of_tree";
-  auto install =
-      run_command("cmake --install " + std::string(CRUCIBLE_BUILD_DIR) + " --prefix " + prefix);
-  INFO(install.output);
-  REQUIRE(install.exit_code == 0);
+  install_into(prefix);
   CHECK(util::exists(prefix + "/include/crucible/crucible.h"));
   CHECK(util::exists(prefix + "/lib/cmake/crucible/crucibleConfig.cmake"));
   CHECK(util::exists(prefix + "/lib/crucible/trials/libfashion_mnist.so"));
@@ -126,4 +157,52 @@ TEST_CASE("configuring where gloo's headers are missing stops, naming them and t
   CHECK_THAT(message, Catch::Contains("a PyTorch wheel's LibTorch leaves them out"));
   CHECK_THAT(message, Catch::Contains("Debian: libgloo-dev"));
   CHECK(!util::exists(tmp / "build/Makefile"));
+}
+
+TEST_CASE(
+    "under a compiler with only a static libstdc++, the tree and a user's project link "
+    "LibTorch's shared one",
+    "[install]") {
+  // Two copies of libstdc++ in one process (the compiler's static one, LibTorch's shared one)
+  // abort where a stream made by one is destroyed by the other.
+  TempDir tmp;
+  const std::string compiler = compiler_without_shared_libstdcxx(tmp / "toolchain");
+  const std::string tree = tmp / "tree";
+  const auto configure = run_command(
+      "cmake -S " + std::string(CRUCIBLE_SOURCE_DIR) + " -B " + tree +
+      " -DCRUCIBLE_BUILD_TESTS=OFF -DCRUCIBLE_BUILD_BENCHMARKS=OFF -DCMAKE_CXX_COMPILER=" +
+      compiler + " '-DCMAKE_PREFIX_PATH=" + dependency_prefixes() + "'");
+  INFO(configure.output);
+  REQUIRE(configure.exit_code == 0);
+  const std::string libstdcxx = linked_libstdcxx(squeezed(configure.output));
+  CHECK(util::file_name(libstdcxx) == "libstdc++.so.6");
+  REQUIRE(util::exists(libstdcxx));
+  for (const char* target : {"framework/CMakeFiles/crucible.dir", "tools/CMakeFiles/trainer.dir",
+                             "trials/CMakeFiles/fashion_mnist.dir"}) {
+    INFO(target);
+    CHECK_THAT(read_file(util::join(tree, target) + "/link.txt"), Catch::Contains(libstdcxx));
+  }
+
+  const std::string prefix = tmp / "prefix";
+  install_into(prefix);
+  const std::string user = tmp / "user-build";
+  const auto user_configure =
+      run_command("cmake -S " + std::string(CRUCIBLE_TEST_DATA) + "/install/out_of_tree -B " +
+                  user + " -DCMAKE_CXX_COMPILER=" + compiler +
+                  " '-DCMAKE_PREFIX_PATH=" + dependency_prefixes(prefix) + "'");
+  INFO(user_configure.output);
+  REQUIRE(user_configure.exit_code == 0);
+  CHECK(linked_libstdcxx(squeezed(user_configure.output)) == libstdcxx);
+  for (const char* target : {"my_fit", "my_trial"}) {
+    INFO(target);
+    CHECK_THAT(read_file(user + "/CMakeFiles/" + target + ".dir/link.txt"),
+               Catch::Contains(libstdcxx));
+  }
+
+  // This build's own compiler: only one without a shared libstdc++ gets LibTorch's linked.
+  const auto own = run_command("'" CRUCIBLE_CXX_COMPILER "' -print-file-name=libstdc++.so");
+  const bool own_has_shared = own.output.rfind('/', 0) == 0;
+  const std::string own_link =
+      read_file(std::string(CRUCIBLE_BUILD_DIR) + "/framework/CMakeFiles/crucible.dir/link.txt");
+  CHECK((own_link.find(libstdcxx) == std::string::npos) == own_has_shared);
 }
