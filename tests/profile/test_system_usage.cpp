@@ -1,4 +1,5 @@
-// The profiler's system use: /proc's files parsed, and a real interval of this process measured.
+// The profiler's system use: /proc's files parsed, a real interval of this process measured, and
+// the interval a profiling row covers.
 #include <arpa/inet.h>
 #include <linux/magic.h>
 #include <netinet/in.h>
@@ -15,6 +16,7 @@
 #include "catch.h"
 
 #include "process.h"
+#include "profile/profiler.h"
 #include "profile/system_usage.h"
 
 using namespace crucible::profile;
@@ -139,4 +141,36 @@ TEST_CASE("a busy interval of this process shows as CPU, memory and storage use"
     CHECK(usage.at("storage_write_mb_per_s") > 3);
   }
   CHECK(usage.at("available_memory_gb") > 0);
+}
+
+TEST_CASE("a profiling row's system use covers its profiled batches, not the busy ones after them",
+          "[profile]") {
+  // Batches 0 and 1 are profiled and idle (150 ms asleep each); 2 and 3, after the window and
+  // before the report, keep one core busy for 300 ms each. Counted to the report, the process
+  // would use about 67% of a core.
+  crucible::ProfilingConfig config;
+  config.enabled = true;
+  config.end_after_batch = 1;
+  const crucible::DistributedContext one_process;
+  Profiler profiler(config, torch::Device(torch::kCPU), one_process, "",
+                    [](const std::string& warning) { FAIL(warning); });
+  for (int64_t batch = 0; batch < 4; ++batch) {
+    profiler.begin_batch(batch);
+    if (profiler.active()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    } else {
+      volatile double sink = 0;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+      while (std::chrono::steady_clock::now() < until) {
+        for (int i = 0; i < 10000; ++i) sink = sink + i * 0.5;
+      }
+    }
+    profiler.end_batch();
+  }
+  const auto row = profiler.take_period();
+  INFO(row.size() << " values");
+  REQUIRE(row.count("batch_ms") == 1);
+  CHECK(row.at("batch_ms") >= 150);
+  REQUIRE(row.count("process_cpu_percent") == 1);
+  CHECK(row.at("process_cpu_percent") < 25);
 }

@@ -76,6 +76,9 @@ void Profiler::end_batch() {
   add(Phase::kBatch, seconds_since(batch_started_));
   batch_scope_.reset();
   if (trace_) trace_->set_recording(false);
+  if (period_counters_ && !config_.profiles(batch_idx_ + 1)) {
+    period_end_counters_ = read_system_counters();
+  }
   ++period_.batches;
   ++total_.batches;
   if (first_profiled_ < 0) first_profiled_ = batch_idx_;
@@ -115,12 +118,13 @@ MetricValues Profiler::take_period() {
     if (ms > 0) out[fmt::format("{}_ms", name_of(phase))] = ms;
   }
   if (period_counters_) {
-    for (const auto& [name, value] : system_usage(*period_counters_, read_system_counters())) {
-      out[name] = value;
-    }
+    const SystemCounters end =
+        period_end_counters_ ? *period_end_counters_ : read_system_counters();
+    for (const auto& [name, value] : system_usage(*period_counters_, end)) out[name] = value;
   }
   period_ = PhaseTimes();
   period_counters_.reset();
+  period_end_counters_.reset();
   return out;
 }
 

@@ -56,8 +56,8 @@ class Profiler {
   // trace's recording (the chief's, which records only inside profiled batches: no validation
   // or checkpoint).
   void begin_batch(int64_t batch_idx);
-  // Ends the batch begun last: adds its time to kBatch, closes its scope and, after
-  // end_after_batch, writes the trace.
+  // Ends the batch begun last: adds its time to kBatch, closes its scope, ends the period's system
+  // counters when the next batch is not profiled and, after end_after_batch, writes the trace.
   void end_batch();
   // Whether the batch being trained is profiled.
   bool active() const { return active_; }
@@ -70,7 +70,9 @@ class Profiler {
   // none. Its values: "<phase>_ms", each phase's milliseconds per profiled batch averaged over
   // the ranks (phases that took no time on any rank are left out); in a distributed run
   // "batch_ms_slowest_rank", the largest rank's batch mean; on the chief, system_usage() from
-  // the period's first profiled batch to now. Every rank calls it at each training report:
+  // the start of the period's first profiled batch to the end of its last (or to now, when the
+  // next batch is profiled too), so that unprofiled batches, validations and checkpoints after
+  // the window leave the system use alone. Every rank calls it at each training report:
   // in a distributed run it gathers the ranks' times whenever the period profiled a batch, which
   // is the same on every rank.
   MetricValues take_period();
@@ -100,7 +102,9 @@ class Profiler {
   std::chrono::steady_clock::time_point batch_started_;
   PhaseTimes period_, total_;
   int64_t first_profiled_ = -1, last_profiled_ = -1;
-  std::optional<SystemCounters> period_counters_;
+  // The chief's system counters at the start of the period's first profiled batch, and at the
+  // end of its last when the batch after it is not profiled.
+  std::optional<SystemCounters> period_counters_, period_end_counters_;
   std::optional<at::RecordFunction> batch_scope_;  // the batch begun, until it ends
   const std::function<void(const std::string&)> warn_;
   std::unique_ptr<OperatorTrace> trace_;  // the chief's, while it records
