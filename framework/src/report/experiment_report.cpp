@@ -109,11 +109,27 @@ std::optional<int64_t> trial_budget(const ExperimentConfig& config) {
   return points;
 }
 
+// Whether the search whose experiment.jsonl in `dir` holds `rows` is over: its scheduler,
+// replaying them, has nothing left to run (no trial running, none yet to create). False when the
+// rows do not match the config's search.
+bool search_over(const ExperimentConfig& config, const std::vector<json>& rows,
+                 const std::string& dir) {
+  try {
+    search::Scheduler scheduler(config);
+    std::vector<json> started = scheduler.start();
+    scheduler.replay(std::move(started), rows, util::join(dir, "experiment.jsonl"));
+    return scheduler.running().empty();
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 // "complete: every trial ended", or how far the search is from it and what continues it: trials
 // running, or trials the searcher has yet to create (a search stopped between a result and the
 // trials it frees a place for).
-std::string how_it_stands(const ExperimentConfig& config, const std::map<int64_t, Trial>& trials,
-                          const std::string& dir) {
+std::string how_it_stands(const ExperimentConfig& config, const std::vector<json>& rows,
+                          const std::map<int64_t, Trial>& trials, const std::string& dir) {
+  if (search_over(config, rows, dir)) return "complete: every trial ended";
   int64_t running = 0, invalid = 0, ended = 0;
   for (const auto& [_, t] : trials) {
     running += t.state == "running" ? 1 : 0;
@@ -121,13 +137,9 @@ std::string how_it_stands(const ExperimentConfig& config, const std::map<int64_t
     ended += t.state != "running" && t.state != "invalid" ? 1 : 0;
   }
   // The searcher replaces an invalid trial, up to max_trials of them (a grid point: none).
-  const int64_t replaced =
-      config.searcher.name == "grid" ? 0 : std::min(invalid, config.searcher.max_trials);
-  ended += invalid - replaced;
+  ended += invalid -
+           (config.searcher.name == "grid" ? 0 : std::min(invalid, config.searcher.max_trials));
   const std::optional<int64_t> budget = trial_budget(config);
-  if (!trials.empty() && running == 0 && (!budget || ended >= *budget)) {
-    return "complete: every trial ended";
-  }
   return fmt::format(
       "not finished: {}{} trials ended{} (still running, or stopped or killed; `trainer fit "
       "--resume {}` continues it)",
@@ -352,7 +364,7 @@ std::string experiment_page(
       {"trial", escape(config.entrypoint)},
       {"searcher", escape(searcher_text)},
       {"trials", escape(state_text.empty() ? "none yet" : state_text)},
-      {"how it stands", escape(how_it_stands(config, trials, dir))},
+      {"how it stands", escape(how_it_stands(config, rows, trials, dir))},
       {"best trial", escape(best_text)},
       {"best checkpoint", best_checkpoint},
       {"time", std::isfinite(seconds) ? escape(metrics::duration_text(seconds)) : "-"},

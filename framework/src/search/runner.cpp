@@ -197,57 +197,17 @@ class Runner {
     }
   }
 
-  // Feeds the results experiment.jsonl holds back to the scheduler, which answers with the rows
-  // it wrote after each (its decisions, the trials it created). `started` holds the rows of its
-  // start. The rows the experiment decided after the last one it recorded, and had not recorded
-  // when it stopped (a write that failed or was cut short), are recorded now. A log that lacks
-  // rows before others (written by a version without this) is taken as it is.
+  // Feeds the results experiment.jsonl holds back to the scheduler (Scheduler::replay), whose
+  // start gave `started`, records the rows it decided and the log lacks, and counts each
+  // trial's restarts.
   void replay(std::vector<nlohmann::json> started) {
     const auto& rows = log_->rows();
-    std::vector<nlohmann::json> decided = std::move(started);
-    size_t recorded = 0;  // decided[0, recorded) are in the log or were passed over
-    const auto check_recorded = [&](const nlohmann::json& row, size_t line) {
-      const auto same = [&](const nlohmann::json& d) {
-        return d.value("event", "") == row.value("event", "") &&
-               d.value("trial", int64_t{-1}) == row.value("trial", int64_t{-1});
-      };
-      size_t k = recorded;
-      while (k < decided.size() && !same(decided[k])) ++k;
-      if (k == decided.size()) {
-        throw TrainingError(
-            fmt::format("{}/experiment.jsonl, row {}, does not match this search: the searcher "
-                        "decided no such row at that point",
-                        dir_, line));
-      }
-      recorded = k + 1;
-    };
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const nlohmann::json& row = rows[i];
-      // Checks the row's event and trial, which the count of restarts reads too.
-      const auto r =
-          Scheduler::result_of_row(row, fmt::format("{}/experiment.jsonl, row {}", dir_, i + 1));
-      if (row.value("event", "") == "restarted") {
-        ++restarts_[row.value("trial", int64_t{0})];
-        continue;
-      }
-      if (!r) {
-        check_recorded(row, i + 1);
-        continue;
-      }
-      const auto order = scheduler_.running();
-      if (order.empty() || order.front().trial != r->trial) {
-        throw TrainingError(fmt::format(
-            "{}/experiment.jsonl does not match this search: it records a result of trial {} "
-            "where the searcher expects {}",
-            dir_, r->trial,
-            order.empty() ? std::string("none") : "trial " + std::to_string(order.front().trial)));
-      }
-      for (auto& out : scheduler_.report(*r)) decided.push_back(std::move(out));
-      check_recorded(row, i + 1);
+    std::vector<nlohmann::json> unrecorded =
+        scheduler_.replay(std::move(started), rows, util::join(dir_, "experiment.jsonl"));
+    for (const auto& row : rows) {
+      if (row.value("event", "") == "restarted") ++restarts_[row.value("trial", int64_t{0})];
     }
-    if (recorded < decided.size()) {
-      write({decided.begin() + static_cast<std::ptrdiff_t>(recorded), decided.end()});
-    }
+    if (!unrecorded.empty()) write(std::move(unrecorded));
   }
 
   void write(std::vector<nlohmann::json> rows) {

@@ -242,6 +242,48 @@ std::vector<nlohmann::json> Scheduler::report(const SegmentResult& result) {
   return rows;
 }
 
+std::vector<nlohmann::json> Scheduler::replay(std::vector<nlohmann::json> started,
+                                              const std::vector<nlohmann::json>& log,
+                                              const std::string& where) {
+  std::vector<nlohmann::json> decided = std::move(started);
+  size_t recorded = 0;  // decided[0, recorded) are in the log or were passed over
+  const auto check_recorded = [&](const nlohmann::json& row, size_t line) {
+    const auto same = [&](const nlohmann::json& d) {
+      return d.value("event", "") == row.value("event", "") &&
+             d.value("trial", int64_t{-1}) == row.value("trial", int64_t{-1});
+    };
+    size_t k = recorded;
+    while (k < decided.size() && !same(decided[k])) ++k;
+    if (k == decided.size()) {
+      throw TrainingError(fmt::format(
+          "{}, row {}, does not match this search: the searcher decided no such row at that point",
+          where, line));
+    }
+    recorded = k + 1;
+  };
+  for (size_t i = 0; i < log.size(); ++i) {
+    const nlohmann::json& row = log[i];
+    // Checks the row's event and trial first.
+    const auto r = result_of_row(row, fmt::format("{}, row {}", where, i + 1));
+    if (row.value("event", "") == "restarted") continue;
+    if (!r) {
+      check_recorded(row, i + 1);
+      continue;
+    }
+    const auto order = running();
+    if (order.empty() || order.front().trial != r->trial) {
+      throw TrainingError(fmt::format(
+          "{} does not match this search: it records a result of trial {} where the searcher "
+          "expects {}",
+          where, r->trial,
+          order.empty() ? std::string("none") : "trial " + std::to_string(order.front().trial)));
+    }
+    for (auto& out : report(*r)) decided.push_back(std::move(out));
+    check_recorded(row, i + 1);
+  }
+  return {decided.begin() + static_cast<std::ptrdiff_t>(recorded), decided.end()};
+}
+
 int64_t Scheduler::concurrency() const {
   int64_t n = 0;
   for (const Bracket& b : brackets_) n += b.concurrency;
