@@ -11,7 +11,9 @@
 // count unless set), and its wall time is the whole process's (start-up, data loading and the
 // CUDA context included). Prints the median over rounds of wall time, training steps per
 // second of wall time and test accuracy of each, and each wall time's ratio to the hand-written
-// loop's; appends trainer fit's wall time beside each other runner's to FILE (bench_all).
+// loop's, then where the two C++ runners' time went in the last round (trainer fit's own account
+// from its log; the loop's training and validation seconds, and the rest); appends trainer fit's
+// wall time beside each other runner's to FILE (bench_all).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,7 +111,9 @@ double test_accuracy(fashion_mnist::CNN& model, const torch::Tensor& x, const to
   return static_cast<double>(correct) / static_cast<double>(x.size(0));
 }
 
-// The hand-written LibTorch loop. Prints "RESULT <steps> <accuracy>".
+// The hand-written LibTorch loop. Prints "RESULT <steps> <accuracy> <training s> <validation s>",
+// the last two the time in its training and its validation loops (on CUDA, each ending when the
+// device has done their work).
 int hand_written_loop(const Job& job) {
   torch::manual_seed(static_cast<uint64_t>(job.seed));
   const torch::Device device =
@@ -122,8 +126,13 @@ int hand_written_loop(const Job& job) {
   torch::optim::StepLR decay(adam, 1, job.lr_decay);
   const int64_t n = x.size(0);
   int64_t steps = 0;
-  double accuracy = 0;
+  double accuracy = 0, training_s = 0, validation_s = 0;
+  const auto seconds_since = [&](std::chrono::steady_clock::time_point since) {
+    if (device.is_cuda()) torch::cuda::synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+  };
   for (int64_t epoch = 0; epoch < job.epochs; ++epoch) {
+    const auto training_started = std::chrono::steady_clock::now();
     const auto perm = torch::randperm(n, torch::kLong);
     for (int64_t start = 0; start < n; start += job.batch) {
       const auto idx = perm.slice(0, start, start + job.batch);
@@ -135,9 +144,12 @@ int hand_written_loop(const Job& job) {
       ++steps;
     }
     decay.step();
+    training_s += seconds_since(training_started);
+    const auto validation_started = std::chrono::steady_clock::now();
     accuracy = test_accuracy(model, test_x, test_y, device);
+    validation_s += seconds_since(validation_started);
   }
-  fmt::print("RESULT {} {:.4f}\n", steps, accuracy);
+  fmt::print("RESULT {} {:.4f} {:.3f} {:.3f}\n", steps, accuracy, training_s, validation_s);
   return 0;
 }
 
@@ -145,6 +157,10 @@ struct Result {
   double wall_s = 0;
   int64_t steps = 0;
   double accuracy = 0;
+  // Where the time went: the hand-written loop's training and validation seconds; trainer fit's
+  // own account, the "this process:" line of its log.
+  double training_s = 0, validation_s = 0;
+  std::string account;
 };
 
 // Runs `command`; returns its wall time and, when `expect_result`, the steps and accuracy of the
@@ -172,6 +188,10 @@ std::optional<Result> timed(const std::string& command, bool expect_result,
   if (expect_result) {
     r.steps = static_cast<int64_t>(numbers[0]);
     r.accuracy = numbers[1];
+    if (numbers.size() >= 4) {
+      r.training_s = numbers[2];
+      r.validation_s = numbers[3];
+    }
   }
   return r;
 }
@@ -185,6 +205,11 @@ std::optional<Result> trainer_fit(const std::string& config, int64_t epochs,
   if (!r) {
     fs::remove_all(run);
     return r;
+  }
+  std::ifstream log(fs::join(run, "trainer.log"));
+  for (std::string line; std::getline(log, line);) {
+    const auto at = line.find("this process: ");
+    if (at != std::string::npos) r->account = line.substr(at);
   }
   std::ifstream in(fs::join(run, "metrics.jsonl"));
   for (std::string line; std::getline(in, line);) {
@@ -292,6 +317,20 @@ int main(int argc, char** argv) {
     const double steps = median_of(runner.results, &Result::steps);
     fmt::print("{:<28} {:>10.1f} {:>9.0f} {:>10.1f} {:>8.4f} {:>7.2f}\n", runner.name, wall, steps,
                steps / wall, median_of(runner.results, &Result::accuracy), wall / hand_wall);
+  }
+  // The last round's account of where each C++ runner's time went.
+  fmt::print("where the time went, last round:\n");
+  if (!runners[0].results.empty()) {
+    const Result& fit = runners[0].results.back();
+    fmt::print("  trainer fit, {:.1f} s in all; {}\n", fit.wall_s, fit.account);
+  }
+  if (!runners[1].results.empty()) {
+    const Result& loop = runners[1].results.back();
+    fmt::print(
+        "  hand-written loop, {:.1f} s in all; training {:.1f} s, validation {:.1f} s, the rest "
+        "(start-up, data loading, exit) {:.1f} s\n",
+        loop.wall_s, loop.training_s, loop.validation_s,
+        loop.wall_s - loop.training_s - loop.validation_s);
   }
   // Goals: parity with the hand-written loop (within 5%), ahead of the Python runners.
   const double fit_wall = median_of(runners[0].results, &Result::wall_s);

@@ -10,7 +10,10 @@
 # bench:  bench_all's GPU benchmarks, one table: the Fashion-MNIST CNN job through trainer fit, a
 #         hand-written LibTorch loop, plain PyTorch and Lightning when installed (BENCH_ROUNDS
 #         rounds, default 1), and mixed precision against fp32 (bench_amp.py); then
-#         bench_overhead's step overhead, short (its own figures);
+#         bench_overhead's step overhead, short (its own figures); then the CNN job's trainer
+#         fit as configured and with one thing changed at a time (no loader worker, checkpoints
+#         or validation at the end only, 1,000 batches profiled, test mode), each with its own
+#         account of where the time went;
 # search: a 2-trial grid search asking for 2 concurrent trials of 1 slot each, whose trial logs
 #         and experiment.jsonl show where each trial ran and when (trials never share a GPU);
 # test:   the whole suite, the fault-injection cases last.
@@ -114,16 +117,30 @@ if has bench; then
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   "$build/bin/bench_overhead" --python "$python" --batches 600 --rounds 3 2>&1 |
     tee -a "$logs/gpu_bench.log"
-  # Where the trainer fit job's time goes: its own summary (training, waiting for data,
-  # validation, checkpoints) beside the whole process's wall time.
-  out=/tmp/crucible-gpu-cnn
-  rm -rf "$out"
-  began=$(date +%s%N)
-  "$build/bin/trainer" fit configs/fashion_mnist_cnn.yaml --quiet --output "$out"
+  # Where the trainer fit job's time goes: its own account (training, waiting for data,
+  # validation, checkpoints) beside the whole process's wall time, as configured and with one
+  # thing changed at a time; the phases of 1,000 profiled batches (no device waits added); the
+  # start-up alone (test mode: one batch, one validation batch, a checkpoint round trip).
+  variant() {
+    local name=$1 out=/tmp/crucible-gpu-cnn began
+    shift
+    rm -rf "$out"
+    began=$(date +%s%N)
+    "$build/bin/trainer" fit configs/fashion_mnist_cnn.yaml --quiet --output "$out" "$@"
+    echo "== trainer fit configs/fashion_mnist_cnn.yaml, $name: $((($(date +%s%N) - began) / 1000000)) ms"
+    grep -E "INFO done:" -A 1 "$out/trainer.log"
+  }
   {
-    echo "== trainer fit configs/fashion_mnist_cnn.yaml: $((($(date +%s%N) - began) / 1000000)) ms"
-    grep -E "new run|INFO done:" -A 2 "$out/trainer.log"
-    grep -E "\[checkpoint\]|\[validation\]" "$out/trainer.log" | head -n 4
+    variant "as configured"
+    grep -E "\[checkpoint\]|\[validation\]" /tmp/crucible-gpu-cnn/trainer.log | head -n 4
+    variant "no loader worker" --set data.workers=0
+    variant "checkpoints at the end only" --set min_checkpoint_period.batches=1000000
+    variant "validation at the end only" --set min_validation_period.epochs=6
+    variant "profiled, batches 1000-1999" --set profiling.enabled=true \
+      --set profiling.begin_on_batch=1000 --set profiling.end_after_batch=1999 \
+      --set profiling.sync_timings=false
+    tail -n 3 /tmp/crucible-gpu-cnn/profiling/metrics.jsonl
+    variant "test mode (start-up)" --test-mode
   } 2>&1 | tee -a "$logs/gpu_bench.log"
 fi
 
