@@ -62,6 +62,9 @@ EOF
 )
 {
   echo "== machine"
+  # The system and its C library: whether Debian's Slurm and munge binaries could run here.
+  (. /etc/os-release && echo "$PRETTY_NAME")
+  ldd --version | head -n 1
   nvidia-smi -L
   "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
 "nccl", torch.cuda.nccl.version())'
