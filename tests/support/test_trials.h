@@ -303,7 +303,9 @@ class JitteredDataset : public Dataset {
 // Everything exact resume must get right: dropout (the CPU generator), random augmentation in
 // loader worker threads, Adam state, an epoch LR schedule and a per-batch one, its own state and
 // a callback's state.
-// Hyperparameters: records, hidden, workers, sleep_ms (per batch, to give tests time to act).
+// Hyperparameters: records, hidden, workers, sleep_ms (per batch, to give tests time to act); with
+// sparse: true, also a 16 x 1 Embedding of sparse gradients, indexed by the first feature, added
+// to the output and trained by SGD of its own.
 // CRUCIBLE_TEST_CRASH=segv@N or abort@N (crash_if_asked) crashes train_batch at batch N,
 // evaluate@N evaluate_batch at validation batch N.
 class ResumableTrial : public Trial {
@@ -325,6 +327,11 @@ class ResumableTrial : public Trial {
     }
     ctx.wrap_lr_scheduler(lr::LambdaLR(head_opt_, [](int64_t s) { return 1.0 + s; }),
                           StepMode::kEveryBatch);
+    if (ctx.hparams().value("sparse", false)) {
+      embed_ =
+          ctx.wrap_model(torch::nn::Embedding(torch::nn::EmbeddingOptions(16, 1).sparse(true)));
+      embed_opt_ = ctx.wrap_optimizer(torch::optim::SGD(embed_->parameters(), 0.05));
+    }
   }
 
   DataLoader build_training_data_loader() override {
@@ -342,20 +349,19 @@ class ResumableTrial : public Trial {
     crash_if_asked("abort", batch_idx, ctx_.distributed().rank());
     const auto sleep_ms = ctx_.hparam<int64_t>("sleep_ms");
     if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
-    auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]);
+    auto loss = torch::mse_loss(forward(batch[0].tensor()), batch[1]);
     ctx_.backward(loss);
     ctx_.step_optimizer(opt_);
     ctx_.step_optimizer(head_opt_);
+    if (embed_) ctx_.step_optimizer(embed_opt_);
     ++seen_;
     return {{"loss", loss}, {"seen", seen_}};  // a plain number
   }
   Metrics evaluate_batch(Batch& batch, int64_t batch_idx) override {
     crash_if_asked("evaluate", batch_idx, ctx_.distributed().rank());
-    return {{"loss", torch::mse_loss(model_->forward(batch[0].tensor()), batch[1])}};
+    return {{"loss", torch::mse_loss(forward(batch[0].tensor()), batch[1])}};
   }
-  torch::Tensor predict_batch(Batch& batch, int64_t) override {
-    return model_->forward(batch[0].tensor());
-  }
+  torch::Tensor predict_batch(Batch& batch, int64_t) override { return forward(batch[0].tensor()); }
 
   // Its state (validations seen) must survive a kill too.
   Callbacks build_callbacks() override { return {{"log", std::make_shared<EventLog>()}}; }
@@ -373,10 +379,19 @@ class ResumableTrial : public Trial {
   }
 
  private:
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor out = model_->forward(x);
+    if (!embed_) return out;
+    const auto index = torch::remainder((x.select(1, 0) * 4).floor(), 16).to(torch::kLong);
+    return out + embed_->forward(index);
+  }
+
   TrialContext& ctx_;
   torch::nn::Sequential model_;
   Optimizer opt_;
   Optimizer head_opt_;
+  torch::nn::Embedding embed_{nullptr};  // with hyperparameter sparse
+  Optimizer embed_opt_;
   int64_t seen_ = 0;
 };
 

@@ -115,7 +115,8 @@ void restore_gradients(const Contents& contents, torch::serialize::InputArchive&
       throw TrainingError(fmt::format("gradients.pt: parameter {} has shape {}, its gradient {}", i,
                                       p.sizes(), saved.sizes()));
     }
-    p.mutable_grad() = saved.to(p.options());
+    // Its layout as saved: a sparse gradient (an Embedding with sparse=true) stays sparse.
+    p.mutable_grad() = saved.to(p.device(), p.scalar_type());
   }
 }
 

@@ -63,19 +63,28 @@ nlohmann::json DistributedContext::broadcast_object(const nlohmann::json& value,
   return from_bytes(bytes, bytes.numel());
 }
 
-std::vector<nlohmann::json> DistributedContext::allgather_object(
-    const nlohmann::json& value) const {
-  if (!collectives_) return {value};
-  const torch::Tensor mine = to_bytes(value);
-  const auto lengths = allgather(torch::tensor({mine.numel()}, torch::kLong));
+std::vector<torch::Tensor> DistributedContext::allgather_bytes(const torch::Tensor& bytes) const {
+  TORCH_INTERNAL_ASSERT(
+      bytes.dim() == 1 && bytes.scalar_type() == torch::kUInt8 && bytes.device().is_cpu(),
+      "allgather_bytes takes a 1-D kUInt8 CPU tensor");
+  if (!collectives_) return {bytes};
+  const auto lengths = allgather(torch::tensor({bytes.numel()}, torch::kLong));
   int64_t longest = 0;
   for (const auto& l : lengths) longest = std::max(longest, l.item<int64_t>());
   auto padded = torch::zeros({std::max<int64_t>(longest, 1)}, torch::kUInt8);
-  padded.narrow(0, 0, mine.numel()).copy_(mine);
-  const auto all = allgather(padded);
+  padded.narrow(0, 0, bytes.numel()).copy_(bytes);
+  std::vector<torch::Tensor> all = allgather(padded);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = all[i].narrow(0, 0, lengths[i].item<int64_t>());
+  return all;
+}
+
+std::vector<nlohmann::json> DistributedContext::allgather_object(
+    const nlohmann::json& value) const {
+  if (!collectives_) return {value};
   std::vector<nlohmann::json> out;
-  for (size_t i = 0; i < all.size(); ++i)
-    out.push_back(from_bytes(all[i], lengths[i].item<int64_t>()));
+  for (const auto& bytes : allgather_bytes(to_bytes(value))) {
+    out.push_back(from_bytes(bytes, bytes.numel()));
+  }
   return out;
 }
 

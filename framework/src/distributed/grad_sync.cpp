@@ -161,14 +161,16 @@ struct GradientSync::Impl {
   // tensor by a detached one over the same memory).
   bool in_bucket(const Slot& s) const {
     const torch::Tensor& g = s.param.grad();
-    return options.as_bucket_view() && g.defined() && g.data_ptr() == s.alias.data_ptr() &&
-           g.scalar_type() == s.alias.scalar_type() && g.sizes() == s.alias.sizes() &&
-           g.strides() == s.alias.strides();
+    return options.as_bucket_view() && g.defined() && !g.is_sparse() &&
+           g.data_ptr() == s.alias.data_ptr() && g.scalar_type() == s.alias.scalar_type() &&
+           g.sizes() == s.alias.sizes() && g.strides() == s.alias.strides();
   }
 
+  // A sparse gradient (an Embedding with sparse=true) is summed dense, in its region.
   void copy_in(Slot& s) {
     torch::NoGradGuard no_grad;
-    s.view.copy_(s.param.grad());
+    const torch::Tensor& g = s.param.grad();
+    s.view.copy_(g.is_sparse() ? g.to_dense() : g);
     ++copies;
   }
 
@@ -260,7 +262,7 @@ struct GradientSync::Impl {
       if (flags[i + 1] == 0) continue;  // no rank has a gradient
       if (options.as_bucket_view()) {
         if (!in_bucket(s)) s.param.mutable_grad() = s.alias;
-      } else if (s.param.grad().defined()) {
+      } else if (s.param.grad().defined() && !s.param.grad().is_sparse()) {
         // One pass: the sum is read and the mean written straight into the gradient.
         torch::div_out(s.param.mutable_grad(), s.view, size);
       } else {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <torch/version.h>
@@ -80,28 +81,56 @@ checkpoint::Metadata Checkpointer::metadata(TrialSession& session, const FitStat
   return m;
 }
 
+namespace {
+
+// An archive of `gradients` as bytes: "<i>" for each defined one, copied to the CPU (sparse ones
+// stay sparse).
+torch::Tensor gradient_archive(const std::vector<torch::Tensor>& gradients) {
+  torch::serialize::OutputArchive archive;
+  for (size_t i = 0; i < gradients.size(); ++i) {
+    if (gradients[i].defined()) archive.write(std::to_string(i), gradients[i].to(torch::kCPU));
+  }
+  std::vector<char> bytes;
+  archive.save_to([&](const void* data, size_t size) {
+    const char* begin = static_cast<const char*>(data);
+    bytes.insert(bytes.end(), begin, begin + size);
+    return size;
+  });
+  auto out = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
+  return out;
+}
+
+// The `count` gradients of gradient_archive's `bytes`, undefined where it holds none.
+std::vector<torch::Tensor> gradients_of(const torch::Tensor& bytes, size_t count) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(static_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(bytes.numel()));
+  std::vector<torch::Tensor> out(count);
+  for (size_t i = 0; i < count; ++i) archive.try_read(std::to_string(i), out[i]);
+  return out;
+}
+
+}  // namespace
+
 checkpoint::AccumulatedGradients Checkpointer::accumulated_gradients(
     const checkpoint::Contents& contents) const {
   const std::vector<torch::Tensor> params = checkpoint::gradient_parameters(contents);
   torch::NoGradGuard no_grad;
-  auto has = torch::zeros({static_cast<int64_t>(params.size())}, torch::kUInt8);
-  for (size_t i = 0; i < params.size(); ++i) {
-    has[static_cast<int64_t>(i)] = params[i].grad().defined() ? 1 : 0;
+  std::vector<torch::Tensor> mine;
+  for (const auto& p : params) {
+    const torch::Tensor& g = p.grad();
+    mine.push_back(g.defined() ? g.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true)
+                               : torch::Tensor());
   }
-  const std::vector<torch::Tensor> defined = dist_.allgather(has);
   checkpoint::AccumulatedGradients out;
-  out.by_rank.resize(defined.size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    const torch::Tensor& g = params[i].grad();
-    const std::vector<torch::Tensor> all =
-        dist_.allgather(g.defined() ? g.detach() : torch::zeros_like(params[i]));
-    if (!dist_.is_chief()) continue;  // only the chief writes them
-    for (size_t r = 0; r < all.size(); ++r) {
-      const bool kept = defined[r][static_cast<int64_t>(i)].item<uint8_t>() != 0;
-      out.by_rank[r].push_back(kept ? all[r].to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true)
-                                    : torch::Tensor());
-    }
+  if (!dist_.distributed()) {
+    out.by_rank.push_back(std::move(mine));
+    return out;
   }
+  // One collective for all of them, whatever their layouts: each rank's as an archive.
+  const std::vector<torch::Tensor> all = dist_.allgather_bytes(gradient_archive(mine));
+  if (!dist_.is_chief()) return out;  // only the chief writes them
+  for (const auto& bytes : all) out.by_rank.push_back(gradients_of(bytes, params.size()));
   return out;
 }
 

@@ -6,19 +6,9 @@
 
 #include <crucible/errors.h>
 
+#include "train/gradient_values.h"
+
 namespace crucible::train {
-namespace {
-
-std::vector<torch::Tensor> defined_gradients(const std::vector<torch::Tensor>& params) {
-  std::vector<torch::Tensor> grads;
-  for (const auto& p : params) {
-    if (p.grad().defined()) grads.push_back(p.grad());
-  }
-  return grads;
-}
-
-}  // namespace
-
 void check_clipping(const GradientClipping& clipping) {
   const auto refuse = [](const std::string& why) {
     throw Error("ctx.step_optimizer: GradientClipping " + why);
@@ -36,7 +26,7 @@ void check_clipping(const GradientClipping& clipping) {
 }
 
 torch::Tensor gradient_norm(const std::vector<torch::Tensor>& params, double norm_type) {
-  const std::vector<torch::Tensor> grads = defined_gradients(params);
+  const std::vector<torch::Tensor> grads = gradient_values(params);
   if (grads.empty()) return torch::zeros({}, torch::kFloat);
   std::vector<torch::Tensor> norms;
   norms.reserve(grads.size());
@@ -49,10 +39,10 @@ torch::Tensor clip_gradients(const std::vector<torch::Tensor>& params,
   const torch::Tensor norm = gradient_norm(params, clipping.norm_type);
   if (clipping.max_norm > 0) {
     const torch::Tensor coef = (clipping.max_norm / (norm + 1e-6)).clamp_max(1.0);
-    for (auto& g : defined_gradients(params)) g.detach().mul_(coef.to(g.device(), g.dtype()));
+    for (auto& g : gradient_values(params)) g.detach().mul_(coef.to(g.device(), g.dtype()));
   }
   if (clipping.max_value > 0) {
-    for (auto& g : defined_gradients(params)) {
+    for (auto& g : gradient_values(params)) {
       g.detach().clamp_(-clipping.max_value, clipping.max_value);
     }
   }

@@ -11,7 +11,8 @@
 namespace crucible::train {
 
 // The total norm_type-norm of the defined gradients of `params` (0 when none is), as a
-// one-element tensor on their device; no host sync.
+// one-element tensor on their device; no host sync. Sparse gradients must be coalesced
+// (coalesce_sparse_gradients).
 torch::Tensor gradient_norm(const std::vector<torch::Tensor>& params, double norm_type);
 
 // Throws crucible::Error naming the field when `clipping` is not one GradientClipping allows:
@@ -21,6 +22,7 @@ void check_clipping(const GradientClipping& clipping);
 // Clips the gradients of `params` in place as `clipping` says (see GradientClipping) and returns
 // their total norm before clipping, of clipping.norm_type; no host sync. With max_norm, every
 // gradient is multiplied by min(1, max_norm / (norm + 1e-6)), as PyTorch's clip_grad_norm_ does.
+// Sparse gradients must be coalesced (coalesce_sparse_gradients).
 torch::Tensor clip_gradients(const std::vector<torch::Tensor>& params,
                              const GradientClipping& clipping);
 

@@ -4,6 +4,8 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include "train/gradient_values.h"
+
 namespace crucible::train {
 namespace {
 
@@ -32,10 +34,7 @@ torch::Tensor GradScaler::scale(const torch::Tensor& loss) const {
 }
 
 bool GradScaler::unscale(const std::vector<torch::Tensor>& params) {
-  std::vector<torch::Tensor> grads;
-  for (const auto& p : params) {
-    if (p.grad().defined()) grads.push_back(p.grad());
-  }
+  std::vector<torch::Tensor> grads = gradient_values(params);
   torch::Tensor found = torch::zeros_like(found_inf_);
   const torch::Tensor inv_scale = scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);
   if (native_) {

@@ -31,6 +31,7 @@ class GradScaler {
   torch::Tensor scale(const torch::Tensor& loss) const;
   // Divides the defined gradients of `params` by the scale in place. Returns whether any of them
   // holds inf or NaN (one host sync), which is also recorded for update().
+  // Sparse gradients must be coalesced (coalesce_sparse_gradients).
   bool unscale(const std::vector<torch::Tensor>& params);
   // Whether unscale() ran since the last update().
   bool pending() const { return pending_; }

@@ -5,6 +5,7 @@
 
 #include "train/autocast.h"
 #include "train/grad_clip.h"
+#include "train/gradient_values.h"
 
 namespace crucible::detail {
 namespace {
@@ -34,9 +35,7 @@ std::vector<torch::Tensor> parameters_of(const torch::optim::Optimizer& optimize
 // Whether every defined gradient of `params` is finite (one host sync).
 bool gradients_finite(const std::vector<torch::Tensor>& params) {
   std::vector<torch::Tensor> finite;
-  for (const auto& p : params) {
-    if (p.grad().defined()) finite.push_back(torch::isfinite(p.grad()).all());
-  }
+  for (const auto& g : train::gradient_values(params)) finite.push_back(torch::isfinite(g).all());
   return finite.empty() || torch::stack(finite).all().item<bool>();
 }
 
@@ -77,7 +76,10 @@ void step_optimizer(TrialState& state, const Optimizer& optimizer,
   }
   const bool check = state.config->optimizations.non_finite == NonFinitePolicy::kSkip;
   std::vector<torch::Tensor> params;
-  if (state.scaler || check || clipping.enabled()) params = parameters_of(*optimizer);
+  if (state.scaler || check || clipping.enabled()) {
+    params = parameters_of(*optimizer);
+    train::coalesce_sparse_gradients(params);
+  }
   bool skip = false;
   if (state.scaler) {
     skip = state.scaler->unscale(params);

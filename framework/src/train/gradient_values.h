@@ -1,0 +1,21 @@
+#pragma once
+
+// The gradients that an optimizer step inspects or changes (clipping, the loss scaler, the
+// non-finite check), whatever their layout.
+
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace crucible::train {
+
+// Replaces each sparse gradient of `params` (an Embedding with sparse=true) by its coalesced
+// form, in which no index appears twice, so that its values are the gradient's entries.
+void coalesce_sparse_gradients(const std::vector<torch::Tensor>& params);
+
+// The defined gradients of `params` as dense tensors that share their memory: a dense gradient
+// itself, a sparse one its values. Changing them in place changes the gradients. A norm or a
+// finiteness test of them is the gradients' when the sparse ones are coalesced.
+std::vector<torch::Tensor> gradient_values(const std::vector<torch::Tensor>& params);
+
+}  // namespace crucible::train
