@@ -33,6 +33,21 @@ std::string squeezed(const std::string& text) {
   return out;
 }
 
+// "cmake -G <this build's generator> ": every project the tests configure is generated as this
+// build was, with the build tool this machine is known to have.
+std::string cmake_with_generator() {
+  return std::string("cmake -G '") + CRUCIBLE_CMAKE_GENERATOR + "' ";
+}
+
+// What the generator wrote of the target whose CMakeFiles folder is `target_dir` in build tree
+// `build`: its file `name` (link.txt, flags.make) under a Makefile generator, else the whole
+// build.ninja, which holds every target's commands (Ninja).
+std::string generated(const std::string& build, const std::string& target_dir,
+                      const std::string& name) {
+  const std::string file = util::join(util::join(build, target_dir), name);
+  return read_file(util::exists(file) ? file : util::join(build, "build.ninja"));
+}
+
 // Installs this build into `prefix`; requires that it succeeds.
 void install_into(const std::string& prefix) {
   const auto install =
@@ -82,15 +97,15 @@ TEST_CASE("an out-of-tree trial builds against the installed package and trains"
   // As the README's snippet: no build type, and the trial is compiled optimized all the same.
   // ccache, where the machine has it, keeps the suite's repeated runs short.
   const bool ccache = run_command("command -v ccache").exit_code == 0;
-  auto configure =
-      run_command("cmake -S " + project + " -B " + build + " '-DCMAKE_PREFIX_PATH=" + prefixes +
-                  "'" + (ccache ? " -DCMAKE_CXX_COMPILER_LAUNCHER=ccache" : ""));
+  auto configure = run_command(cmake_with_generator() + "-S " + project + " -B " + build +
+                               " '-DCMAKE_PREFIX_PATH=" + prefixes + "'" +
+                               (ccache ? " -DCMAKE_CXX_COMPILER_LAUNCHER=ccache" : ""));
   INFO(configure.output);
   REQUIRE(configure.exit_code == 0);
   CHECK_THAT(configure.output, Catch::Contains("crucible_add_trial(my_trial): no "
                                                "CMAKE_BUILD_TYPE; compiling it with the Release "
                                                "flags (-O3 -DNDEBUG)"));
-  CHECK_THAT(read_file(build + "/CMakeFiles/my_trial.dir/flags.make"), Catch::Contains("-O3"));
+  CHECK_THAT(generated(build, "CMakeFiles/my_trial.dir", "flags.make"), Catch::Contains("-O3"));
   auto compile = run_command("cmake --build " + build + " -j2");
   INFO(compile.output);
   REQUIRE(compile.exit_code == 0);
@@ -145,7 +160,7 @@ TEST_CASE("configuring where gloo's headers are missing stops, naming them and t
   const std::string empty = tmp / "no-gloo";
   util::create_directories(empty);
   const auto configure = run_command(
-      "cmake -S " + std::string(CRUCIBLE_SOURCE_DIR) + " -B " + (tmp / "build") +
+      cmake_with_generator() + "-S " + std::string(CRUCIBLE_SOURCE_DIR) + " -B " + (tmp / "build") +
       " -DCRUCIBLE_BUILD_TESTS=OFF -DCRUCIBLE_BUILD_BENCHMARKS=OFF -DCRUCIBLE_GLOO_INCLUDE_DIR=" +
       empty + " '-DCMAKE_PREFIX_PATH=" + dependency_prefixes() + "'");
   INFO(configure.output);
@@ -169,7 +184,7 @@ TEST_CASE(
   const std::string compiler = compiler_without_shared_libstdcxx(tmp / "toolchain");
   const std::string tree = tmp / "tree";
   const auto configure = run_command(
-      "cmake -S " + std::string(CRUCIBLE_SOURCE_DIR) + " -B " + tree +
+      cmake_with_generator() + "-S " + std::string(CRUCIBLE_SOURCE_DIR) + " -B " + tree +
       " -DCRUCIBLE_BUILD_TESTS=OFF -DCRUCIBLE_BUILD_BENCHMARKS=OFF -DCMAKE_CXX_COMPILER=" +
       compiler + " '-DCMAKE_PREFIX_PATH=" + dependency_prefixes() + "'");
   INFO(configure.output);
@@ -180,22 +195,22 @@ TEST_CASE(
   for (const char* target : {"framework/CMakeFiles/crucible.dir", "tools/CMakeFiles/trainer.dir",
                              "trials/CMakeFiles/fashion_mnist.dir"}) {
     INFO(target);
-    CHECK_THAT(read_file(util::join(tree, target) + "/link.txt"), Catch::Contains(libstdcxx));
+    CHECK_THAT(generated(tree, target, "link.txt"), Catch::Contains(libstdcxx));
   }
 
   const std::string prefix = tmp / "prefix";
   install_into(prefix);
   const std::string user = tmp / "user-build";
   const auto user_configure =
-      run_command("cmake -S " + std::string(CRUCIBLE_TEST_DATA) + "/install/out_of_tree -B " +
-                  user + " -DCMAKE_CXX_COMPILER=" + compiler +
+      run_command(cmake_with_generator() + "-S " + std::string(CRUCIBLE_TEST_DATA) +
+                  "/install/out_of_tree -B " + user + " -DCMAKE_CXX_COMPILER=" + compiler +
                   " '-DCMAKE_PREFIX_PATH=" + dependency_prefixes(prefix) + "'");
   INFO(user_configure.output);
   REQUIRE(user_configure.exit_code == 0);
   CHECK(linked_libstdcxx(squeezed(user_configure.output)) == libstdcxx);
   for (const char* target : {"my_fit", "my_trial"}) {
     INFO(target);
-    CHECK_THAT(read_file(user + "/CMakeFiles/" + target + ".dir/link.txt"),
+    CHECK_THAT(generated(user, std::string("CMakeFiles/") + target + ".dir", "link.txt"),
                Catch::Contains(libstdcxx));
   }
 
@@ -203,6 +218,6 @@ TEST_CASE(
   const auto own = run_command("'" CRUCIBLE_CXX_COMPILER "' -print-file-name=libstdc++.so");
   const bool own_has_shared = own.output.rfind('/', 0) == 0;
   const std::string own_link =
-      read_file(std::string(CRUCIBLE_BUILD_DIR) + "/framework/CMakeFiles/crucible.dir/link.txt");
+      generated(CRUCIBLE_BUILD_DIR, "framework/CMakeFiles/crucible.dir", "link.txt");
   CHECK((own_link.find(libstdcxx) == std::string::npos) == own_has_shared);
 }

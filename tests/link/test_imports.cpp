@@ -47,8 +47,8 @@ std::vector<std::string> elf_files(const std::string& dir) {
 // The symbols that the ELF file `path` exports and that are not Crucible's own: anything but the
 // trial registration entry point and entities of namespace crucible (functions, data, static
 // locals and their guards, type information, vtables and thunks), by their mangled names. A
-// symbol of local binding in the dynamic table (nm's lower-case type letters other than u, v and
-// w) is no export: no other file can bind to it.
+// symbol of local binding in the dynamic table (nm's lower-case type letters other than i, u, v
+// and w) is no export: no other file can bind to it.
 std::vector<std::string> foreign_exports(const std::string& path) {
   const CommandResult nm = run_command("nm -D --defined-only '" + path + "'");
   if (nm.exit_code != 0) throw std::runtime_error("nm failed on " + path + ": " + nm.output);
@@ -59,9 +59,10 @@ std::vector<std::string> foreign_exports(const std::string& path) {
   std::istringstream in(nm.output);
   for (std::string line; std::getline(in, line);) {
     const auto name_at = line.rfind(' ');
-    const char type = name_at > 0 ? line[name_at - 1] : 'U';
+    if (name_at == std::string::npos || name_at == 0) continue;  // no "<address> <type> <name>"
+    const char type = line[name_at - 1];
     if (std::islower(static_cast<unsigned char>(type)) &&
-        std::string("uvw").find(type) == std::string::npos) {
+        std::string("iuvw").find(type) == std::string::npos) {
       continue;
     }
     const std::string name = line.substr(name_at + 1);

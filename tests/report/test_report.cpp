@@ -406,6 +406,17 @@ TEST_CASE("trainer report of a search stopped before it created all its trials",
   REQUIRE(rows[3]["event"] == "created");
   std::string kept;
   for (size_t i = 0; i < 3; ++i) kept += rows[i].dump() + "\n";
+  // As a kill while the last trial's result was being recorded leaves it: validated, not yet
+  // completed, though no trial is left to run.
+  std::string all_but_last;
+  for (size_t i = 0; i + 1 < rows.size(); ++i) all_but_last += rows[i].dump() + "\n";
+  REQUIRE(rows[7]["event"] == "validated");
+  write_file(exp + "/experiment.jsonl", all_but_last);
+  report_ok(exp);
+  CHECK(read_page(exp + "/report.html")["facts"]["how it stands"] ==
+        "not finished: 2 of 3 trials ended, 1 running (still running, or stopped or killed; "
+        "`trainer fit --resume " +
+            exp + "` continues it)");
   write_file(exp + "/experiment.jsonl", kept);
   for (const char* trial : {"2", "3"}) {
     REQUIRE(run_command("rm -r " + exp + "/trials/" + trial + " " + exp + "/trials/" + trial + ".*")

@@ -59,3 +59,12 @@ TEST_CASE("the loss scaler unscales a sparse gradient and finds its inf", "[trai
   param.grad()._values()[0][0] = std::numeric_limits<float>::infinity();
   CHECK(scaler.unscale({param}));
 }
+
+TEST_CASE("a sparse gradient without entries has norm 0 in every norm", "[train][sparse]") {
+  auto param = torch::zeros({6, 2}, torch::requires_grad());
+  param.mutable_grad() = torch::sparse_coo_tensor({6, 2}, torch::kFloat);
+  for (const double norm_type : {2.0, 1.0, std::numeric_limits<double>::infinity()}) {
+    INFO("norm_type " << norm_type);
+    CHECK(gradient_norm({param}, norm_type).item<float>() == 0.0f);
+  }
+}

@@ -137,8 +137,10 @@ if has bench; then
     variant "as configured"
     grep -E "\[checkpoint\]|\[validation\]" /tmp/crucible-gpu-cnn/trainer.log | head -n 4
     variant "no loader worker" --set data.workers=0
-    variant "checkpoints at the end only" --set min_checkpoint_period.batches=1000000
-    variant "validation at the end only" --set min_validation_period.epochs=6
+    variant "checkpoints at the end only" --set min_checkpoint_period.batches=1000000 \
+      --set checkpoint_policy=none
+    variant "validation (and the checkpoints after it) at the end only" \
+      --set min_validation_period.epochs=6
     variant "profiled, batches 1000-1999" --set profiling.enabled=true \
       --set profiling.begin_on_batch=1000 --set profiling.end_after_batch=1999 \
       --set profiling.sync_timings=false

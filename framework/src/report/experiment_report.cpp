@@ -110,16 +110,19 @@ std::optional<int64_t> trial_budget(const ExperimentConfig& config) {
 }
 
 // Whether the search whose experiment.jsonl in `dir` holds `rows` is over: its scheduler,
-// replaying them, has nothing left to run (no trial running, none yet to create). False when the
-// rows do not match the config's search.
+// replaying them, has nothing left to run (no trial running, none yet to create) and the log
+// holds every row it decided (a search stopped while recording its last result is not over: its
+// resume records the rest and keeps the experiment's best). False when the rows do not match the
+// config's search.
 bool search_over(const ExperimentConfig& config, const std::vector<json>& rows,
                  const std::string& dir) {
   try {
     search::Scheduler scheduler(config);
     std::vector<json> started = scheduler.start();
-    scheduler.replay(std::move(started), rows, util::join(dir, "experiment.jsonl"));
-    return scheduler.running().empty();
-  } catch (const Error&) {
+    const std::vector<json> unrecorded =
+        scheduler.replay(std::move(started), rows, util::join(dir, "experiment.jsonl"));
+    return unrecorded.empty() && scheduler.running().empty();
+  } catch (const std::exception&) {
     return false;
   }
 }

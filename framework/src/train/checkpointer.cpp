@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <torch/version.h>
@@ -83,30 +84,21 @@ checkpoint::Metadata Checkpointer::metadata(TrialSession& session, const FitStat
 
 namespace {
 
-// An archive of `gradients` as bytes: "<i>" for each defined one, copied to the CPU (sparse ones
-// stay sparse).
-torch::Tensor gradient_archive(const std::vector<torch::Tensor>& gradients) {
+// How a rank holds a parameter's gradient, as the ranks tell each other.
+enum GradientKind : uint8_t { kNoGradient = 0, kDense = 1, kSparse = 2 };
+
+// An archive of the sparse gradients among `gradients` as bytes: "<i>" for each, on the CPU.
+torch::Tensor sparse_archive(const std::vector<torch::Tensor>& gradients) {
   torch::serialize::OutputArchive archive;
   for (size_t i = 0; i < gradients.size(); ++i) {
-    if (gradients[i].defined()) archive.write(std::to_string(i), gradients[i].to(torch::kCPU));
+    const torch::Tensor& g = gradients[i];
+    if (g.defined() && g.is_sparse()) archive.write(std::to_string(i), g.detach().to(torch::kCPU));
   }
-  std::vector<char> bytes;
-  archive.save_to([&](const void* data, size_t size) {
-    const char* begin = static_cast<const char*>(data);
-    bytes.insert(bytes.end(), begin, begin + size);
-    return size;
-  });
-  auto out = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
-  std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
-  return out;
-}
-
-// The `count` gradients of gradient_archive's `bytes`, undefined where it holds none.
-std::vector<torch::Tensor> gradients_of(const torch::Tensor& bytes, size_t count) {
-  torch::serialize::InputArchive archive;
-  archive.load_from(static_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(bytes.numel()));
-  std::vector<torch::Tensor> out(count);
-  for (size_t i = 0; i < count; ++i) archive.try_read(std::to_string(i), out[i]);
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  const std::string text = bytes.str();
+  auto out = torch::empty({static_cast<int64_t>(text.size())}, torch::kUInt8);
+  std::memcpy(out.data_ptr(), text.data(), text.size());
   return out;
 }
 
@@ -116,21 +108,63 @@ checkpoint::AccumulatedGradients Checkpointer::accumulated_gradients(
     const checkpoint::Contents& contents) const {
   const std::vector<torch::Tensor> params = checkpoint::gradient_parameters(contents);
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> mine;
-  for (const auto& p : params) {
-    const torch::Tensor& g = p.grad();
-    mine.push_back(g.defined() ? g.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true)
-                               : torch::Tensor());
-  }
   checkpoint::AccumulatedGradients out;
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params) grads.push_back(p.grad());
+  const auto copied = [](const torch::Tensor& g) {
+    return g.defined() ? g.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true)
+                       : torch::Tensor();
+  };
   if (!dist_.distributed()) {
-    out.by_rank.push_back(std::move(mine));
+    out.by_rank.emplace_back();
+    for (const auto& g : grads) out.by_rank.back().push_back(copied(g));
     return out;
   }
-  // One collective for all of them, whatever their layouts: each rank's as an archive.
-  const std::vector<torch::Tensor> all = dist_.allgather_bytes(gradient_archive(mine));
-  if (!dist_.is_chief()) return out;  // only the chief writes them
-  for (const auto& bytes : all) out.by_rank.push_back(gradients_of(bytes, params.size()));
+  auto kinds = torch::zeros({static_cast<int64_t>(params.size())}, torch::kUInt8);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    kinds[static_cast<int64_t>(i)] = !grads[i].defined()    ? kNoGradient
+                                     : grads[i].is_sparse() ? kSparse
+                                                            : kDense;
+  }
+  const std::vector<torch::Tensor> kind_by_rank = dist_.allgather(kinds);
+  const auto kind = [&](size_t rank, size_t i) {
+    return kind_by_rank[rank][static_cast<int64_t>(i)].item<uint8_t>();
+  };
+  // Sparse gradients, any rank's, in one collective of archives (they differ in size); the
+  // chief keeps them.
+  bool any_sparse = false;
+  for (size_t r = 0; r < kind_by_rank.size(); ++r) {
+    for (size_t i = 0; i < params.size(); ++i) any_sparse |= kind(r, i) == kSparse;
+  }
+  std::vector<torch::serialize::InputArchive> sparse(kind_by_rank.size());
+  if (any_sparse) {
+    const std::vector<torch::Tensor> all = dist_.allgather_bytes(sparse_archive(grads));
+    for (size_t r = 0; dist_.is_chief() && r < all.size(); ++r) {
+      sparse[r].load_from(static_cast<const char*>(all[r].data_ptr()),
+                          static_cast<size_t>(all[r].numel()));
+    }
+  }
+  // Dense ones one parameter at a time, where they lie (on a GPU, through its backend): at most
+  // one parameter's gradients of every rank are held at once. A rank whose gradient of it is
+  // sparse or missing sends zeros.
+  out.by_rank.resize(kind_by_rank.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    bool any_dense = false;
+    for (size_t r = 0; r < kind_by_rank.size(); ++r) any_dense |= kind(r, i) == kDense;
+    std::vector<torch::Tensor> dense;
+    if (any_dense) {
+      dense = dist_.allgather(kind(static_cast<size_t>(dist_.rank()), i) == kDense
+                                  ? grads[i].detach()
+                                  : torch::zeros_like(params[i]));
+    }
+    if (!dist_.is_chief()) continue;  // only the chief writes them
+    for (size_t r = 0; r < kind_by_rank.size(); ++r) {
+      torch::Tensor g;
+      if (kind(r, i) == kDense) g = copied(dense[r]);
+      if (kind(r, i) == kSparse) sparse[r].read(std::to_string(i), g);
+      out.by_rank[r].push_back(g);
+    }
+  }
   return out;
 }
 

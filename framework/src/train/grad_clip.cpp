@@ -30,7 +30,12 @@ torch::Tensor gradient_norm(const std::vector<torch::Tensor>& params, double nor
   if (grads.empty()) return torch::zeros({}, torch::kFloat);
   std::vector<torch::Tensor> norms;
   norms.reserve(grads.size());
-  for (const auto& g : grads) norms.push_back(g.detach().norm(norm_type).to(torch::kFloat));
+  for (const auto& g : grads) {
+    // An empty one (a sparse gradient without entries) adds nothing; its inf-norm would throw.
+    if (g.numel() > 0) norms.push_back(g.detach().norm(norm_type).to(torch::kFloat));
+  }
+  if (norms.empty())
+    return torch::zeros({}, torch::TensorOptions(torch::kFloat).device(grads[0].device()));
   return torch::stack(norms).norm(norm_type);
 }
 
