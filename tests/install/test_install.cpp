@@ -171,7 +171,8 @@ TEST_CASE("configuring where gloo's headers are missing stops, naming them and t
                                       empty + ")"));
   CHECK_THAT(message, Catch::Contains("a PyTorch wheel's LibTorch leaves them out"));
   CHECK_THAT(message, Catch::Contains("Debian: libgloo-dev"));
-  CHECK(!util::exists(tmp / "build/Makefile"));
+  CHECK_FALSE(util::exists(tmp / "build/Makefile"));
+  CHECK_FALSE(util::exists(tmp / "build/build.ninja"));
 }
 
 TEST_CASE(

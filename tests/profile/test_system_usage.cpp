@@ -22,6 +22,19 @@
 using namespace crucible::profile;
 using crucible::testing::TempDir;
 
+namespace {
+
+// Keeps this thread's core busy with arithmetic for `duration`.
+void keep_busy(std::chrono::milliseconds duration) {
+  volatile double sink = 0;
+  const auto until = std::chrono::steady_clock::now() + duration;
+  while (std::chrono::steady_clock::now() < until) {
+    for (int i = 0; i < 10000; ++i) sink = sink + i * 0.5;
+  }
+}
+
+}  // namespace
+
 TEST_CASE("/proc's counters are parsed from their files' text", "[profile]") {
   const auto ticks = parse_proc_stat(
       "cpu  100 5 45 800 50 0 0 0 0 0\ncpu0 50 2 20 400 25 0 0 0 0 0\nintr 1 2 3\n");
@@ -105,11 +118,7 @@ TEST_CASE("a busy interval of this process shows as CPU, memory and storage use"
   TempDir tmp;
   const SystemCounters before = read_system_counters();
   // 0.3 s of one thread's arithmetic, 200 MB touched, 32 MB written and synced to disk.
-  volatile double sink = 0;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
-  while (std::chrono::steady_clock::now() < until) {
-    for (int i = 0; i < 10000; ++i) sink = sink + i * 0.5;
-  }
+  keep_busy(std::chrono::milliseconds(300));
   std::vector<char> memory(200'000'000, 1);
   const std::vector<char> block(32 << 20, 'x');
   FILE* file = std::fopen((tmp / "written").c_str(), "wb");
@@ -159,11 +168,7 @@ TEST_CASE("a profiling row's system use covers its profiled batches, not the bus
     if (profiler.active()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(150));
     } else {
-      volatile double sink = 0;
-      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
-      while (std::chrono::steady_clock::now() < until) {
-        for (int i = 0; i < 10000; ++i) sink = sink + i * 0.5;
-      }
+      keep_busy(std::chrono::milliseconds(300));
     }
     profiler.end_batch();
   }

@@ -406,6 +406,16 @@ TEST_CASE("trainer report of a search stopped before it created all its trials",
   REQUIRE(rows[3]["event"] == "created");
   std::string kept;
   for (size_t i = 0; i < 3; ++i) kept += rows[i].dump() + "\n";
+  // A log that is not this search's: trial 1's result recorded as trial 2's.
+  json foreign = rows[1];
+  foreign["trial"] = 2;
+  write_file(exp + "/experiment.jsonl", rows[0].dump() + "\n" + foreign.dump() + "\n");
+  report_ok(exp);
+  CHECK_THAT(read_page(exp + "/report.html")["facts"]["how it stands"].get<std::string>(),
+             Catch::StartsWith("cannot tell: " + exp +
+                               "/experiment.jsonl does not match this "
+                               "search: it records a result of trial 2 where the searcher "
+                               "expects trial 1"));
   // As a kill while the last trial's result was being recorded leaves it: validated, not yet
   // completed, though no trial is left to run.
   std::string all_but_last;

@@ -109,30 +109,21 @@ std::optional<int64_t> trial_budget(const ExperimentConfig& config) {
   return points;
 }
 
-// Whether the search whose experiment.jsonl in `dir` holds `rows` is over: its scheduler,
-// replaying them, has nothing left to run (no trial running, none yet to create) and the log
-// holds every row it decided (a search stopped while recording its last result is not over: its
-// resume records the rest and keeps the experiment's best). False when the rows do not match the
-// config's search.
-bool search_over(const ExperimentConfig& config, const std::vector<json>& rows,
-                 const std::string& dir) {
-  try {
-    search::Scheduler scheduler(config);
-    std::vector<json> started = scheduler.start();
-    const std::vector<json> unrecorded =
-        scheduler.replay(std::move(started), rows, util::join(dir, "experiment.jsonl"));
-    return unrecorded.empty() && scheduler.running().empty();
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
-// "complete: every trial ended", or how far the search is from it and what continues it: trials
-// running, or trials the searcher has yet to create (a search stopped between a result and the
-// trials it frees a place for).
+// How the search whose experiment.jsonl in `dir` holds `rows` stands. "complete: every trial
+// ended" when its scheduler, replaying them, has nothing left to run (no trial running, none yet
+// to create) and the log holds every row it decided (a search stopped while recording its last
+// result is not over: its resume records the rest and keeps the experiment's best); "cannot
+// tell: <why>" when the replay refuses the log; else how far it is from complete and what
+// continues it.
 std::string how_it_stands(const ExperimentConfig& config, const std::vector<json>& rows,
                           const std::map<int64_t, Trial>& trials, const std::string& dir) {
-  if (search_over(config, rows, dir)) return "complete: every trial ended";
+  try {
+    search::Scheduler scheduler(config);
+    const auto unrecorded = scheduler.replay(rows, util::join(dir, "experiment.jsonl"));
+    if (unrecorded.empty() && scheduler.running().empty()) return "complete: every trial ended";
+  } catch (const std::exception& e) {
+    return fmt::format("cannot tell: {}", e.what());
+  }
   int64_t running = 0, invalid = 0, ended = 0;
   for (const auto& [_, t] : trials) {
     running += t.state == "running" ? 1 : 0;

@@ -180,9 +180,8 @@ class Runner {
     slots_ = slurm_tasks_ ? slurm_slots(*slurm_tasks_, config_.resources.slots_per_trial)
                           : local_slots(cpus, gpus, config_.resources.slots_per_trial);
     busy_.assign(slots_.size(), false);
-    std::vector<nlohmann::json> rows = scheduler_.start();
     if (resuming) {
-      replay(std::move(rows));
+      replay();
       logger_.info(fmt::format("resuming experiment {}{}: {} trials so far, {} running", dir_,
                                rerun ? " (it holds this experiment's config)" : "",
                                scheduler_.trials().size(), scheduler_.running().size()));
@@ -193,17 +192,16 @@ class Runner {
           slurm_tasks_ ? " as job steps of Slurm job " + std::string(std::getenv("SLURM_JOB_ID"))
                        : slot_limit(slots_.size(), scheduler_.concurrency(),
                                     config_.resources.slots_per_trial, gpus, cpus.size())));
-      write(std::move(rows));
+      write(scheduler_.start());
     }
   }
 
-  // Feeds the results experiment.jsonl holds back to the scheduler (Scheduler::replay), whose
-  // start gave `started`, records the rows it decided and the log lacks, and counts each
-  // trial's restarts.
-  void replay(std::vector<nlohmann::json> started) {
+  // Replays experiment.jsonl on the scheduler (Scheduler::replay), records the rows it decided
+  // and the log lacks, and counts each trial's restarts.
+  void replay() {
     const auto& rows = log_->rows();
     std::vector<nlohmann::json> unrecorded =
-        scheduler_.replay(std::move(started), rows, util::join(dir_, "experiment.jsonl"));
+        scheduler_.replay(rows, util::join(dir_, "experiment.jsonl"));
     for (const auto& row : rows) {
       if (row.value("event", "") == "restarted") ++restarts_[row.value("trial", int64_t{0})];
     }

@@ -242,10 +242,9 @@ std::vector<nlohmann::json> Scheduler::report(const SegmentResult& result) {
   return rows;
 }
 
-std::vector<nlohmann::json> Scheduler::replay(std::vector<nlohmann::json> started,
-                                              const std::vector<nlohmann::json>& log,
+std::vector<nlohmann::json> Scheduler::replay(const std::vector<nlohmann::json>& log,
                                               const std::string& where) {
-  std::vector<nlohmann::json> decided = std::move(started);
+  std::vector<nlohmann::json> decided = start();
   size_t recorded = 0;  // decided[0, recorded) are in the log or were passed over
   const auto check_recorded = [&](const nlohmann::json& row, size_t line) {
     const auto same = [&](const nlohmann::json& d) {

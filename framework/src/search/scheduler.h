@@ -80,16 +80,15 @@ class Scheduler {
   // invalid), then stopped or completed, then the trials created in freed slots.
   std::vector<nlohmann::json> report(const SegmentResult& result);
 
-  // Feeds the results that `log` (the rows of a search's experiment.jsonl, which `where` names)
-  // holds back to this scheduler, fresh from start(), whose rows were `started`, and checks that
-  // the log's rows are rows it decided, in its order. Rows of event "restarted" are no decision
+  // Starts this scheduler (instead of start()), feeds the results that `log` (the rows of a
+  // search's experiment.jsonl, which `where` names) holds back to it, and checks that the log's
+  // rows are rows it decided, in its order. Rows of event "restarted" are no decision
   // and are passed over. A log that lacks rows before others (written by a version without this
   // check) is taken as it is. Returns the rows it decided after the log's last one and the log
   // lacks (the search stopped before it recorded them), for the caller to record. Throws
   // TrainingError naming `where` and the row where the log records a row it did not decide, or
   // a result of another trial than the one whose result comes next.
-  std::vector<nlohmann::json> replay(std::vector<nlohmann::json> started,
-                                     const std::vector<nlohmann::json>& log,
+  std::vector<nlohmann::json> replay(const std::vector<nlohmann::json>& log,
                                      const std::string& where);
 
   // The unit every length is counted in.

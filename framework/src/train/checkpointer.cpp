@@ -126,17 +126,22 @@ checkpoint::AccumulatedGradients Checkpointer::accumulated_gradients(
                                      : grads[i].is_sparse() ? kSparse
                                                             : kDense;
   }
-  const std::vector<torch::Tensor> kind_by_rank = dist_.allgather(kinds);
-  const auto kind = [&](size_t rank, size_t i) {
-    return kind_by_rank[rank][static_cast<int64_t>(i)].item<uint8_t>();
+  std::vector<std::vector<uint8_t>> kind;  // [rank][parameter]
+  for (const auto& k : dist_.allgather(kinds)) {
+    kind.emplace_back(k.data_ptr<uint8_t>(), k.data_ptr<uint8_t>() + k.numel());
+  }
+  const size_t ranks = kind.size();
+  const auto any_rank = [&](size_t i, GradientKind wanted) {
+    for (size_t r = 0; r < ranks; ++r) {
+      if (kind[r][i] == wanted) return true;
+    }
+    return false;
   };
   // Sparse gradients, any rank's, in one collective of archives (they differ in size); the
   // chief keeps them.
   bool any_sparse = false;
-  for (size_t r = 0; r < kind_by_rank.size(); ++r) {
-    for (size_t i = 0; i < params.size(); ++i) any_sparse |= kind(r, i) == kSparse;
-  }
-  std::vector<torch::serialize::InputArchive> sparse(kind_by_rank.size());
+  for (size_t i = 0; i < params.size(); ++i) any_sparse |= any_rank(i, kSparse);
+  std::vector<torch::serialize::InputArchive> sparse(ranks);
   if (any_sparse) {
     const std::vector<torch::Tensor> all = dist_.allgather_bytes(sparse_archive(grads));
     for (size_t r = 0; dist_.is_chief() && r < all.size(); ++r) {
@@ -147,21 +152,19 @@ checkpoint::AccumulatedGradients Checkpointer::accumulated_gradients(
   // Dense ones one parameter at a time, where they lie (on a GPU, through its backend): at most
   // one parameter's gradients of every rank are held at once. A rank whose gradient of it is
   // sparse or missing sends zeros.
-  out.by_rank.resize(kind_by_rank.size());
+  out.by_rank.resize(ranks);
   for (size_t i = 0; i < params.size(); ++i) {
-    bool any_dense = false;
-    for (size_t r = 0; r < kind_by_rank.size(); ++r) any_dense |= kind(r, i) == kDense;
     std::vector<torch::Tensor> dense;
-    if (any_dense) {
-      dense = dist_.allgather(kind(static_cast<size_t>(dist_.rank()), i) == kDense
+    if (any_rank(i, kDense)) {
+      dense = dist_.allgather(kind[static_cast<size_t>(dist_.rank())][i] == kDense
                                   ? grads[i].detach()
                                   : torch::zeros_like(params[i]));
     }
     if (!dist_.is_chief()) continue;  // only the chief writes them
-    for (size_t r = 0; r < kind_by_rank.size(); ++r) {
+    for (size_t r = 0; r < ranks; ++r) {
       torch::Tensor g;
-      if (kind(r, i) == kDense) g = copied(dense[r]);
-      if (kind(r, i) == kSparse) sparse[r].read(std::to_string(i), g);
+      if (kind[r][i] == kDense) g = copied(dense[r]);
+      if (kind[r][i] == kSparse) sparse[r].read(std::to_string(i), g);
       out.by_rank[r].push_back(g);
     }
   }

@@ -9,6 +9,7 @@
 #include "train/gradient_values.h"
 
 namespace crucible::train {
+
 void check_clipping(const GradientClipping& clipping) {
   const auto refuse = [](const std::string& why) {
     throw Error("ctx.step_optimizer: GradientClipping " + why);
@@ -27,15 +28,15 @@ void check_clipping(const GradientClipping& clipping) {
 
 torch::Tensor gradient_norm(const std::vector<torch::Tensor>& params, double norm_type) {
   const std::vector<torch::Tensor> grads = gradient_values(params);
-  if (grads.empty()) return torch::zeros({}, torch::kFloat);
   std::vector<torch::Tensor> norms;
-  norms.reserve(grads.size());
   for (const auto& g : grads) {
     // An empty one (a sparse gradient without entries) adds nothing; its inf-norm would throw.
     if (g.numel() > 0) norms.push_back(g.detach().norm(norm_type).to(torch::kFloat));
   }
-  if (norms.empty())
-    return torch::zeros({}, torch::TensorOptions(torch::kFloat).device(grads[0].device()));
+  if (norms.empty()) {
+    const torch::Device device = grads.empty() ? torch::Device(torch::kCPU) : grads[0].device();
+    return torch::zeros({}, torch::TensorOptions(torch::kFloat).device(device));
+  }
   return torch::stack(norms).norm(norm_type);
 }
 
