@@ -12,6 +12,8 @@
 //   grad_sync    GradientSync on an MLP against all-gathered local gradients, with and without
 //                overlap and gradients as bucket views, with two backward passes in one window,
 //                with parameters that one rank or no rank has a gradient for
+//   sparse_grad_sync  GradientSync of sparse embeddings (each rank's rows, one used on rank 0
+//                only, one unused) beside a dense layer, with and without overlap
 // CRUCIBLE_TEST_TIMEOUT_S sets the run's timeout (default 30).
 #include <chrono>
 #include <csignal>
@@ -177,6 +179,88 @@ nlohmann::json grad_sync(const crucible::DistributedContext& ctx) {
   return out;
 }
 
+// Embeddings of sparse gradients beside a dense layer: `rows` looked up with different indices on
+// each rank (some shared, some repeated), `rank0` on rank 0 only, `unused` never.
+struct SparseNet : torch::nn::Module {
+  SparseNet()
+      : rows(register_module("rows", embedding(1000, 4))),
+        rank0(register_module("rank0", embedding(10, 3))),
+        unused(register_module("unused", embedding(10, 3))),
+        head(register_module("head", torch::nn::Linear(4, 1))) {}
+  static torch::nn::Embedding embedding(int64_t n, int64_t dim) {
+    return torch::nn::Embedding(torch::nn::EmbeddingOptions(n, dim).sparse(true));
+  }
+  torch::Tensor loss(const torch::Tensor& index, bool use_rank0) {
+    torch::Tensor y = head(rows(index)).pow(2).mean();
+    if (use_rank0) y = y + rank0(index.remainder(10)).sum();
+    return y;
+  }
+  torch::nn::Embedding rows, rank0, unused;
+  torch::nn::Linear head;
+};
+
+// Step `step`'s indices on this rank: 40 lookups among rows [100 r, 100 r + 300), so that ranks
+// share rows and each repeats some.
+torch::Tensor sparse_indices(const crucible::DistributedContext& ctx, int step) {
+  torch::manual_seed(static_cast<uint64_t>(1000 * step + ctx.rank()));
+  return torch::randint(100 * ctx.rank(), 100 * ctx.rank() + 300, {40}, torch::kLong);
+}
+
+// GradientSync of SparseNet's parameters with `options` for two steps (gradients zeroed in place
+// between them); for each, what the embeddings' gradients are after finish().
+nlohmann::json sparse_grad_sync_case(const crucible::DistributedContext& ctx,
+                                     const crucible::dist::GradientSyncOptions& options) {
+  torch::manual_seed(7);
+  SparseNet net;
+  const std::vector<torch::Tensor> sparse = {net.rows->weight, net.rank0->weight,
+                                             net.unused->weight};
+  crucible::dist::GradientSync sync(ctx, net.parameters(), options, sparse);
+  nlohmann::json out = {{"buckets", sync.bucket_count()}};
+  for (const int step : {1, 2}) {
+    const torch::Tensor index = sparse_indices(ctx, step);
+    // The reference: the mean of every rank's dense gradient, from a pass without the sync.
+    if (step > 1) net.zero_grad(/*set_to_none=*/false);
+    net.loss(index, ctx.rank() == 0).backward();
+    std::vector<torch::Tensor> expected;
+    for (const auto& p : sparse) {
+      const torch::Tensor mine = p.grad().defined() ? p.grad().to_dense() : torch::zeros_like(p);
+      expected.push_back(torch::stack(ctx.allgather(mine)).sum(0) /
+                         static_cast<double>(ctx.size()));
+    }
+    net.zero_grad(/*set_to_none=*/false);
+    sync.open_window();
+    net.loss(index, ctx.rank() == 0).backward();
+    sync.finish();
+    nlohmann::json result;
+    for (size_t i = 0; i < 2; ++i) {
+      const torch::Tensor& g = sparse[i].grad();
+      const torch::Tensor dense = g.to_dense();
+      bool same = true;
+      for (const auto& other : ctx.allgather(dense)) same = same && torch::equal(other, dense);
+      result[i == 0 ? "rows" : "rank0"] = {
+          {"sparse", g.is_sparse()},
+          {"coalesced", g.is_coalesced()},
+          {"nnz", g._nnz()},
+          {"error", (dense - expected[i]).abs().max().item<double>()},
+          {"same_on_every_rank", same}};
+    }
+    // The rows any rank looked up: the most a mean gradient of `rows` may have.
+    result["rows_looked_up"] = std::get<0>(at::_unique(torch::cat(ctx.allgather(index)))).numel();
+    result["unused_has_grad"] = net.unused->weight.grad().defined();
+    out["step" + std::to_string(step)] = result;
+  }
+  return out;
+}
+
+nlohmann::json sparse_grad_sync(const crucible::DistributedContext& ctx) {
+  nlohmann::json out = {{"rank", ctx.rank()}};
+  for (const bool overlap : {true, false}) {
+    out[overlap ? "overlap" : "plain"] = sparse_grad_sync_case(
+        ctx, crucible::dist::GradientSyncOptions().bucket_bytes(1024).overlap(overlap));
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -199,8 +283,11 @@ int main(int argc, char** argv) {
     const auto rendezvous = dist::from_environment(dist::process_environment());
     if (!rendezvous) throw crucible::UsageError("no launcher variables in the environment");
     const crucible::DistributedContext ctx = dist::connect(*rendezvous, timeout);
-    if (mode == "collectives" || mode == "grad_sync") {
-      std::cout << (mode == "collectives" ? collectives(ctx) : grad_sync(ctx)).dump() << std::endl;
+    if (mode == "collectives" || mode == "grad_sync" || mode == "sparse_grad_sync") {
+      const auto out = mode == "collectives" ? collectives(ctx)
+                       : mode == "grad_sync" ? grad_sync(ctx)
+                                             : sparse_grad_sync(ctx);
+      std::cout << out.dump() << std::endl;
       return 0;
     }
     // Every rank's process groups are built before rank 1 fails: the others must fail in the

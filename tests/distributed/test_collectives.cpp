@@ -215,3 +215,37 @@ TEST_CASE("gradient buckets are all-reduced during backward and give the exact m
     }
   }
 }
+
+TEST_CASE("sparse gradients are averaged sparse: only the rows the ranks have travel",
+          "[dist][sparse]") {
+  for (int n : {2, 3}) {
+    INFO(n << " ranks");
+    const auto ranks = run_world(n, "sparse_grad_sync", torchrun_world(n, free_port()));
+    for (int r = 0; r < n; ++r) {
+      const auto out = result_of(ranks[static_cast<size_t>(r)]);
+      INFO(out.dump());
+      for (const char* mode : {"overlap", "plain"}) {
+        INFO(mode);
+        const auto& m = out[mode];
+        // 1 KiB buckets: the 16 KB embedding would be a bucket of its own; only the dense head
+        // and the flags are in one.
+        CHECK(m["buckets"].get<int>() == 1);
+        for (const char* step : {"step1", "step2"}) {
+          INFO(step);
+          const auto& s = m[step];
+          for (const char* param : {"rows", "rank0"}) {
+            INFO(param);
+            CHECK(s[param]["sparse"].get<bool>());
+            CHECK(s[param]["coalesced"].get<bool>());
+            CHECK(s[param]["error"].get<double>() <= 1e-6);
+            CHECK(s[param]["same_on_every_rank"].get<bool>());
+          }
+          // One entry per row some rank looked up, not the table's 1000.
+          CHECK(s["rows"]["nnz"].get<int64_t>() == s["rows_looked_up"].get<int64_t>());
+          CHECK(s["rows_looked_up"].get<int64_t>() < 100 * (n + 2));
+          CHECK_FALSE(s["unused_has_grad"].get<bool>());
+        }
+      }
+    }
+  }
+}

@@ -1,5 +1,6 @@
 #include "distributed/grad_sync.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include <torch/csrc/autograd/function_hook.h>
@@ -18,6 +19,13 @@ namespace {
 // The bytes of a tensor's data.
 int64_t byte_size(const torch::Tensor& t) {
   return t.numel() * static_cast<int64_t>(t.element_size());
+}
+
+// Gradient `g` as a coalesced sparse tensor of one sparse dimension (rows).
+torch::Tensor as_rows(const torch::Tensor& g) {
+  torch::Tensor rows = g.is_sparse() ? g : g.to_sparse(1);
+  if (rows.sparse_dim() != 1) rows = rows.to_dense().to_sparse(1);
+  return rows.coalesce();
 }
 
 }  // namespace
@@ -41,6 +49,8 @@ struct GradientSync::Impl {
   DistributedContext dist;
   GradientSyncOptions options;
   std::vector<torch::Tensor> params;
+  std::vector<torch::Tensor> dense;   // the params averaged in buckets
+  std::vector<torch::Tensor> sparse;  // the params averaged as sparse tensors
   std::vector<Slot> slots;
   std::vector<Bucket> buckets;
   // The last bucket's tail: [late changes, has-gradient flag per slot].
@@ -59,7 +69,7 @@ struct GradientSync::Impl {
   bool redone = false;
 
   void build() {
-    for (auto it = params.rbegin(); it != params.rend(); ++it) {
+    for (auto it = dense.rbegin(); it != dense.rend(); ++it) {
       const torch::Tensor& p = *it;
       Slot slot;
       slot.param = p;
@@ -110,9 +120,12 @@ struct GradientSync::Impl {
     return last.offset + last.param.numel();
   }
 
+  // Hooks on the dense slots' accumulators (hook i for slot i) and the sparse parameters' (hook
+  // slots.size() + j for sparse[j], which only note a change outside a window).
   void install_hooks() {
-    for (size_t i = 0; i < slots.size(); ++i) {
-      auto accumulator = torch::autograd::impl::grad_accumulator(slots[i].param);
+    for (size_t i = 0; i < slots.size() + sparse.size(); ++i) {
+      const torch::Tensor& param = i < slots.size() ? slots[i].param : sparse[i - slots.size()];
+      auto accumulator = torch::autograd::impl::grad_accumulator(param);
       TORCH_INTERNAL_ASSERT(accumulator, "a parameter that requires grad has no accumulator");
       const uintptr_t key = accumulator->add_post_hook(std::make_unique<ReadyHook>(this, i));
       hooks.emplace_back(std::move(accumulator), key);
@@ -140,6 +153,7 @@ struct GradientSync::Impl {
       changed = true;
       return;
     }
+    if (i >= slots.size()) return;  // a sparse parameter: finish() reads its gradient
     Slot& s = slots[i];
     if (s.ready) {
       if (s.bucket < next) {
@@ -269,12 +283,70 @@ struct GradientSync::Impl {
         s.param.mutable_grad() = s.view / size;
       }
     }
+    average_sparse();
     close();
+  }
+
+  // The sparse parameters' part of finish().
+  void average_sparse() {
+    if (sparse.empty()) return;
+    torch::NoGradGuard no_grad;
+    const auto& collectives = detail::DistributedAccess::collectives(dist);
+    std::vector<torch::Tensor> rows(sparse.size());
+    std::vector<int64_t> counts(sparse.size(), -1);
+    for (size_t i = 0; i < sparse.size(); ++i) {
+      if (!sparse[i].grad().defined()) continue;
+      rows[i] = as_rows(sparse[i].grad());
+      counts[i] = rows[i]._nnz();
+    }
+    const std::vector<torch::Tensor> all_counts =
+        collectives->allgather(torch::tensor(counts, torch::kLong), dist.size());
+    for (size_t i = 0; i < sparse.size(); ++i) {
+      std::vector<int64_t> count;
+      for (const auto& c : all_counts) count.push_back(c.data_ptr<int64_t>()[i]);
+      const int64_t longest = *std::max_element(count.begin(), count.end());
+      if (longest < 0) continue;  // no rank has a gradient
+      sparse[i].mutable_grad() = sparse_mean(sparse[i], rows[i], count, longest);
+    }
+  }
+
+  // The mean over the ranks of `param`'s gradient, this rank's as `rows` (undefined when it has
+  // none), the ranks' row counts `count` (-1 for none), the largest `longest`.
+  torch::Tensor sparse_mean(const torch::Tensor& param, const torch::Tensor& rows,
+                            const std::vector<int64_t>& count, int64_t longest) {
+    const torch::TensorOptions options = param.options().requires_grad(false);
+    const torch::TensorOptions sparse_options = options.layout(torch::kSparse);
+    if (longest == 0) return torch::sparse_coo_tensor(param.sizes(), sparse_options);
+    // Every rank sends as many rows as the longest (Gloo and NCCL gather equal shapes).
+    std::vector<int64_t> shape = param.sizes().vec();
+    shape[0] = longest;
+    auto indices = torch::zeros({longest}, options.dtype(torch::kLong));
+    auto values = torch::zeros(shape, options);
+    if (rows.defined() && rows._nnz() > 0) {
+      indices.narrow(0, 0, rows._nnz()).copy_(rows._indices()[0]);
+      values.narrow(0, 0, rows._nnz()).copy_(rows._values());
+    }
+    const auto& collectives = detail::DistributedAccess::collectives(dist);
+    const auto all_indices = collectives->allgather(indices, dist.size());
+    const auto all_values = collectives->allgather(values, dist.size());
+    std::vector<torch::Tensor> index_parts, value_parts;
+    for (size_t r = 0; r < count.size(); ++r) {
+      const int64_t n = std::max<int64_t>(count[r], 0);
+      index_parts.push_back(all_indices[r].narrow(0, 0, n));
+      value_parts.push_back(all_values[r].narrow(0, 0, n));
+    }
+    torch::Tensor mean =
+        torch::sparse_coo_tensor(torch::cat(index_parts).unsqueeze(0), torch::cat(value_parts),
+                                 param.sizes(), sparse_options)
+            .coalesce();
+    mean._values().div_(static_cast<double>(dist.size()));
+    return mean;
   }
 };
 
 GradientSync::GradientSync(DistributedContext dist, std::vector<torch::Tensor> params,
-                           const GradientSyncOptions& options)
+                           const GradientSyncOptions& options,
+                           const std::vector<torch::Tensor>& sparse)
     : impl_(std::make_unique<Impl>()) {
   TORCH_INTERNAL_ASSERT(detail::DistributedAccess::collectives(dist),
                         "GradientSync needs a distributed context");
@@ -282,7 +354,13 @@ GradientSync::GradientSync(DistributedContext dist, std::vector<torch::Tensor> p
   impl_->dist = std::move(dist);
   impl_->options = options;
   for (auto& p : params) {
-    if (p.requires_grad()) impl_->params.push_back(std::move(p));
+    if (!p.requires_grad()) continue;
+    const bool is_sparse = std::any_of(sparse.begin(), sparse.end(), [&](const torch::Tensor& s) {
+      return s.unsafeGetTensorImpl() == p.unsafeGetTensorImpl();
+    });
+    TORCH_INTERNAL_ASSERT(!is_sparse || p.dim() >= 1, "a sparse gradient's parameter has rows");
+    (is_sparse ? impl_->sparse : impl_->dense).push_back(p);
+    impl_->params.push_back(std::move(p));
   }
   impl_->build();
   if (options.overlap()) impl_->install_hooks();

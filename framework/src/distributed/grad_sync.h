@@ -48,13 +48,25 @@ struct GradientSyncOptions {
 // in place, so finish() throws TrainingError on every rank. A change before its bucket started
 // is simply included.
 //
-// Every rank must build it with the same parameters (shapes, dtypes, order) and open and finish
-// windows at the same points; between open_window() and finish() the ranks must issue no other
-// collective on the same process group.
+// The parameters named in `sparse` (those whose gradients backward makes sparse: the weight of
+// an Embedding or EmbeddingBag with sparse=true) are in no bucket: finish() averages them after
+// the buckets, as sparse tensors, as PyTorch's DDP does. Each rank's gradient (coalesced; a dense
+// one is taken as its non-zero rows) is gathered by every rank, indices and values, and the
+// concatenation in rank order is coalesced and divided by the number of ranks. The gradient
+// finish() leaves is then sparse and coalesced, with a row for every index some rank had; every
+// rank computes it from the same gathered tensors in the same order. Only the rows the ranks
+// have travel (two all-gathers per parameter, padded to the longest rank's, and one of every
+// such parameter's row count), never the whole parameter. A parameter that is not named but gets a
+// sparse gradient is averaged dense in its bucket, and its gradient is dense from then on.
+//
+// Every rank must build it with the same parameters (shapes, dtypes, order, `sparse`) and open
+// and finish windows at the same points; between open_window() and finish() the ranks must
+// issue no other collective on the same process group.
 class GradientSync {
  public:
   GradientSync(DistributedContext dist, std::vector<torch::Tensor> params,
-               const GradientSyncOptions& options = {});
+               const GradientSyncOptions& options = {},
+               const std::vector<torch::Tensor>& sparse = {});
   // Removes the hooks. In-flight all-reduces are abandoned (their tensors stay alive with them).
   ~GradientSync();
   GradientSync(const GradientSync&) = delete;
@@ -73,6 +85,7 @@ class GradientSync {
 
   // The parameters it averages (those of the list that require gradients), in the given order.
   const std::vector<torch::Tensor>& params() const;
+  // The buckets of the parameters averaged dense (the flags' own bucket included, if any).
   int64_t bucket_count() const;
   // How many buckets the last finish() found already started (during backward).
   int64_t buckets_started_early() const;

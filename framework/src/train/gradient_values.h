@@ -3,11 +3,17 @@
 // The gradients that an optimizer step inspects or changes (clipping, the loss scaler, the
 // non-finite check), whatever their layout.
 
+#include <memory>
 #include <vector>
 
 #include <torch/torch.h>
 
 namespace crucible::train {
+
+// The parameters of `models` (and their submodules) that backward gives sparse gradients: the
+// weights of every Embedding and EmbeddingBag built with sparse=true, once each, in module order.
+std::vector<torch::Tensor> sparse_gradient_parameters(
+    const std::vector<std::shared_ptr<torch::nn::Module>>& models);
 
 // Replaces each sparse gradient of `params` (an Embedding with sparse=true) by its coalesced
 // form, in which no index appears twice, so that its values are the gradient's entries.

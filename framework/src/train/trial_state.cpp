@@ -58,7 +58,8 @@ dist::GradientSync& gradient_sync(TrialState& state, const Optimizer& optimizer)
   if (!sync) {
     sync = std::make_unique<dist::GradientSync>(
         state.dist, parameters_of(*optimizer),
-        dist::GradientSyncOptions(state.grad_sync_options).overlap(state.optimizers.size() == 1));
+        dist::GradientSyncOptions(state.grad_sync_options).overlap(state.optimizers.size() == 1),
+        train::sparse_gradient_parameters(state.models));
   }
   return *sync;
 }
