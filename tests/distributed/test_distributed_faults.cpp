@@ -1,12 +1,13 @@
 // Storage faults on one rank of a 2-rank run, both ranks started with torchrun's variables: the
-// chief of a fit (the only rank that writes the run directory) and rank 1 of a resume (which reads
-// the checkpoint too). The faulted rank runs under tests/support/fault_injection.cpp with one of
-// its calls under the run failing; the other runs without it. Whichever call fails, both
-// processes must end (neither waits for the other until the test's timeout), the faulted rank as
-// a single process would (the cause and the path named, or a warning and a whole run), the other
-// with the chief's error when the chief failed while opening the run, and otherwise as a rank
-// whose peer died, unless the faulted rank went on; and a plain resume on 2 slots must finish the
-// run bitwise identical to a 2-rank run that met no fault.
+// chief of a fit (the only rank that writes the run directory), rank 1 of a fit (which only looks
+// up whether the directory holds a run) and rank 1 of a resume (which reads the checkpoint too).
+// The faulted rank runs under tests/support/fault_injection.cpp with one of its calls under the run
+// failing; the other runs without it. Whichever call fails, both processes must end (neither waits
+// for the other until the test's timeout), the faulted rank as a single process would (the cause
+// and the path named, or a warning and a whole run), the other with the chief's error when the
+// chief failed while opening the run, and otherwise as a rank whose peer died, unless the faulted
+// rank went on; and a plain resume on 2 slots must finish the run bitwise identical to a 2-rank run
+// that met no fault.
 
 #include <cstring>
 #include <string>
@@ -161,13 +162,16 @@ void fit_reference(const Runs& runs) {
   REQUIRE(reference.exit_code == 0);
 }
 
-void fault_chief_fit(const Fault& fault) {
+// Faults `fault` on rank `faulted` of a fresh 2-rank fit, at each of at least `min_sites` sites.
+void fault_fit(int faulted, const Fault& fault, size_t min_sites) {
   Runs runs;
   fit_reference(runs);
   const auto fit = [&](const std::string& run) { return fit_command(runs, run); };
   fault_rank(
-      runs, 0, fault, 10, [](const std::string&) {}, fit);
+      runs, faulted, fault, min_sites, [](const std::string&) {}, fit);
 }
+
+void fault_chief_fit(const Fault& fault) { fault_fit(0, fault, 10); }
 
 // A 2-rank run that a full disk on the chief cut short while checkpoint 40 was being written:
 // checkpoints 20 and 32.
@@ -217,6 +221,15 @@ TEST_CASE(
     "the run resumes whole",
     "[dist][faults]") {
   fault_chief_fit(io_error());
+}
+
+// Rank 1 of a fresh fit writes nothing under the run directory and opens nothing there; it looks
+// up whether the directory holds a run (config.yaml).
+TEST_CASE(
+    "a failed look-up of any path on rank 1 of a 2-rank fit: both ranks end, the run "
+    "resumes whole",
+    "[dist][faults]") {
+  fault_fit(1, stat_error(), 1);
 }
 
 TEST_CASE(
