@@ -1,5 +1,5 @@
 // bench_ddp [--batches N] [--batch-size B] [--rounds R] [--python PYTHON] [--sizes-mb LIST]
-//           [--repeats K] [--table FILE]
+//           [--repeats K] [--embedding-batches E] [--table FILE]
 //
 // Two processes on this machine's CPU (CUDA devices hidden, as two ranks cannot share one GPU
 // under NCCL), both sides with the same OMP_NUM_THREADS (cores / 2 unless set):
@@ -11,13 +11,18 @@
 //     gradient tensors of S bytes in all, default 25 MB buckets), with gradients copied into
 //     and out of the buckets and with gradients as bucket views (the default), vs one bare c10d
 //     Gloo all-reduce of an S-byte tensor; median of K; bus bandwidth = S / t * 2(n-1)/n.
-// The table rows go to FILE (bench_all): (a), and (b) at the largest size.
+// (c) sparse gradients: bench_model.h's EmbeddingNet (a 64 MiB EmbeddingBag table, sparse
+//     gradients) as in (a), E steps: `trainer fit --slots 2` vs PyTorch DDP (which sends sparse
+//     gradients sparse), and vs `trainer fit --slots 2` of the same model with dense gradients
+//     (the whole table all-reduced every step).
+// The table rows go to FILE (bench_all): (a), (b) at the largest size, and (c).
 #include <cstdlib>
 #include <iostream>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "bench_model.h"
 #include "bench_util.h"
 #include "distributed/collectives.h"
 #include "distributed/grad_sync.h"
@@ -71,15 +76,23 @@ int allreduce_worker(const std::vector<int64_t>& sizes_mb, int repeats) {
   return 0;
 }
 
-// Median step time of rank 0 of `trainer fit` on the bench MLP with 2 slots.
-double crucible_step(int64_t batches, int64_t per_rank, int64_t warmup) {
+// The --set options that make the bench trial the embedding workload (sparse or dense gradients).
+std::string embedding_sets(bool sparse) {
+  return fmt::format(
+      "--set entrypoint=bench_mlp:BenchEmbeddingTrial --set hyperparameters.sparse={}", sparse);
+}
+
+// Median step time of rank 0 of `trainer fit` on the bench MLP with 2 slots, or on the workload
+// `sets` selects.
+double crucible_step(int64_t batches, int64_t per_rank, int64_t warmup,
+                     const std::string& sets = "") {
   const std::string timing = fmt::format("/tmp/crucible_bench_ddp_{}.txt", getpid());
   bench::fit_bench_mlp(
       "",
       fmt::format("--slots {} --set max_length.batches={} "
                   "--set hyperparameters.global_batch_size={} "
-                  "--set hyperparameters.warmup={} --set hyperparameters.workers=0",
-                  kRanks, batches, per_rank * kRanks, warmup),
+                  "--set hyperparameters.warmup={} --set hyperparameters.workers=0 {}",
+                  kRanks, batches, per_rank * kRanks, warmup, sets),
       timing);
   double step = 0;
   for (int r = 0; r < kRanks; ++r) {
@@ -89,10 +102,12 @@ double crucible_step(int64_t batches, int64_t per_rank, int64_t warmup) {
   return step;
 }
 
-// Median step time of rank 0 of the DDP script; 0 when Python or torch is missing.
-double pytorch_step(const std::string& python, int64_t batches, int64_t per_rank, int64_t warmup) {
-  const std::string script = fmt::format("{} {}/ddp_pytorch.py {} {} {}", python,
-                                         CRUCIBLE_BENCH_DIR, batches, per_rank, warmup);
+// Median step time of rank 0 of the DDP script on `workload` (mlp, embedding); 0 when Python or
+// torch is missing.
+double pytorch_step(const std::string& python, int64_t batches, int64_t per_rank, int64_t warmup,
+                    const std::string& workload = "mlp") {
+  const std::string script = fmt::format("{} {}/ddp_pytorch.py {} {} {} {}", python,
+                                         CRUCIBLE_BENCH_DIR, batches, per_rank, warmup, workload);
   const std::string command = fmt::format(
       "export MASTER_ADDR=127.0.0.1 MASTER_PORT={} WORLD_SIZE={}; "
       "RANK=1 {} > /dev/null 2>&1 & RANK=0 {} 2>/dev/null; status=$?; wait; exit $status",
@@ -112,7 +127,7 @@ std::vector<int64_t> parse_list(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t batches = 1500, per_rank = 64, warmup = 20;
+  int64_t batches = 1500, per_rank = 64, warmup = 20, embedding_batches = 300;
   int rounds = 3, repeats = 31;
   std::string python = "/usr/bin/python3";
   std::string sizes = "1,4,16,64", table;
@@ -134,11 +149,14 @@ int main(int argc, char** argv) {
         sizes = value;
       } else if (flag == "--repeats") {
         repeats = std::stoi(value);
+      } else if (flag == "--embedding-batches") {
+        embedding_batches = std::stoll(value);
       } else if (flag == "--table") {
         table = value;
       } else {
         std::cerr << "usage: bench_ddp [--batches N] [--batch-size B] [--rounds R] "
-                     "[--python PYTHON] [--sizes-mb LIST] [--repeats K] [--table FILE]\n";
+                     "[--python PYTHON] [--sizes-mb LIST] [--repeats K] [--embedding-batches E] "
+                     "[--table FILE]\n";
         return 2;
       }
     }
@@ -214,6 +232,47 @@ int main(int argc, char** argv) {
                                 "GB/s", busbw(largest[3]), "bare c10d Gloo all-reduce",
                                 busbw(largest[1]), true, 0});
     }
+
+    std::vector<double> sparse, dense, ddp_sparse;
+    for (int round = 0; round < rounds; ++round) {
+      sparse.push_back(crucible_step(embedding_batches, per_rank, warmup, embedding_sets(true)));
+      dense.push_back(crucible_step(embedding_batches, per_rank, warmup, embedding_sets(false)));
+      const double py = pytorch_step(python, embedding_batches, per_rank, warmup, "embedding");
+      if (py > 0) ddp_sparse.push_back(py);
+    }
+    fmt::print(
+        "\n(c) data-parallel EmbeddingBag {} x {} ({} MiB), mean of {} lookups, then {} classes; "
+        "{} "
+        "processes, batch {} per rank, {} steps ({} warm-up), {} rounds\n",
+        bench::kTableRows, bench::kEmbeddingDim, bench::kTableRows * bench::kEmbeddingDim * 4 >> 20,
+        bench::kLookups, bench::kClasses, kRanks, per_rank, embedding_batches, warmup, rounds);
+    const auto rate = [&](const std::vector<double>& steps) {
+      return global / bench::median(steps);
+    };
+    fmt::print(
+        "Crucible trainer fit --slots 2, sparse gradients  {:>9.0f} samples/s  ({:.3f} ms/step)\n",
+        rate(sparse), bench::median(sparse) * 1e3);
+    fmt::print(
+        "Crucible trainer fit --slots 2, dense gradients   {:>9.0f} samples/s  ({:.3f} ms/step)\n",
+        rate(dense), bench::median(dense) * 1e3);
+    const std::string measure = fmt::format(
+        "data-parallel EmbeddingBag (64 MiB table), 2 CPU processes, batch {} per rank: trainer "
+        "fit --slots 2, sparse gradients",
+        per_rank);
+    if (ddp_sparse.size() == static_cast<size_t>(rounds)) {
+      fmt::print(
+          "PyTorch DDP (Gloo), sparse gradients             {:>9.0f} samples/s  ({:.3f} ms/step)\n",
+          rate(ddp_sparse), bench::median(ddp_sparse) * 1e3);
+      fmt::print("ratio Crucible / PyTorch DDP: {:.3f}\n", rate(sparse) / rate(ddp_sparse));
+      bench::append_row(table,
+                        {"bench_ddp", measure, "samples/s", rate(sparse),
+                         "PyTorch DDP (Gloo), sparse gradients", rate(ddp_sparse), true, 1.0});
+    } else {
+      fmt::print("PyTorch DDP: skipped ({} cannot run torch.distributed with Gloo)\n", python);
+    }
+    fmt::print("ratio sparse / dense gradients: {:.3f}\n", rate(sparse) / rate(dense));
+    bench::append_row(table, {"bench_ddp", measure, "samples/s", rate(sparse),
+                              "the same with dense gradients", rate(dense), true, 0});
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "bench_ddp: " << e.what() << "\n";

@@ -1,7 +1,9 @@
 #pragma once
 
-// The workload both sides of the overhead benchmark run: an MLP on in-memory synthetic
-// Fashion-MNIST-shaped data, SGD with momentum. One definition, so the sides cannot drift.
+// The workloads both sides of the overhead and DDP benchmarks run: an MLP on in-memory synthetic
+// Fashion-MNIST-shaped data, SGD with momentum; and a bag of embeddings from a large table on
+// synthetic lookups, plain SGD. One definition, so the C++ sides cannot drift (ddp_pytorch.py
+// builds the same shapes).
 
 #include <chrono>
 #include <fstream>
@@ -34,6 +36,34 @@ inline std::pair<torch::Tensor, torch::Tensor> make_data(uint64_t seed) {
 
 inline torch::optim::SGD make_optimizer(MLP& model) {
   return torch::optim::SGD(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+}
+
+// The embedding workload: each record is kLookups rows of a kTableRows x kEmbeddingDim table
+// (64 MiB of floats), averaged (EmbeddingBag, mean), then a linear layer to kClasses. With
+// `sparse`, backward gives the table a sparse gradient (the rows looked up); without, a dense one
+// of the whole table.
+constexpr int64_t kTableRows = 262144;
+constexpr int64_t kEmbeddingDim = 64;
+constexpr int64_t kLookups = 16;
+
+struct EmbeddingNetImpl : torch::nn::Module {
+  explicit EmbeddingNetImpl(bool sparse)
+      : bag(register_module(
+            "bag", torch::nn::EmbeddingBag(torch::nn::EmbeddingBagOptions(kTableRows, kEmbeddingDim)
+                                               .mode(torch::kMean)
+                                               .sparse(sparse)))),
+        out(register_module("out", torch::nn::Linear(kEmbeddingDim, kClasses))) {}
+  torch::Tensor forward(const torch::Tensor& rows) { return out(bag(rows)); }
+  torch::nn::EmbeddingBag bag;
+  torch::nn::Linear out;
+};
+TORCH_MODULE(EmbeddingNet);
+
+// kRecords records of kLookups row indices each, uniform over the table, and their labels.
+inline std::pair<torch::Tensor, torch::Tensor> make_lookup_data(uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return {torch::randint(0, kTableRows, {kRecords, kLookups}, gen, torch::kLong),
+          torch::randint(0, kClasses, {kRecords}, gen, torch::kLong)};
 }
 
 // Records the start time of every step; step i's duration is start[i+1] - start[i].

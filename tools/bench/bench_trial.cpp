@@ -1,33 +1,48 @@
-// The Crucible side of the overhead and DDP benchmarks; writes its step times to hparam
-// `timing_file` (with ".rank<R>" appended in a distributed run).
+// The Crucible side of the overhead and DDP benchmarks; each trial writes its step times to
+// hparam `timing_file` (with ".rank<R>" appended in a distributed run).
+//   BenchMLPTrial        the MLP; hparams workers, worker_threads (DataLoaderOptions)
+//   BenchEmbeddingTrial  the embedding workload, sparse gradients unless hparam sparse is false
 #include <crucible/crucible.h>
 
 #include "bench_model.h"
 
-class BenchMLPTrial : public crucible::Trial {
+namespace bench {
+
+// What both trials share: the step clock, written out when the trial ends, and loaders over
+// in-memory tensors.
+class TimedTrial : public crucible::Trial {
  public:
-  explicit BenchMLPTrial(crucible::TrialContext& ctx)
-      : ctx_(ctx),
-        model_(ctx.wrap_model(bench::MLP())),
-        opt_(ctx.wrap_optimizer(bench::make_optimizer(model_))) {}
-  ~BenchMLPTrial() override {
+  explicit TimedTrial(crucible::TrialContext& ctx) : ctx_(ctx) {}
+  ~TimedTrial() override {
     const auto& dist = ctx_.distributed();
     const std::string suffix = dist.distributed() ? ".rank" + std::to_string(dist.rank()) : "";
     clock_.write(ctx_.hparam<std::string>("timing_file") + suffix, ctx_.hparam<int64_t>("warmup"));
   }
 
-  crucible::DataLoader build_training_data_loader() override {
-    auto [x, y] = bench::make_data(ctx_.trial_seed());
+ protected:
+  // A shuffling loader of `data` at the per-slot batch size, with hparams workers and
+  // worker_threads (default 0 and 1).
+  crucible::DataLoader loader(std::pair<torch::Tensor, torch::Tensor> data) {
     return crucible::DataLoader(
-        std::make_shared<crucible::TensorDataset>(std::vector<torch::Tensor>{x, y}),
+        std::make_shared<crucible::TensorDataset>(
+            std::vector<torch::Tensor>{std::move(data.first), std::move(data.second)}),
         crucible::DataLoaderOptions(ctx_.per_slot_batch_size())
             .shuffle(true)
-            .num_workers(ctx_.hparam<int64_t>("workers"))
-            .worker_threads(ctx_.hparam<int64_t>("worker_threads", 1)));
+            .num_workers(ctx_.hparams().value("workers", int64_t{0}))
+            .worker_threads(ctx_.hparams().value("worker_threads", int64_t{1})));
   }
-  crucible::DataLoader build_validation_data_loader() override {
-    return build_training_data_loader();
-  }
+
+  crucible::TrialContext& ctx_;
+  bench::StepClock clock_;
+};
+
+// One classifier step (cross-entropy) of `model`, timed.
+template <class Model>
+class ClassifierBench : public TimedTrial {
+ public:
+  ClassifierBench(crucible::TrialContext& ctx, Model model,
+                  const std::function<crucible::Optimizer(Model&)>& make_optimizer)
+      : TimedTrial(ctx), model_(ctx.wrap_model(std::move(model))), opt_(make_optimizer(model_)) {}
 
   crucible::Metrics train_batch(crucible::Batch& batch, int64_t, int64_t) override {
     clock_.tick();
@@ -40,11 +55,41 @@ class BenchMLPTrial : public crucible::Trial {
     return {{"loss", torch::nn::functional::cross_entropy(model_->forward(batch[0]), batch[1])}};
   }
 
- private:
-  crucible::TrialContext& ctx_;
-  bench::MLP model_;
+ protected:
+  Model model_;
   crucible::Optimizer opt_;
-  bench::StepClock clock_;
+};
+
+}  // namespace bench
+
+class BenchMLPTrial : public bench::ClassifierBench<bench::MLP> {
+ public:
+  explicit BenchMLPTrial(crucible::TrialContext& ctx)
+      : ClassifierBench(ctx, bench::MLP(), [&](bench::MLP& m) {
+          return ctx.wrap_optimizer(bench::make_optimizer(m));
+        }) {}
+  crucible::DataLoader build_training_data_loader() override {
+    return loader(bench::make_data(ctx_.trial_seed()));
+  }
+  crucible::DataLoader build_validation_data_loader() override {
+    return build_training_data_loader();
+  }
+};
+
+class BenchEmbeddingTrial : public bench::ClassifierBench<bench::EmbeddingNet> {
+ public:
+  explicit BenchEmbeddingTrial(crucible::TrialContext& ctx)
+      : ClassifierBench(ctx, bench::EmbeddingNet(ctx.hparams().value("sparse", true)),
+                        [&](bench::EmbeddingNet& m) {
+                          return ctx.wrap_optimizer(torch::optim::SGD(m->parameters(), 0.1));
+                        }) {}
+  crucible::DataLoader build_training_data_loader() override {
+    return loader(bench::make_lookup_data(ctx_.trial_seed()));
+  }
+  crucible::DataLoader build_validation_data_loader() override {
+    return build_training_data_loader();
+  }
 };
 
 CRUCIBLE_REGISTER_TRIAL(BenchMLPTrial);
+CRUCIBLE_REGISTER_TRIAL(BenchEmbeddingTrial);
