@@ -13,7 +13,8 @@
 //                overlap and gradients as bucket views, with two backward passes in one window,
 //                with parameters that one rank or no rank has a gradient for
 //   sparse_grad_sync  GradientSync of sparse embeddings (each rank's rows, one used on rank 0
-//                only, one unused) beside a dense layer, with and without overlap
+//                only or on none, one that is dense on one rank, one unused) beside a dense
+//                layer, with and without overlap
 // CRUCIBLE_TEST_TIMEOUT_S sets the run's timeout (default 30).
 #include <chrono>
 #include <csignal>
@@ -180,22 +181,26 @@ nlohmann::json grad_sync(const crucible::DistributedContext& ctx) {
 }
 
 // Embeddings of sparse gradients beside a dense layer: `rows` looked up with different indices on
-// each rank (some shared, some repeated), `rank0` on rank 0 only, `unused` never.
+// each rank (some shared, some repeated), `rank0` on rank 0 only (and, when asked, on none),
+// `tied` looked up on every rank and on the last rank also used whole (a dense gradient there),
+// `unused` never.
 struct SparseNet : torch::nn::Module {
   SparseNet()
       : rows(register_module("rows", embedding(1000, 4))),
         rank0(register_module("rank0", embedding(10, 3))),
+        tied(register_module("tied", embedding(10, 3))),
         unused(register_module("unused", embedding(10, 3))),
         head(register_module("head", torch::nn::Linear(4, 1))) {}
   static torch::nn::Embedding embedding(int64_t n, int64_t dim) {
     return torch::nn::Embedding(torch::nn::EmbeddingOptions(n, dim).sparse(true));
   }
-  torch::Tensor loss(const torch::Tensor& index, bool use_rank0) {
-    torch::Tensor y = head(rows(index)).pow(2).mean();
+  torch::Tensor loss(const torch::Tensor& index, bool use_rank0, bool use_tied_whole) {
+    torch::Tensor y = head(rows(index)).pow(2).mean() + tied(index.remainder(10)).mean();
     if (use_rank0) y = y + rank0(index.remainder(10)).sum();
+    if (use_tied_whole) y = y + tied->weight.pow(2).sum();
     return y;
   }
-  torch::nn::Embedding rows, rank0, unused;
+  torch::nn::Embedding rows, rank0, tied, unused;
   torch::nn::Linear head;
 };
 
@@ -206,47 +211,62 @@ torch::Tensor sparse_indices(const crucible::DistributedContext& ctx, int step) 
   return torch::randint(100 * ctx.rank(), 100 * ctx.rank() + 300, {40}, torch::kLong);
 }
 
-// GradientSync of SparseNet's parameters with `options` for two steps (gradients zeroed in place
-// between them); for each, what the embeddings' gradients are after finish().
+// GradientSync of SparseNet's parameters with `options` for three steps (gradients zeroed in
+// place between them; in the third no rank uses `rank0`); for each, what the embeddings'
+// gradients are after finish().
 nlohmann::json sparse_grad_sync_case(const crucible::DistributedContext& ctx,
                                      const crucible::dist::GradientSyncOptions& options) {
   torch::manual_seed(7);
   SparseNet net;
-  const std::vector<torch::Tensor> sparse = {net.rows->weight, net.rank0->weight,
-                                             net.unused->weight};
-  crucible::dist::GradientSync sync(ctx, net.parameters(), options, sparse);
+  const std::vector<std::pair<const char*, torch::Tensor>> sparse = {
+      {"rows", net.rows->weight},
+      {"rank0", net.rank0->weight},
+      {"tied", net.tied->weight},
+      {"unused", net.unused->weight}};
+  std::vector<torch::Tensor> sparse_params;
+  for (const auto& [name, p] : sparse) sparse_params.push_back(p);
+  crucible::dist::GradientSync sync(ctx, net.parameters(), options, sparse_params);
   nlohmann::json out = {{"buckets", sync.bucket_count()}};
-  for (const int step : {1, 2}) {
+  for (const int step : {1, 2, 3}) {
     const torch::Tensor index = sparse_indices(ctx, step);
+    const bool use_rank0 = ctx.rank() == 0 && step < 3;
+    const bool use_tied_whole = ctx.rank() == ctx.size() - 1;
     // The reference: the mean of every rank's dense gradient, from a pass without the sync.
     if (step > 1) net.zero_grad(/*set_to_none=*/false);
-    net.loss(index, ctx.rank() == 0).backward();
+    net.loss(index, use_rank0, use_tied_whole).backward();
     std::vector<torch::Tensor> expected;
-    for (const auto& p : sparse) {
+    for (const auto& [name, p] : sparse) {
       const torch::Tensor mine = p.grad().defined() ? p.grad().to_dense() : torch::zeros_like(p);
       expected.push_back(torch::stack(ctx.allgather(mine)).sum(0) /
                          static_cast<double>(ctx.size()));
     }
     net.zero_grad(/*set_to_none=*/false);
     sync.open_window();
-    net.loss(index, ctx.rank() == 0).backward();
+    net.loss(index, use_rank0, use_tied_whole).backward();
     sync.finish();
     nlohmann::json result;
-    for (size_t i = 0; i < 2; ++i) {
-      const torch::Tensor& g = sparse[i].grad();
+    for (size_t i = 0; i < sparse.size(); ++i) {
+      const auto& [name, p] = sparse[i];
+      const torch::Tensor& g = p.grad();
+      if (!g.defined()) {
+        result[name] = {{"has_grad", false}};
+        continue;
+      }
       const torch::Tensor dense = g.to_dense();
       bool same = true;
       for (const auto& other : ctx.allgather(dense)) same = same && torch::equal(other, dense);
-      result[i == 0 ? "rows" : "rank0"] = {
-          {"sparse", g.is_sparse()},
-          {"coalesced", g.is_coalesced()},
-          {"nnz", g._nnz()},
-          {"error", (dense - expected[i]).abs().max().item<double>()},
-          {"same_on_every_rank", same}};
+      result[name] = {{"has_grad", true},
+                      {"sparse", g.is_sparse()},
+                      {"error", (dense - expected[i]).abs().max().item<double>()},
+                      {"same_on_every_rank", same}};
+      if (g.is_sparse()) {
+        result[name]["coalesced"] = g.is_coalesced();
+        result[name]["sparse_dim"] = g.sparse_dim();
+        result[name]["nnz"] = g._nnz();
+      }
     }
-    // The rows any rank looked up: the most a mean gradient of `rows` may have.
+    // The rows any rank looked up: the entries a mean gradient of `rows` must have.
     result["rows_looked_up"] = std::get<0>(at::_unique(torch::cat(ctx.allgather(index)))).numel();
-    result["unused_has_grad"] = net.unused->weight.grad().defined();
     out["step" + std::to_string(step)] = result;
   }
   return out;

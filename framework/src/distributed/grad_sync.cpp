@@ -21,11 +21,22 @@ int64_t byte_size(const torch::Tensor& t) {
   return t.numel() * static_cast<int64_t>(t.element_size());
 }
 
-// Gradient `g` as a coalesced sparse tensor of one sparse dimension (rows).
-torch::Tensor as_rows(const torch::Tensor& g) {
-  torch::Tensor rows = g.is_sparse() ? g : g.to_sparse(1);
-  if (rows.sparse_dim() != 1) rows = rows.to_dense().to_sparse(1);
-  return rows.coalesce();
+// A gradient of `param` without entries: sparse, coalesced, of one sparse dimension (rows).
+torch::Tensor no_rows(const torch::Tensor& param) {
+  const torch::TensorOptions options = param.options().requires_grad(false);
+  std::vector<int64_t> value_shape = param.sizes().vec();
+  value_shape[0] = 0;
+  return torch::sparse_coo_tensor(torch::empty({1, 0}, options.dtype(torch::kLong)),
+                                  torch::empty(value_shape, options), param.sizes(),
+                                  options.layout(torch::kSparse))
+      ._coalesced_(true);
+}
+
+// Sparse gradient `g` of `param` as a coalesced sparse tensor of one sparse dimension (rows).
+torch::Tensor as_rows(const torch::Tensor& g, const torch::Tensor& param) {
+  if (g.sparse_dim() == 1) return g.coalesce();
+  if (g._nnz() == 0) return no_rows(param);
+  return g.to_dense().to_sparse(1).coalesce();
 }
 
 }  // namespace
@@ -287,16 +298,22 @@ struct GradientSync::Impl {
     close();
   }
 
-  // The sparse parameters' part of finish().
+  // The sparse parameters' part of finish(). Each rank sends, per parameter, its gradient's row
+  // count, kNoGradient or kDenseGradient, and every rank decides from the gathered counts alone.
   void average_sparse() {
     if (sparse.empty()) return;
     torch::NoGradGuard no_grad;
     const auto& collectives = detail::DistributedAccess::collectives(dist);
     std::vector<torch::Tensor> rows(sparse.size());
-    std::vector<int64_t> counts(sparse.size(), -1);
+    std::vector<int64_t> counts(sparse.size(), kNoGradient);
     for (size_t i = 0; i < sparse.size(); ++i) {
-      if (!sparse[i].grad().defined()) continue;
-      rows[i] = as_rows(sparse[i].grad());
+      const torch::Tensor& g = sparse[i].grad();
+      if (!g.defined()) continue;
+      if (!g.is_sparse()) {
+        counts[i] = kDenseGradient;
+        continue;
+      }
+      rows[i] = as_rows(g, sparse[i]);
       counts[i] = rows[i]._nnz();
     }
     const std::vector<torch::Tensor> all_counts =
@@ -304,20 +321,38 @@ struct GradientSync::Impl {
     for (size_t i = 0; i < sparse.size(); ++i) {
       std::vector<int64_t> count;
       for (const auto& c : all_counts) count.push_back(c.data_ptr<int64_t>()[i]);
+      const bool dense_somewhere =
+          std::find(count.begin(), count.end(), kDenseGradient) != count.end();
       const int64_t longest = *std::max_element(count.begin(), count.end());
-      if (longest < 0) continue;  // no rank has a gradient
-      sparse[i].mutable_grad() = sparse_mean(sparse[i], rows[i], count, longest);
+      if (dense_somewhere) {
+        sparse[i].mutable_grad() = dense_mean(sparse[i]);
+      } else if (longest != kNoGradient) {
+        sparse[i].mutable_grad() = sparse_mean(sparse[i], rows[i], count, longest);
+      }
     }
   }
 
+  static constexpr int64_t kNoGradient = -1;
+  static constexpr int64_t kDenseGradient = -2;
+
+  // The mean over the ranks of `param`'s gradient as a dense tensor (a rank without one adds
+  // zeros): some rank's is dense (a weight an Embedding shares with a dense layer, say).
+  torch::Tensor dense_mean(const torch::Tensor& param) {
+    const torch::Tensor& g = param.grad();
+    std::vector<torch::Tensor> sum = {!g.defined()    ? torch::zeros_like(param)
+                                      : g.is_sparse() ? g.to_dense()
+                                                      : g.clone()};
+    detail::DistributedAccess::collectives(dist)->allreduce(sum, ReduceOp::kSum);
+    return sum[0].div_(static_cast<double>(dist.size()));
+  }
+
   // The mean over the ranks of `param`'s gradient, this rank's as `rows` (undefined when it has
-  // none), the ranks' row counts `count` (-1 for none), the largest `longest`.
+  // none), the ranks' row counts `count` (kNoGradient for none), the largest `longest`.
   torch::Tensor sparse_mean(const torch::Tensor& param, const torch::Tensor& rows,
                             const std::vector<int64_t>& count, int64_t longest) {
-    const torch::TensorOptions options = param.options().requires_grad(false);
-    const torch::TensorOptions sparse_options = options.layout(torch::kSparse);
-    if (longest == 0) return torch::sparse_coo_tensor(param.sizes(), sparse_options);
+    if (longest == 0) return no_rows(param);
     // Every rank sends as many rows as the longest (Gloo and NCCL gather equal shapes).
+    const torch::TensorOptions options = param.options().requires_grad(false);
     std::vector<int64_t> shape = param.sizes().vec();
     shape[0] = longest;
     auto indices = torch::zeros({longest}, options.dtype(torch::kLong));
@@ -337,7 +372,7 @@ struct GradientSync::Impl {
     }
     torch::Tensor mean =
         torch::sparse_coo_tensor(torch::cat(index_parts).unsqueeze(0), torch::cat(value_parts),
-                                 param.sizes(), sparse_options)
+                                 param.sizes(), options.layout(torch::kSparse))
             .coalesce();
     mean._values().div_(static_cast<double>(dist.size()));
     return mean;

@@ -50,14 +50,18 @@ struct GradientSyncOptions {
 //
 // The parameters named in `sparse` (those whose gradients backward makes sparse: the weight of
 // an Embedding or EmbeddingBag with sparse=true) are in no bucket: finish() averages them after
-// the buckets, as sparse tensors, as PyTorch's DDP does. Each rank's gradient (coalesced; a dense
-// one is taken as its non-zero rows) is gathered by every rank, indices and values, and the
-// concatenation in rank order is coalesced and divided by the number of ranks. The gradient
-// finish() leaves is then sparse and coalesced, with a row for every index some rank had; every
-// rank computes it from the same gathered tensors in the same order. Only the rows the ranks
-// have travel (two all-gathers per parameter, padded to the longest rank's, and one of every
-// such parameter's row count), never the whole parameter. A parameter that is not named but gets a
-// sparse gradient is averaged dense in its bucket, and its gradient is dense from then on.
+// the buckets, as sparse tensors, as PyTorch's DDP does. The ranks first gather each one's row
+// count (one all-gather for all of them); then, for each parameter some rank has rows of, every
+// rank gathers every rank's rows (its coalesced gradient's indices and values, padded with zeros
+// to the longest rank's count: two all-gathers), coalesces their concatenation in rank order
+// and divides it by the number of ranks. The gradient finish() leaves is then sparse and
+// coalesced (one sparse dimension, rows), with an entry for every row some rank had (none when
+// no rank had any), computed by every rank from the same gathered tensors in the same order; the
+// parameter's other rows never travel. When some rank's gradient of such a parameter is dense (a
+// weight it shares with a dense layer), the parameter is averaged dense instead, with one
+// all-reduce of the whole parameter, and its gradient is dense, as it would be in one process.
+// A parameter that is not named but gets a sparse gradient is averaged dense in its bucket, and
+// its gradient is dense from then on.
 //
 // Every rank must build it with the same parameters (shapes, dtypes, order, `sparse`) and open
 // and finish windows at the same points; between open_window() and finish() the ranks must
