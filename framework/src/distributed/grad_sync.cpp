@@ -351,24 +351,32 @@ struct GradientSync::Impl {
   torch::Tensor sparse_mean(const torch::Tensor& param, const torch::Tensor& rows,
                             const std::vector<int64_t>& count, int64_t longest) {
     if (longest == 0) return no_rows(param);
-    // Every rank sends as many rows as the longest (Gloo and NCCL gather equal shapes).
+    // Every rank sends as many rows as the longest (Gloo and NCCL gather equal shapes), indices
+    // and values in one buffer of bytes: [longest int64 indices | longest rows of values].
     const torch::TensorOptions options = param.options().requires_grad(false);
     std::vector<int64_t> shape = param.sizes().vec();
     shape[0] = longest;
-    auto indices = torch::zeros({longest}, options.dtype(torch::kLong));
-    auto values = torch::zeros(shape, options);
+    const int64_t index_bytes = longest * static_cast<int64_t>(sizeof(int64_t));
+    const int64_t value_bytes =
+        param.numel() / param.size(0) * longest * static_cast<int64_t>(param.element_size());
+    const auto split = [&](const torch::Tensor& bytes) {
+      return std::make_pair(
+          bytes.narrow(0, 0, index_bytes).view(torch::kLong),
+          bytes.narrow(0, index_bytes, value_bytes).view(param.scalar_type()).view(shape));
+    };
+    auto packed = torch::zeros({index_bytes + value_bytes}, options.dtype(torch::kUInt8));
     if (rows.defined() && rows._nnz() > 0) {
+      auto [indices, values] = split(packed);
       indices.narrow(0, 0, rows._nnz()).copy_(rows._indices()[0]);
       values.narrow(0, 0, rows._nnz()).copy_(rows._values());
     }
-    const auto& collectives = detail::DistributedAccess::collectives(dist);
-    const auto all_indices = collectives->allgather(indices, dist.size());
-    const auto all_values = collectives->allgather(values, dist.size());
+    const auto all = detail::DistributedAccess::collectives(dist)->allgather(packed, dist.size());
     std::vector<torch::Tensor> index_parts, value_parts;
     for (size_t r = 0; r < count.size(); ++r) {
       const int64_t n = std::max<int64_t>(count[r], 0);
-      index_parts.push_back(all_indices[r].narrow(0, 0, n));
-      value_parts.push_back(all_values[r].narrow(0, 0, n));
+      const auto [indices, values] = split(all[r]);
+      index_parts.push_back(indices.narrow(0, 0, n));
+      value_parts.push_back(values.narrow(0, 0, n));
     }
     torch::Tensor mean =
         torch::sparse_coo_tensor(torch::cat(index_parts).unsqueeze(0), torch::cat(value_parts),

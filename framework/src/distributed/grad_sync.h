@@ -53,8 +53,8 @@ struct GradientSyncOptions {
 // the buckets, as sparse tensors, as PyTorch's DDP does. The ranks first gather each one's row
 // count (one all-gather for all of them); then, for each parameter some rank has rows of, every
 // rank gathers every rank's rows (its coalesced gradient's indices and values, padded with zeros
-// to the longest rank's count: two all-gathers), coalesces their concatenation in rank order
-// and divides it by the number of ranks. The gradient finish() leaves is then sparse and
+// to the longest rank's count: one all-gather of bytes), coalesces their concatenation in rank
+// order and divides it by the number of ranks. The gradient finish() leaves is then sparse and
 // coalesced (one sparse dimension, rows), with an entry for every row some rank had (none when
 // no rank had any), computed by every rank from the same gathered tensors in the same order; the
 // parameter's other rows never travel. When some rank's gradient of such a parameter is dense (a
