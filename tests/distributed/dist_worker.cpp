@@ -215,9 +215,11 @@ torch::Tensor sparse_indices(const crucible::DistributedContext& ctx, int step) 
 // place between them; in the third no rank uses `rank0`); for each, what the embeddings'
 // gradients are after finish().
 nlohmann::json sparse_grad_sync_case(const crucible::DistributedContext& ctx,
-                                     const crucible::dist::GradientSyncOptions& options) {
+                                     const crucible::dist::GradientSyncOptions& options,
+                                     const torch::Device& device) {
   torch::manual_seed(7);
   SparseNet net;
+  net.to(device);
   const std::vector<std::pair<const char*, torch::Tensor>> sparse = {
       {"rows", net.rows->weight},
       {"rank0", net.rank0->weight},
@@ -228,7 +230,7 @@ nlohmann::json sparse_grad_sync_case(const crucible::DistributedContext& ctx,
   crucible::dist::GradientSync sync(ctx, net.parameters(), options, sparse_params);
   nlohmann::json out = {{"buckets", sync.bucket_count()}};
   for (const int step : {1, 2, 3}) {
-    const torch::Tensor index = sparse_indices(ctx, step);
+    const torch::Tensor index = sparse_indices(ctx, step).to(device);
     const bool use_rank0 = ctx.rank() == 0 && step < 3;
     const bool use_tied_whole = ctx.rank() == ctx.size() - 1;
     // The reference: the mean of every rank's dense gradient, from a pass without the sync.
@@ -272,11 +274,19 @@ nlohmann::json sparse_grad_sync_case(const crucible::DistributedContext& ctx,
   return out;
 }
 
+// The cases on the CPU ("overlap", "plain") and, when there is a GPU, on CUDA device 0 too
+// ("overlap_cuda", "plain_cuda": every rank on that device, through Gloo).
 nlohmann::json sparse_grad_sync(const crucible::DistributedContext& ctx) {
   nlohmann::json out = {{"rank", ctx.rank()}};
-  for (const bool overlap : {true, false}) {
-    out[overlap ? "overlap" : "plain"] = sparse_grad_sync_case(
-        ctx, crucible::dist::GradientSyncOptions().bucket_bytes(1024).overlap(overlap));
+  std::vector<torch::Device> devices = {torch::kCPU};
+  if (torch::cuda::is_available()) devices.emplace_back(torch::kCUDA, 0);
+  for (const auto& device : devices) {
+    for (const bool overlap : {true, false}) {
+      out[std::string(overlap ? "overlap" : "plain") + (device.is_cuda() ? "_cuda" : "")] =
+          sparse_grad_sync_case(
+              ctx, crucible::dist::GradientSyncOptions().bucket_bytes(1024).overlap(overlap),
+              device);
+    }
   }
   return out;
 }

@@ -1,6 +1,10 @@
 // Real worker processes on loopback: c10d Gloo collectives through DistributedContext, and what
 // the survivors say when a rank dies or hangs.
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
+#include <torch/cuda.h>
 #include "catch.h"
 
 #include <crucible/errors.h>
@@ -216,16 +220,23 @@ TEST_CASE("gradient buckets are all-reduced during backward and give the exact m
   }
 }
 
+// On the CPU, and on CUDA device 0 too when there is one.
 TEST_CASE("sparse gradients are averaged sparse: only the rows the ranks have travel",
           "[dist][sparse]") {
+  std::vector<std::string> modes = {"overlap", "plain"};
+  if (torch::cuda::is_available()) {
+    modes.push_back("overlap_cuda");
+    modes.push_back("plain_cuda");
+  }
   for (int n : {2, 3}) {
     INFO(n << " ranks");
     const auto ranks = run_world(n, "sparse_grad_sync", torchrun_world(n, free_port()));
     for (int r = 0; r < n; ++r) {
       const auto out = result_of(ranks[static_cast<size_t>(r)]);
       INFO(out.dump());
-      for (const char* mode : {"overlap", "plain"}) {
+      for (const std::string& mode : modes) {
         INFO(mode);
+        REQUIRE(out.contains(mode));
         const auto& m = out[mode];
         // 1 KiB buckets: the 16 KB embedding would be a bucket of its own; only the dense head
         // and the flags are in one.
