@@ -1,5 +1,6 @@
 // Real worker processes on loopback: c10d Gloo collectives through DistributedContext, and what
 // the survivors say when a rank dies or hangs.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,21 @@ nlohmann::json result_of(const Finished& f) {
   return nlohmann::json::parse(f.log.substr(0, f.log.find('\n')));
 }
 
+// Runs dist_worker `mode` on 2 ranks, then on 3, and hands each rank's result line to
+// check(ranks, rank, result).
+void check_each_rank(const std::string& mode,
+                     const std::function<void(int, int, const nlohmann::json&)>& check) {
+  for (int n : {2, 3}) {
+    INFO(n << " ranks");
+    const auto ranks = run_world(n, mode, torchrun_world(n, free_port()));
+    for (int r = 0; r < n; ++r) {
+      const auto out = result_of(ranks[static_cast<size_t>(r)]);
+      INFO("rank " << r << ": " << out.dump());
+      check(n, r, out);
+    }
+  }
+}
+
 // Checks that every rank but `lost` failed within `limit_s` seconds of the start, with
 // kExitPeerLost and the message "error: rank R: `operation`...", naming `cause`.
 void check_peer_lost(const std::vector<Finished>& ranks, int lost, const std::string& cause,
@@ -88,35 +104,30 @@ void check_peer_lost(const std::vector<Finished>& ranks, int lost, const std::st
 }  // namespace
 
 TEST_CASE("collectives across 2 and 3 ranks give exact results", "[dist]") {
-  for (int n : {2, 3}) {
-    INFO(n << " ranks");
-    const auto ranks = run_world(n, "collectives", torchrun_world(n, free_port()));
+  check_each_rank("collectives", [](int n, int r, const nlohmann::json& j) {
     const double s = n * (n + 1) / 2.0;  // sum of rank + 1
-    for (int r = 0; r < n; ++r) {
-      const auto j = result_of(ranks[static_cast<size_t>(r)]);
-      CHECK(j["rank"] == r);
-      CHECK(j["size"] == n);
-      CHECK(j["sum"] == nlohmann::json{s, 10 * s});
-      CHECK(j["avg"] == nlohmann::json{s / n, 10 * s / n});
-      CHECK(j["min"] == nlohmann::json{1.0, 10.0});
-      CHECK(j["max"] == nlohmann::json{1.0 * n, 10.0 * n});
-      CHECK(j["broadcast"] == 3.0 * (n - 1));
-      std::vector<int64_t> gathered;
-      for (int i = 0; i < n; ++i) gathered.push_back(7 * i);
-      CHECK(j["allgather"] == gathered);
-      REQUIRE(j["allgather_object"].size() == static_cast<size_t>(n));
-      for (int i = 0; i < n; ++i) {
-        CHECK(j["allgather_object"][i]["rank"] == i);
-        CHECK(j["allgather_object"][i]["pad"] == std::string(static_cast<size_t>(i * 5 + 1), 'x'));
-      }
-      CHECK(j["broadcast_object"] == nlohmann::json{{"from", 1}});
-      if (r == 0) {
-        CHECK(j["gather_object"] == (n == 2 ? nlohmann::json{0, 1} : nlohmann::json{0, 1, 4}));
-      } else {
-        CHECK(j["gather_object"].empty());
-      }
+    CHECK(j["rank"] == r);
+    CHECK(j["size"] == n);
+    CHECK(j["sum"] == nlohmann::json{s, 10 * s});
+    CHECK(j["avg"] == nlohmann::json{s / n, 10 * s / n});
+    CHECK(j["min"] == nlohmann::json{1.0, 10.0});
+    CHECK(j["max"] == nlohmann::json{1.0 * n, 10.0 * n});
+    CHECK(j["broadcast"] == 3.0 * (n - 1));
+    std::vector<int64_t> gathered;
+    for (int i = 0; i < n; ++i) gathered.push_back(7 * i);
+    CHECK(j["allgather"] == gathered);
+    REQUIRE(j["allgather_object"].size() == static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      CHECK(j["allgather_object"][i]["rank"] == i);
+      CHECK(j["allgather_object"][i]["pad"] == std::string(static_cast<size_t>(i * 5 + 1), 'x'));
     }
-  }
+    CHECK(j["broadcast_object"] == nlohmann::json{{"from", 1}});
+    if (r == 0) {
+      CHECK(j["gather_object"] == (n == 2 ? nlohmann::json{0, 1} : nlohmann::json{0, 1, 4}));
+    } else {
+      CHECK(j["gather_object"].empty());
+    }
+  });
 }
 
 TEST_CASE("Open MPI's variables join the same kind of run", "[dist]") {
@@ -174,50 +185,44 @@ TEST_CASE("a rank that hangs makes the others fail within the timeout", "[dist]"
 }
 
 TEST_CASE("gradient buckets are all-reduced during backward and give the exact mean", "[dist]") {
-  for (int n : {2, 3}) {
-    INFO(n << " ranks");
-    const auto ranks = run_world(n, "grad_sync", torchrun_world(n, free_port()));
-    for (int r = 0; r < n; ++r) {
-      const auto out = result_of(ranks[static_cast<size_t>(r)]);
-      INFO(out.dump());
-      for (const char* mode : {"overlap_view", "overlap", "plain_view", "plain"}) {
-        INFO(mode);
-        const auto& m = out[mode];
-        const bool view = std::string(mode).find("_view") != std::string::npos;
-        const bool overlap = std::string(mode).rfind("overlap", 0) == 0;
-        // 1 KiB buckets: [c, b.bias] [b.weight] [a.bias] [a.weight] [rank0, unused, flags].
-        CHECK(m["buckets"].get<int>() == 5);
-        for (const char* step : {"step1", "step2"}) {
-          INFO(step);
-          CHECK(m[step]["error"].get<double>() <= 1e-6);
-          CHECK_FALSE(m[step]["redone"].get<bool>());
-          CHECK(m[step]["plain_gradients"].get<bool>());
-          CHECK_FALSE(m[step]["unused_has_grad"].get<bool>());
-          CHECK(m[step]["rank0_has_grad"].get<bool>());  // the mean of rank 0's and zeros
-          // Overlap: every bucket but the last (which finish() starts) started during backward.
-          CHECK(m[step]["started_early"].get<int>() == (overlap ? 4 : 0));
-        }
-        // Gradients start as none: each rank copies those it has (rank 0 also the rank0 layer).
-        CHECK(m["step1"]["copies"].get<int>() == (r == 0 ? 8 : 6));
-        // Then they are the buckets themselves (zero_grad keeps them), or copied each time.
-        CHECK(m["step2"]["copies"].get<int>() == (view ? 0 : 8));
-        // Two backward passes in one window.
-        const auto& twice = m["step3"];
-        if (overlap && view) {
-          // The first pass's buckets were being reduced in place: an error on every rank.
-          CHECK_THAT(twice.value("threw", ""),
-                     Catch::Contains(fmt::format("rank {}: a gradient changed after its bucket's "
-                                                 "all-reduce had started",
-                                                 r)) &&
-                         Catch::Contains("gradient_as_bucket_view: true"));
-        } else {
-          CHECK(twice["error"].get<double>() <= 1e-6);
-          // With copies, changed gradients make every rank average again.
-          CHECK(twice["redone"].get<bool>() == overlap);
-        }
+  check_each_rank("grad_sync", [](int, int r, const nlohmann::json& out) {
+    for (const char* mode : {"overlap_view", "overlap", "plain_view", "plain"}) {
+      INFO(mode);
+      const auto& m = out[mode];
+      const bool view = std::string(mode).find("_view") != std::string::npos;
+      const bool overlap = std::string(mode).rfind("overlap", 0) == 0;
+      // 1 KiB buckets: [c, b.bias] [b.weight] [a.bias] [a.weight] [rank0, unused, flags].
+      CHECK(m["buckets"].get<int>() == 5);
+      for (const char* step : {"step1", "step2"}) {
+        INFO(step);
+        CHECK(m[step]["error"].get<double>() <= 1e-6);
+        CHECK_FALSE(m[step]["redone"].get<bool>());
+        CHECK(m[step]["plain_gradients"].get<bool>());
+        CHECK_FALSE(m[step]["unused_has_grad"].get<bool>());
+        CHECK(m[step]["rank0_has_grad"].get<bool>());  // the mean of rank 0's and zeros
+        // Overlap: every bucket but the last (which finish() starts) started during backward.
+        CHECK(m[step]["started_early"].get<int>() == (overlap ? 4 : 0));
+      }
+      // Gradients start as none: each rank copies those it has (rank 0 also the rank0 layer).
+      CHECK(m["step1"]["copies"].get<int>() == (r == 0 ? 8 : 6));
+      // Then they are the buckets themselves (zero_grad keeps them), or copied each time.
+      CHECK(m["step2"]["copies"].get<int>() == (view ? 0 : 8));
+      // Two backward passes in one window.
+      const auto& twice = m["step3"];
+      if (overlap && view) {
+        // The first pass's buckets were being reduced in place: an error on every rank.
+        CHECK_THAT(twice.value("threw", ""),
+                   Catch::Contains(fmt::format("rank {}: a gradient changed after its bucket's "
+                                               "all-reduce had started",
+                                               r)) &&
+                       Catch::Contains("gradient_as_bucket_view: true"));
+      } else {
+        CHECK(twice["error"].get<double>() <= 1e-6);
+        // With copies, changed gradients make every rank average again.
+        CHECK(twice["redone"].get<bool>() == overlap);
       }
     }
-  }
+  });
 }
 
 // On the CPU, and on CUDA device 0 too when there is one.
@@ -228,43 +233,37 @@ TEST_CASE("sparse gradients are averaged sparse: only the rows the ranks have tr
     modes.push_back("overlap_cuda");
     modes.push_back("plain_cuda");
   }
-  for (int n : {2, 3}) {
-    INFO(n << " ranks");
-    const auto ranks = run_world(n, "sparse_grad_sync", torchrun_world(n, free_port()));
-    for (int r = 0; r < n; ++r) {
-      const auto out = result_of(ranks[static_cast<size_t>(r)]);
-      INFO(out.dump());
-      for (const std::string& mode : modes) {
-        INFO(mode);
-        REQUIRE(out.contains(mode));
-        const auto& m = out[mode];
-        // 1 KiB buckets: the 16 KB embedding would be a bucket of its own; only the dense head
-        // and the flags are in one.
-        CHECK(m["buckets"].get<int>() == 1);
-        for (const char* step : {"step1", "step2", "step3"}) {
-          INFO(step);
-          const auto& s = m[step];
-          for (const char* param : {"rows", "rank0", "tied"}) {
-            INFO(param);
-            REQUIRE(s[param]["has_grad"].get<bool>());
-            CHECK(s[param]["error"].get<double>() <= 1e-6);
-            CHECK(s[param]["same_on_every_rank"].get<bool>());
-          }
-          for (const char* param : {"rows", "rank0"}) {
-            INFO(param);
-            REQUIRE(s[param]["sparse"].get<bool>());
-            CHECK(s[param]["coalesced"].get<bool>());
-            CHECK(s[param]["sparse_dim"].get<int64_t>() == 1);
-          }
-          // One entry per row some rank looked up, not one per row of the table.
-          CHECK(s["rows"]["nnz"].get<int64_t>() == s["rows_looked_up"].get<int64_t>());
-          // Used by rank 0 in the first two steps, by no rank in the third: no entries.
-          CHECK((s["rank0"]["nnz"].get<int64_t>() > 0) == (std::string(step) != "step3"));
-          // Dense on the last rank: averaged dense, as one process would have it.
-          CHECK_FALSE(s["tied"]["sparse"].get<bool>());
-          CHECK_FALSE(s["unused"]["has_grad"].get<bool>());
+  check_each_rank("sparse_grad_sync", [&](int, int, const nlohmann::json& out) {
+    for (const std::string& mode : modes) {
+      INFO(mode);
+      REQUIRE(out.contains(mode));
+      const auto& m = out[mode];
+      // 1 KiB buckets: the 16 KB embedding would be a bucket of its own; only the dense head
+      // and the flags are in one.
+      CHECK(m["buckets"].get<int>() == 1);
+      for (const char* step : {"step1", "step2", "step3"}) {
+        INFO(step);
+        const auto& s = m[step];
+        for (const char* param : {"rows", "rank0", "tied"}) {
+          INFO(param);
+          REQUIRE(s[param]["has_grad"].get<bool>());
+          CHECK(s[param]["error"].get<double>() <= 1e-6);
+          CHECK(s[param]["same_on_every_rank"].get<bool>());
         }
+        for (const char* param : {"rows", "rank0"}) {
+          INFO(param);
+          REQUIRE(s[param]["sparse"].get<bool>());
+          CHECK(s[param]["coalesced"].get<bool>());
+          CHECK(s[param]["sparse_dim"].get<int64_t>() == 1);
+        }
+        // One entry per row some rank looked up, not one per row of the table.
+        CHECK(s["rows"]["nnz"].get<int64_t>() == s["rows_looked_up"].get<int64_t>());
+        // Used by rank 0 in the first two steps, by no rank in the third: no entries.
+        CHECK((s["rank0"]["nnz"].get<int64_t>() > 0) == (std::string(step) != "step3"));
+        // Dense on the last rank: averaged dense, as one process would have it.
+        CHECK_FALSE(s["tied"]["sparse"].get<bool>());
+        CHECK_FALSE(s["unused"]["has_grad"].get<bool>());
       }
     }
-  }
+  });
 }

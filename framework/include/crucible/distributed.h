@@ -59,9 +59,8 @@ class DistributedContext {
   void broadcast(torch::Tensor& tensor, int64_t root = 0) const;
   // Every rank's `tensor` (same shape and dtype on every rank), in rank order.
   std::vector<torch::Tensor> allgather(const torch::Tensor& tensor) const;
-  // Every rank's `bytes`, a 1-D kUInt8 CPU tensor whose length may differ between ranks, in rank
-  // order, each as long as that rank's.
-  std::vector<torch::Tensor> allgather_bytes(const torch::Tensor& bytes) const;
+  // Every rank's `bytes` (any length, which may differ between ranks), in rank order.
+  std::vector<std::string> allgather_bytes(const std::string& bytes) const;
   // Returns when every rank has called it.
   void barrier() const;
 

@@ -1,5 +1,8 @@
 #include <crucible/distributed.h>
 
+#include <cstring>
+#include <string>
+
 #include <crucible/errors.h>
 
 #include "distributed/collectives.h"
@@ -8,16 +11,16 @@ namespace crucible {
 
 namespace {
 
-torch::Tensor to_bytes(const nlohmann::json& value) {
-  const std::string text = value.dump();
-  auto t = torch::empty({static_cast<int64_t>(text.size())}, torch::kUInt8);
-  std::memcpy(t.data_ptr(), text.data(), text.size());
+// `bytes` as a kUInt8 CPU tensor of `size` elements (at least bytes.size()), zero-padded.
+torch::Tensor to_tensor(const std::string& bytes, int64_t size) {
+  auto t = torch::zeros({size}, torch::kUInt8);
+  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
   return t;
 }
 
-nlohmann::json from_bytes(const torch::Tensor& bytes, int64_t length) {
-  const char* data = static_cast<const char*>(bytes.data_ptr());
-  return nlohmann::json::parse(data, data + length);
+// The first `length` bytes of kUInt8 CPU tensor `t`.
+std::string first_bytes(const torch::Tensor& t, int64_t length) {
+  return std::string(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(length));
 }
 
 }  // namespace
@@ -55,36 +58,33 @@ void DistributedContext::barrier() const {
 nlohmann::json DistributedContext::broadcast_object(const nlohmann::json& value,
                                                     int64_t root) const {
   if (!collectives_) return value;
-  torch::Tensor bytes = rank() == root ? to_bytes(value) : torch::Tensor();
-  auto length = torch::tensor({rank() == root ? bytes.numel() : int64_t{0}}, torch::kLong);
+  const std::string text = rank() == root ? value.dump() : std::string();
+  auto length = torch::tensor({static_cast<int64_t>(text.size())}, torch::kLong);
   broadcast(length, root);
-  if (rank() != root) bytes = torch::empty({length.item<int64_t>()}, torch::kUInt8);
+  torch::Tensor bytes = to_tensor(text, length.item<int64_t>());
   broadcast(bytes, root);
-  return from_bytes(bytes, bytes.numel());
+  return nlohmann::json::parse(first_bytes(bytes, bytes.numel()));
 }
 
-std::vector<torch::Tensor> DistributedContext::allgather_bytes(const torch::Tensor& bytes) const {
-  TORCH_INTERNAL_ASSERT(
-      bytes.dim() == 1 && bytes.scalar_type() == torch::kUInt8 && bytes.device().is_cpu(),
-      "allgather_bytes takes a 1-D kUInt8 CPU tensor");
+std::vector<std::string> DistributedContext::allgather_bytes(const std::string& bytes) const {
   if (!collectives_) return {bytes};
-  const auto lengths = allgather(torch::tensor({bytes.numel()}, torch::kLong));
+  const auto lengths = allgather(torch::tensor({static_cast<int64_t>(bytes.size())}, torch::kLong));
   int64_t longest = 0;
   for (const auto& l : lengths) longest = std::max(longest, l.item<int64_t>());
-  auto padded = torch::zeros({std::max<int64_t>(longest, 1)}, torch::kUInt8);
-  padded.narrow(0, 0, bytes.numel()).copy_(bytes);
-  std::vector<torch::Tensor> all = allgather(padded);
-  for (size_t i = 0; i < all.size(); ++i) all[i] = all[i].narrow(0, 0, lengths[i].item<int64_t>());
-  return all;
+  // Every rank sends as many bytes as the longest (one at least: Gloo gathers equal shapes).
+  const std::vector<torch::Tensor> all = allgather(to_tensor(bytes, std::max<int64_t>(longest, 1)));
+  std::vector<std::string> out;
+  for (size_t i = 0; i < all.size(); ++i)
+    out.push_back(first_bytes(all[i], lengths[i].item<int64_t>()));
+  return out;
 }
 
 std::vector<nlohmann::json> DistributedContext::allgather_object(
     const nlohmann::json& value) const {
   if (!collectives_) return {value};
   std::vector<nlohmann::json> out;
-  for (const auto& bytes : allgather_bytes(to_bytes(value))) {
-    out.push_back(from_bytes(bytes, bytes.numel()));
-  }
+  for (const auto& bytes : allgather_bytes(value.dump()))
+    out.push_back(nlohmann::json::parse(bytes));
   return out;
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -88,7 +87,7 @@ namespace {
 enum GradientKind : uint8_t { kNoGradient = 0, kDense = 1, kSparse = 2 };
 
 // An archive of the sparse gradients among `gradients` as bytes: "<i>" for each, on the CPU.
-torch::Tensor sparse_archive(const std::vector<torch::Tensor>& gradients) {
+std::string sparse_archive(const std::vector<torch::Tensor>& gradients) {
   torch::serialize::OutputArchive archive;
   for (size_t i = 0; i < gradients.size(); ++i) {
     const torch::Tensor& g = gradients[i];
@@ -96,10 +95,7 @@ torch::Tensor sparse_archive(const std::vector<torch::Tensor>& gradients) {
   }
   std::ostringstream bytes;
   archive.save_to(bytes);
-  const std::string text = bytes.str();
-  auto out = torch::empty({static_cast<int64_t>(text.size())}, torch::kUInt8);
-  std::memcpy(out.data_ptr(), text.data(), text.size());
-  return out;
+  return bytes.str();
 }
 
 }  // namespace
@@ -120,14 +116,12 @@ checkpoint::AccumulatedGradients Checkpointer::accumulated_gradients(
     for (const auto& g : grads) out.by_rank.back().push_back(copied(g));
     return out;
   }
-  auto kinds = torch::zeros({static_cast<int64_t>(params.size())}, torch::kUInt8);
-  for (size_t i = 0; i < grads.size(); ++i) {
-    kinds[static_cast<int64_t>(i)] = !grads[i].defined()    ? kNoGradient
-                                     : grads[i].is_sparse() ? kSparse
-                                                            : kDense;
+  std::vector<uint8_t> kinds;
+  for (const auto& g : grads) {
+    kinds.push_back(!g.defined() ? kNoGradient : g.is_sparse() ? kSparse : kDense);
   }
   std::vector<std::vector<uint8_t>> kind;  // [rank][parameter]
-  for (const auto& k : dist_.allgather(kinds)) {
+  for (const auto& k : dist_.allgather(torch::tensor(kinds, torch::kUInt8))) {
     kind.emplace_back(k.data_ptr<uint8_t>(), k.data_ptr<uint8_t>() + k.numel());
   }
   const size_t ranks = kind.size();
@@ -143,10 +137,9 @@ checkpoint::AccumulatedGradients Checkpointer::accumulated_gradients(
   for (size_t i = 0; i < params.size(); ++i) any_sparse |= any_rank(i, kSparse);
   std::vector<torch::serialize::InputArchive> sparse(ranks);
   if (any_sparse) {
-    const std::vector<torch::Tensor> all = dist_.allgather_bytes(sparse_archive(grads));
+    const std::vector<std::string> all = dist_.allgather_bytes(sparse_archive(grads));
     for (size_t r = 0; dist_.is_chief() && r < all.size(); ++r) {
-      sparse[r].load_from(static_cast<const char*>(all[r].data_ptr()),
-                          static_cast<size_t>(all[r].numel()));
+      sparse[r].load_from(all[r].data(), all[r].size());
     }
   }
   // Dense ones one parameter at a time, where they lie (on a GPU, through its backend): at most

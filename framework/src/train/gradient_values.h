@@ -1,7 +1,8 @@
 #pragma once
 
-// The gradients that an optimizer step inspects or changes (clipping, the loss scaler, the
-// non-finite check), whatever their layout.
+// Gradients whatever their layout: which parameters get sparse ones (the gradient sync averages
+// them apart), and the gradients that an optimizer step inspects or changes (clipping, the loss
+// scaler, the non-finite check).
 
 #include <memory>
 #include <vector>
