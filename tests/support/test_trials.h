@@ -305,7 +305,7 @@ class JitteredDataset : public Dataset {
 // a callback's state.
 // Hyperparameters: records, hidden, workers, sleep_ms (per batch, to give tests time to act); with
 // sparse: true, also a 16 x 1 Embedding of sparse gradients, indexed by the first feature, added
-// to the output and trained by SGD of its own.
+// to the output and trained by a SparseAdam of its own.
 // CRUCIBLE_TEST_CRASH=segv@N or abort@N (crash_if_asked) crashes train_batch at batch N,
 // evaluate@N evaluate_batch at validation batch N.
 class ResumableTrial : public Trial {
@@ -330,7 +330,7 @@ class ResumableTrial : public Trial {
     if (ctx.hparams().value("sparse", false)) {
       embed_ =
           ctx.wrap_model(torch::nn::Embedding(torch::nn::EmbeddingOptions(16, 1).sparse(true)));
-      embed_opt_ = ctx.wrap_optimizer(torch::optim::SGD(embed_->parameters(), 0.05));
+      embed_opt_ = ctx.wrap_optimizer(optim::SparseAdam(embed_->parameters(), 0.05));
     }
   }
 

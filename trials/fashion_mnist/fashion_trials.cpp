@@ -3,7 +3,6 @@
 // one trial body; the network and its optimizer differ.
 #include <crucible/crucible.h>
 
-#include "adadelta.h"
 #include "idx.h"
 #include "networks.h"
 
@@ -58,8 +57,8 @@ crucible::Optimizer make_optimizer(crucible::TrialContext& ctx, Net& model) {
 }
 template <>
 crucible::Optimizer make_optimizer<TutorialNet>(crucible::TrialContext& ctx, TutorialNet& model) {
-  return ctx.wrap_optimizer(
-      Adadelta(model->parameters(), AdadeltaOptions(ctx.hparam<double>("learning_rate"))));
+  return ctx.wrap_optimizer(crucible::optim::Adadelta(
+      model->parameters(), crucible::optim::AdadeltaOptions(ctx.hparam<double>("learning_rate"))));
 }
 
 // The network and optimizer above, cross-entropy loss, accuracy on the 10k test images (the first

@@ -12,6 +12,7 @@
 #include <crucible/experiment.h>
 #include <crucible/metrics.h>
 #include <crucible/optim.h>
+#include <crucible/optimizers.h>
 #include <crucible/registry.h>
 #include <crucible/report.h>
 #include <crucible/trainer.h>

@@ -1,34 +1,11 @@
-#include "adadelta.h"
+#include <crucible/optimizers.h>
 
-#include <type_traits>
+#include "optim/param_state.h"
 
-namespace fashion_mnist {
-namespace {
+namespace crucible::optim {
 
-using StateKey = std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
-
-// The key of a parameter's state: LibTorch 1.x keys by the printed TensorImpl address, 2.x by the
-// address itself.
-template <class Key = StateKey>
-Key state_key(const torch::Tensor& p) {
-  if constexpr (std::is_same_v<Key, std::string>) {
-    return c10::str(p.unsafeGetTensorImpl());
-  } else {
-    return p.unsafeGetTensorImpl();
-  }
-}
-
-void write(torch::serialize::OutputArchive& archive, const char* key, const c10::IValue& v) {
-  archive.write(key, v);
-}
-
-c10::IValue read(torch::serialize::InputArchive& archive, const char* key) {
-  c10::IValue v;
-  archive.read(key, v);
-  return v;
-}
-
-}  // namespace
+using detail::read;
+using detail::write;
 
 void AdadeltaOptions::serialize(torch::serialize::OutputArchive& archive) const {
   write(archive, "lr", lr());
@@ -59,34 +36,30 @@ void AdadeltaParamState::serialize(torch::serialize::InputArchive& archive) {
 Adadelta::Adadelta(std::vector<torch::optim::OptimizerParamGroup> param_groups,
                    AdadeltaOptions defaults)
     : Optimizer(std::move(param_groups), std::make_unique<AdadeltaOptions>(defaults)) {
-  TORCH_CHECK(defaults.lr() >= 0, "Adadelta: invalid learning rate ", defaults.lr());
-  TORCH_CHECK(defaults.rho() >= 0 && defaults.rho() <= 1, "Adadelta: invalid rho ", defaults.rho());
-  TORCH_CHECK(defaults.eps() >= 0, "Adadelta: invalid eps ", defaults.eps());
-  TORCH_CHECK(defaults.weight_decay() >= 0, "Adadelta: invalid weight_decay ",
-              defaults.weight_decay());
+  for (const auto& group : param_groups_) {
+    const auto& o = static_cast<const AdadeltaOptions&>(group.options());
+    TORCH_CHECK(o.lr() >= 0, "Adadelta: invalid learning rate ", o.lr());
+    TORCH_CHECK(o.rho() >= 0 && o.rho() <= 1, "Adadelta: invalid rho ", o.rho());
+    TORCH_CHECK(o.eps() >= 0, "Adadelta: invalid eps ", o.eps());
+    TORCH_CHECK(o.weight_decay() >= 0, "Adadelta: invalid weight_decay ", o.weight_decay());
+  }
 }
 
 torch::Tensor Adadelta::step(LossClosure closure) {
-  torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure) {
-    torch::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
+  const torch::NoGradGuard no_grad;
+  torch::Tensor loss = detail::run_closure(closure);
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const AdadeltaOptions&>(group.options());
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       torch::Tensor grad = p.grad();
       if (o.weight_decay() != 0) grad = grad.add(p, o.weight_decay());
-      auto& slot = state_[state_key(p)];
-      if (!slot) {
+      auto& s = detail::state_of<AdadeltaParamState>(state_, p, [&] {
         auto fresh = std::make_unique<AdadeltaParamState>();
         fresh->square_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
         fresh->acc_delta(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-        slot = std::move(fresh);
-      }
-      auto& s = static_cast<AdadeltaParamState&>(*slot);
+        return fresh;
+      });
       s.step(s.step() + 1);
       s.square_avg().mul_(o.rho()).addcmul_(grad, grad, 1 - o.rho());
       const torch::Tensor std = s.square_avg().add(o.eps()).sqrt_();
@@ -104,6 +77,7 @@ void Adadelta::save(torch::serialize::OutputArchive& archive) const {
 
 void Adadelta::load(torch::serialize::InputArchive& archive) {
   torch::optim::serialize<AdadeltaParamState, AdadeltaOptions>(archive, *this);
+  detail::load_group_options<AdadeltaOptions>(archive, *this);
 }
 
-}  // namespace fashion_mnist
+}  // namespace crucible::optim
