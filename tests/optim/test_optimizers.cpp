@@ -1,6 +1,7 @@
 // Crucible's optimizers (crucible/optimizers.h): their updates against torch.optim's on the same
 // problem, their state across a save and load, and their refusals of bad input.
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -97,6 +98,7 @@ struct Problem {
   std::vector<torch::Tensor> params, targets, scales;
   std::unique_ptr<torch::optim::Optimizer> opt;
   int64_t steps = 0;
+  std::set<size_t> dense;  // parameters looked up with dense gradients whatever spec says
 
   explicit Problem(json problem, torch::Device device = torch::kCPU) : spec(std::move(problem)) {
     std::vector<torch::optim::OptimizerParamGroup> groups;
@@ -128,8 +130,8 @@ struct Problem {
       const torch::Tensor index =
           torch::tensor(pattern[k].get<std::vector<int64_t>>(), torch::kLong)
               .to(params[k].device());
-      const torch::Tensor looked_up =
-          torch::embedding(params[k], index, -1, false, spec["sparse"].get<bool>());
+      const torch::Tensor looked_up = torch::embedding(
+          params[k], index, -1, false, spec["sparse"].get<bool>() && dense.count(k) == 0);
       loss = loss + ((looked_up - targets[k].index_select(0, index)).pow(2) *
                      scales[k].index_select(0, index))
                         .sum();
@@ -237,8 +239,16 @@ TEST_CASE("Adadelta and SparseAdam resumed from a save continue exactly as if ne
     first.opt->save(archive);
     archive.save_to(saved);
   }
-  // The resumed optimizer starts with another rate in group 1: the load must restore the saved.
-  problem["groups"][1]["options"]["lr"] = 0.25;
+  // The resumed optimizer starts with other options in group 1: the load must restore the saved
+  // ones (which LibTorch 1.x's own loads do not).
+  json& changed = problem["groups"][1]["options"];
+  changed["lr"] = 0.25;
+  if (problem["optimizer"] == "Adadelta") {
+    changed["rho"] = 0.5;
+  } else {
+    changed["betas"] = {0.5, 0.5};
+    changed["maximize"] = false;
+  }
   Problem resumed(problem);
   {
     torch::NoGradGuard no_grad;
@@ -274,19 +284,22 @@ TEST_CASE(
     "SparseAdam refuses a dense gradient before any update and a sparse parameter and bad "
     "options: each named",
     "[optim][sparse_adam]") {
-  // Dense look-ups: every gradient is dense.
-  Problem dense(make_problem("SparseAdam", kSparseAdamOptions, false, 0));
-  const auto start = dense.values();
-  CHECK_THROWS_WITH(dense.step(), Catch::Contains("SparseAdam: parameter 0 of group 0 has a "
+  // The tables of group 0 get sparse gradients, group 1's dense ones.
+  Problem mixed(make_problem("SparseAdam", kSparseAdamOptions, true, 0));
+  mixed.dense = {2};
+  const auto start = mixed.values();
+  CHECK_THROWS_WITH(mixed.step(), Catch::Contains("SparseAdam: parameter 0 of group 1 has a "
                                                   "dense gradient") &&
                                       Catch::Contains("step dense ones with Adam"));
-  const auto after = dense.values();
+  const auto after = mixed.values();
   for (size_t k = 0; k < start.size(); ++k) CHECK(torch::equal(after[k], start[k]));
-  CHECK(dense.opt->state().empty());
+  CHECK(mixed.opt->state().empty());
 
   const torch::Tensor table = torch::ones({3, 2}, torch::requires_grad());
   CHECK_THROWS_WITH(SparseAdam({table, torch::eye(2).to_sparse()}),
                     Catch::Contains("SparseAdam: parameter 1 of group 0 is a sparse tensor"));
+  CHECK_THROWS_WITH(SparseAdam({table, torch::ones({2}, torch::kComplexFloat)}),
+                    Catch::Contains("SparseAdam: parameter 1 of group 0 is complex"));
   CHECK_THROWS_WITH(SparseAdam({table}, SparseAdamOptions(0)),
                     Catch::Contains("SparseAdam: invalid learning rate 0"));
   CHECK_THROWS_WITH(SparseAdam({table}, SparseAdamOptions().eps(-1)),
@@ -295,9 +308,25 @@ TEST_CASE(
                     Catch::Contains("SparseAdam: invalid beta1 1"));
   CHECK_THROWS_WITH(SparseAdam({table}, SparseAdamOptions().betas({0.9, -0.5})),
                     Catch::Contains("SparseAdam: invalid beta2 -0.5"));
+}
+
+TEST_CASE("Adadelta refuses a sparse gradient before any update and bad options: each named",
+          "[optim][adadelta]") {
+  Problem mixed(make_problem("Adadelta", kAdadeltaOptions, true, 0));
+  mixed.dense = {0};
+  const auto start = mixed.values();
+  CHECK_THROWS_WITH(mixed.step(),
+                    Catch::Contains("Adadelta: parameter 1 of group 0 has a sparse gradient") &&
+                        Catch::Contains("crucible::optim::SparseAdam"));
+  const auto after = mixed.values();
+  for (size_t k = 0; k < start.size(); ++k) CHECK(torch::equal(after[k], start[k]));
+  CHECK(mixed.opt->state().empty());
   // A group's own options are checked as the defaults are.
+  const torch::Tensor table = torch::ones({3, 2}, torch::requires_grad());
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(std::vector<torch::Tensor>{table},
+  groups.emplace_back(std::vector<torch::Tensor>{table});
+  groups.emplace_back(std::vector<torch::Tensor>{table.detach().clone().requires_grad_()},
                       std::make_unique<AdadeltaOptions>(AdadeltaOptions().rho(1.5)));
-  CHECK_THROWS_WITH(Adadelta(std::move(groups)), Catch::Contains("Adadelta: invalid rho 1.5"));
+  CHECK_THROWS_WITH(Adadelta(std::move(groups)),
+                    Catch::Contains("Adadelta: invalid rho 1.5 in group 1 (0 <= rho <= 1)"));
 }

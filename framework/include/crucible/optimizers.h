@@ -44,14 +44,17 @@ struct AdadeltaParamState : torch::optim::OptimizerCloneableParamState<AdadeltaP
 
 class Adadelta : public torch::optim::Optimizer {
  public:
-  // Requires lr >= 0, 0 <= rho <= 1, eps >= 0 and weight_decay >= 0 in every group.
+  // Requires lr >= 0, 0 <= rho <= 1, eps >= 0 and weight_decay >= 0 in every group, and dense,
+  // real parameters. (Groups added later with add_param_group are not checked.)
   explicit Adadelta(std::vector<torch::optim::OptimizerParamGroup> param_groups,
                     AdadeltaOptions defaults = {});
   explicit Adadelta(std::vector<torch::Tensor> params, AdadeltaOptions defaults = {})
       : Adadelta({torch::optim::OptimizerParamGroup(std::move(params))}, defaults) {}
 
-  // One update of every parameter that has a gradient, with its group's options. Creates a
-  // parameter's state at its first update. Returns the closure's loss (undefined without one).
+  // One update of every parameter that has a gradient, with its group's options. Every such
+  // gradient must be dense: a sparse one throws c10::Error, naming the parameter's group and place
+  // in it, before any parameter is updated. Creates a parameter's state at its first step with a
+  // gradient. Returns the closure's loss (undefined without one).
   torch::Tensor step(LossClosure closure = nullptr) override;
 
   // Writes (reads) every parameter's state and every group's options; load requires the same
@@ -96,8 +99,8 @@ struct SparseAdamParamState : torch::optim::OptimizerCloneableParamState<SparseA
 
 class SparseAdam : public torch::optim::Optimizer {
  public:
-  // Requires lr > 0, eps > 0 and 0 <= beta < 1 for both betas in every group, and dense
-  // parameters.
+  // Requires lr > 0, eps > 0 and 0 <= beta < 1 for both betas in every group, and dense, real
+  // parameters. (Groups added later with add_param_group are not checked.)
   explicit SparseAdam(std::vector<torch::optim::OptimizerParamGroup> param_groups,
                       SparseAdamOptions defaults = {});
   explicit SparseAdam(std::vector<torch::Tensor> params, SparseAdamOptions defaults = {})
@@ -105,8 +108,8 @@ class SparseAdam : public torch::optim::Optimizer {
 
   // One update of every parameter that has a gradient, with its group's options. Every such
   // gradient must be sparse: a dense one throws c10::Error, naming the parameter's group and
-  // place in it, before any parameter is updated. Creates a parameter's state at its first
-  // update. Returns the closure's loss (undefined without one).
+  // place in it, before any parameter is updated. Creates a parameter's state at its first step
+  // with a gradient (an empty one too). Returns the closure's loss (undefined without one).
   torch::Tensor step(LossClosure closure = nullptr) override;
 
   // As Adadelta's.

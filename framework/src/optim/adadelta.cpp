@@ -36,18 +36,26 @@ void AdadeltaParamState::serialize(torch::serialize::InputArchive& archive) {
 Adadelta::Adadelta(std::vector<torch::optim::OptimizerParamGroup> param_groups,
                    AdadeltaOptions defaults)
     : Optimizer(std::move(param_groups), std::make_unique<AdadeltaOptions>(defaults)) {
-  for (const auto& group : param_groups_) {
-    const auto& o = static_cast<const AdadeltaOptions&>(group.options());
-    TORCH_CHECK(o.lr() >= 0, "Adadelta: invalid learning rate ", o.lr());
-    TORCH_CHECK(o.rho() >= 0 && o.rho() <= 1, "Adadelta: invalid rho ", o.rho());
-    TORCH_CHECK(o.eps() >= 0, "Adadelta: invalid eps ", o.eps());
-    TORCH_CHECK(o.weight_decay() >= 0, "Adadelta: invalid weight_decay ", o.weight_decay());
+  for (size_t g = 0; g < param_groups_.size(); ++g) {
+    const auto& o = static_cast<const AdadeltaOptions&>(param_groups_[g].options());
+    TORCH_CHECK(o.lr() >= 0, "Adadelta: invalid learning rate ", o.lr(), " in group ", g,
+                " (it must be >= 0)");
+    TORCH_CHECK(o.rho() >= 0 && o.rho() <= 1, "Adadelta: invalid rho ", o.rho(), " in group ", g,
+                " (0 <= rho <= 1)");
+    TORCH_CHECK(o.eps() >= 0, "Adadelta: invalid eps ", o.eps(), " in group ", g,
+                " (it must be >= 0)");
+    TORCH_CHECK(o.weight_decay() >= 0, "Adadelta: invalid weight_decay ", o.weight_decay(),
+                " in group ", g, " (it must be >= 0)");
   }
+  detail::require_dense_real_parameters(param_groups_, "Adadelta");
 }
 
 torch::Tensor Adadelta::step(LossClosure closure) {
   const torch::NoGradGuard no_grad;
   torch::Tensor loss = detail::run_closure(closure);
+  detail::require_gradient_layout(param_groups_, "Adadelta", /*sparse=*/false,
+                                  "Adadelta takes dense gradients only; step sparse ones with "
+                                  "crucible::optim::SparseAdam");
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const AdadeltaOptions&>(group.options());
     for (auto& p : group.params()) {

@@ -57,6 +57,17 @@ void load_group_options(torch::serialize::InputArchive& archive,
   }
 }
 
+// Throws c10::Error, naming the optimizer, the parameter and its group, when the gradient of a
+// parameter of `groups` is not of the layout `optimizer` steps (sparse COO when `sparse`, else
+// dense); `hint` says what to do instead. Checks every group before the caller updates any.
+void require_gradient_layout(const std::vector<torch::optim::OptimizerParamGroup>& groups,
+                             const char* optimizer, bool sparse, const char* hint);
+
+// Throws c10::Error, naming the parameter and its group, when a parameter of `groups` is sparse
+// or complex: Crucible's optimizers update dense real tensors.
+void require_dense_real_parameters(const std::vector<torch::optim::OptimizerParamGroup>& groups,
+                                   const char* optimizer);
+
 inline void write(torch::serialize::OutputArchive& archive, const char* key, const c10::IValue& v) {
   archive.write(key, v);
 }

@@ -10,27 +10,13 @@ namespace {
 using detail::read;
 using detail::write;
 
-// The sparse tensor of `size` that holds `values` at `indices`, the unique, sorted indices of a
-// coalesced tensor: it is marked coalesced.
+// The sparse tensor of `size` that holds `values` at `indices` (unique: a coalesced tensor's). It
+// is left uncoalesced, as torch.optim.SparseAdam's is: a dense tensor adds it through index_add,
+// which honours the dense tensor's strides on every device.
 torch::Tensor at_indices(const torch::Tensor& indices, const torch::Tensor& values,
                          torch::IntArrayRef size) {
-  torch::Tensor t = torch::_sparse_coo_tensor_unsafe(indices, values, size,
-                                                     values.options().layout(torch::kSparse));
-  t._coalesced_(true);
-  return t;
-}
-
-// Throws c10::Error, before any update, when a parameter of `groups` has a dense gradient.
-void require_sparse_gradients(const std::vector<torch::optim::OptimizerParamGroup>& groups) {
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const auto& params = groups[g].params();
-    for (size_t i = 0; i < params.size(); ++i) {
-      const torch::Tensor& grad = params[i].grad();
-      TORCH_CHECK(!grad.defined() || grad.is_sparse(), "SparseAdam: parameter ", i, " of group ", g,
-                  " has a dense gradient; SparseAdam takes sparse gradients only (those of an ",
-                  "Embedding or EmbeddingBag with sparse(true)); step dense ones with Adam");
-    }
-  }
+  return torch::_sparse_coo_tensor_unsafe(indices, values, size,
+                                          values.options().layout(torch::kSparse));
 }
 
 }  // namespace
@@ -68,22 +54,24 @@ SparseAdam::SparseAdam(std::vector<torch::optim::OptimizerParamGroup> param_grou
   for (size_t g = 0; g < param_groups_.size(); ++g) {
     const auto& o = static_cast<const SparseAdamOptions&>(param_groups_[g].options());
     const auto [beta1, beta2] = o.betas();
-    TORCH_CHECK(o.lr() > 0, "SparseAdam: invalid learning rate ", o.lr(), " (it must be > 0)");
-    TORCH_CHECK(o.eps() > 0, "SparseAdam: invalid eps ", o.eps(), " (it must be > 0)");
-    TORCH_CHECK(beta1 >= 0 && beta1 < 1, "SparseAdam: invalid beta1 ", beta1, " (0 <= beta1 < 1)");
-    TORCH_CHECK(beta2 >= 0 && beta2 < 1, "SparseAdam: invalid beta2 ", beta2, " (0 <= beta2 < 1)");
-    const auto& params = param_groups_[g].params();
-    for (size_t i = 0; i < params.size(); ++i) {
-      TORCH_CHECK(!params[i].is_sparse(), "SparseAdam: parameter ", i, " of group ", g,
-                  " is a sparse tensor; SparseAdam requires dense parameters");
-    }
+    TORCH_CHECK(o.lr() > 0, "SparseAdam: invalid learning rate ", o.lr(), " in group ", g,
+                " (it must be > 0)");
+    TORCH_CHECK(o.eps() > 0, "SparseAdam: invalid eps ", o.eps(), " in group ", g,
+                " (it must be > 0)");
+    TORCH_CHECK(beta1 >= 0 && beta1 < 1, "SparseAdam: invalid beta1 ", beta1, " in group ", g,
+                " (0 <= beta1 < 1)");
+    TORCH_CHECK(beta2 >= 0 && beta2 < 1, "SparseAdam: invalid beta2 ", beta2, " in group ", g,
+                " (0 <= beta2 < 1)");
   }
+  detail::require_dense_real_parameters(param_groups_, "SparseAdam");
 }
 
 torch::Tensor SparseAdam::step(LossClosure closure) {
   const torch::NoGradGuard no_grad;
   torch::Tensor loss = detail::run_closure(closure);
-  require_sparse_gradients(param_groups_);
+  detail::require_gradient_layout(param_groups_, "SparseAdam", /*sparse=*/true,
+                                  "SparseAdam takes sparse gradients only (those of an Embedding "
+                                  "or EmbeddingBag with sparse(true)); step dense ones with Adam");
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const SparseAdamOptions&>(group.options());
     const auto [beta1, beta2] = o.betas();
