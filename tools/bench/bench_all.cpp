@@ -8,11 +8,12 @@
 //   bench_overhead     framework overhead per training step
 //   bench_checkpoint   checkpoint save time and its share of a real run
 //   bench_ddp          data-parallel throughput and gradient all-reduce bandwidth (CPU)
+//   bench_optim        a SparseAdam step against Python's and against dense Adam's
 //   bench_gpu          the Fashion-MNIST CNN job, whole process, on the GPU or the CPU
 //   bench_amp.py       mixed precision against fp32, only where CUDA is available
 // --quick runs fewer steps, rounds and epochs; --rounds sets bench_gpu's rounds (default 1);
 // --markdown FILE also writes the table, with its heading, to FILE; --only NAMES runs only the
-// benchmarks named, a comma-separated list of overhead, checkpoint, ddp, gpu and amp.
+// benchmarks named, a comma-separated list of overhead, checkpoint, ddp, optim, gpu and amp.
 // Exits 0 when every benchmark ran, else 1 (the table then holds the rows of those that ran);
 // a goal that is missed is shown in the table and does not change the exit status.
 #include <unistd.h>
@@ -35,7 +36,7 @@ namespace fs = crucible::util;
 
 namespace {
 
-const std::vector<std::string> kNames = {"overhead", "checkpoint", "ddp", "gpu", "amp"};
+const std::vector<std::string> kNames = {"overhead", "checkpoint", "ddp", "optim", "gpu", "amp"};
 
 struct Options {
   bool quick = false;
@@ -55,6 +56,8 @@ std::vector<std::string> commands(const Options& o, const std::string& table) {
        fmt::format("{}/bench_checkpoint {}", bin, o.quick ? "--repeats 5 --batches 600" : "")},
       {"ddp", fmt::format("{}/bench_ddp --python {} {}", bin, o.python,
                           o.quick ? "--batches 500 --rounds 2 --sizes-mb 4,64 --repeats 11" : "")},
+      {"optim", fmt::format("{}/bench_optim --python {} {}", bin, o.python,
+                            o.quick ? "--steps 100 --rounds 2" : "")},
       {"gpu", fmt::format("{}/bench_gpu --python {} --rounds {} {}", bin, o.python, o.rounds,
                           o.quick ? "--epochs 1" : "")},
       // Mixed precision only where CUDA is available: an empty command is left out.
