@@ -189,6 +189,7 @@ class RecordingTrial : public Trial {
 
  protected:
   TrialContext& context() const { return ctx_; }
+  const Optimizer& optimizer() const { return opt_; }
 
  private:
   TrialContext& ctx_;
@@ -230,14 +231,32 @@ class MedianReducer : public MetricReducer {
 };
 
 // A callback that logs every hook it sees (into events(), for in-process tests) and counts the
-// validations it saw: state that checkpoints carry. Throws from the hook named `throw_in`.
+// validations it saw: state that checkpoints carry. Throws from the hook named `throw_in`. With
+// `batches`, it logs the batch hooks too, a batch's end with its metrics' names and, when
+// `optimizer` stepped in it (as ctx.optimizer_stepped says), "stepped"; a batch hook where
+// ctx.current_train_batch() is not the batch's index logs it.
 class EventLog : public Callback {
  public:
-  explicit EventLog(std::string throw_in = "") : throw_in_(std::move(throw_in)) {}
+  explicit EventLog(std::string throw_in = "", bool batches = false,
+                    const TrialContext* ctx = nullptr, Optimizer optimizer = nullptr)
+      : throw_in_(std::move(throw_in)),
+        batches_(batches),
+        ctx_(ctx),
+        optimizer_(std::move(optimizer)) {}
 
   void on_training_start() override { add("on_training_start", ""); }
   void on_training_epoch_start(int64_t e) override {
     add("on_training_epoch_start", std::to_string(e));
+  }
+  void on_training_batch_start(int64_t b) override {
+    if (batches_) add("on_training_batch_start", batch(b));
+  }
+  void on_training_batch_end(int64_t b, const Metrics& metrics) override {
+    if (!batches_) return;
+    std::string detail = batch(b);
+    for (const auto& [name, value] : metrics) detail += " " + name;
+    if (ctx_ && ctx_->optimizer_stepped(optimizer_)) detail += " stepped";
+    add("on_training_batch_end", detail);
   }
   void on_training_epoch_end(int64_t e) override {
     add("on_training_epoch_end", std::to_string(e));
@@ -272,7 +291,15 @@ class EventLog : public Callback {
     events().push_back(detail.empty() ? hook : hook + " " + detail);
     if (hook == throw_in_) throw std::runtime_error("injected callback failure");
   }
+  // `b`, and ctx.current_train_batch() after it when that differs.
+  std::string batch(int64_t b) const {
+    const int64_t current = ctx_ ? ctx_->current_train_batch() : b;
+    return std::to_string(b) + (current == b ? "" : " current " + std::to_string(current));
+  }
   std::string throw_in_;
+  bool batches_;
+  const TrialContext* ctx_;
+  Optimizer optimizer_;
   int64_t validations_ = 0;
 };
 
@@ -498,14 +525,16 @@ class ClippingTrial : public Trial {
 };
 
 // RecordingTrial with an EventLog named "log" (or hyperparameter callback_name); hyperparameter
-// throw_in is passed to it.
+// throw_in is passed to it, and with hyperparameter log_batches: true it logs the batch hooks and
+// the batches that stepped the trial's optimizer.
 class CallbackTrial : public RecordingTrial {
  public:
   using RecordingTrial::RecordingTrial;
   Callbacks build_callbacks() override {
     const auto& hp = context().hparams();
-    return {
-        {hp.value("callback_name", "log"), std::make_shared<EventLog>(hp.value("throw_in", ""))}};
+    return {{hp.value("callback_name", "log"),
+             std::make_shared<EventLog>(hp.value("throw_in", ""), hp.value("log_batches", false),
+                                        &context(), optimizer())}};
   }
 };
 

@@ -38,6 +38,35 @@ TEST_CASE("callback hooks fire in fit-loop order", "[train][callbacks]") {
                                 "on_checkpoint_end batch-0000000026", "on_training_end"});
 }
 
+TEST_CASE(
+    "the batch hooks bracket every training batch and see its metrics and whether its optimizer "
+    "stepped: every third batch under accumulation 3 but not a step skipped for a NaN",
+    "[train][callbacks]") {
+  TempDir tmp;
+  EventLog::events().clear();
+  fit_recording<CallbackTrial>(
+      two_epochs({"hyperparameters.log_batches=true", "optimizations.aggregation_frequency=3",
+                  "optimizations.non_finite=skip", "hyperparameters.nan_grad_at=7"}),
+      tmp / "run");
+  S expected = {"on_training_start"};
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    expected.push_back("on_training_epoch_start " + std::to_string(epoch));
+    for (int64_t b = 13 * epoch; b < 13 * (epoch + 1); ++b) {
+      const bool stepped = (b + 1) % 3 == 0 && b != 8;  // batch 7's NaN is in the window 6-8
+      expected.push_back("on_training_batch_start " + std::to_string(b));
+      expected.push_back("on_training_batch_end " + std::to_string(b) + " loss" +
+                         (stepped ? " stepped" : ""));
+    }
+    const std::string end = std::to_string(13 * (epoch + 1));
+    expected.insert(expected.end(),
+                    {"on_training_epoch_end " + std::to_string(epoch), "on_validation_start",
+                     validation_end(static_cast<int>(epoch) + 1),
+                     "on_checkpoint_end batch-00000000" + std::string(2 - end.size(), '0') + end});
+  }
+  expected.push_back("on_training_end");
+  CHECK(EventLog::events() == expected);
+}
+
 TEST_CASE("a resumed run restores callback state and continues the hook sequence",
           "[train][callbacks]") {
   TempDir tmp;

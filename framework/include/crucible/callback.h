@@ -25,6 +25,14 @@ class Callback {
   // Before the first batch of epoch `epoch_idx`. A run resumed in the middle of an epoch does
   // not call it again for that epoch.
   virtual void on_training_epoch_start(int64_t /*epoch_idx*/) {}
+  // Before train_batch of batch `batch_idx` (after on_training_epoch_start when the batch starts
+  // an epoch).
+  virtual void on_training_batch_start(int64_t /*batch_idx*/) {}
+  // After batch `batch_idx` was trained: train_batch returned `metrics` (with Crucible's own,
+  // such as grad_norm; tensors as the trial made them, reading one on a GPU is a host sync), the
+  // optimizers it stepped have stepped (TrialContext::optimizer_stepped says which) and the
+  // per-batch schedulers advanced; before on_training_epoch_end when the batch ends an epoch.
+  virtual void on_training_batch_end(int64_t /*batch_idx*/, const Metrics& /*metrics*/) {}
   // After the last batch of epoch `epoch_idx` (and after its epoch scheduler steps).
   virtual void on_training_epoch_end(int64_t /*epoch_idx*/) {}
   // Before a validation, and after it with the reduced metrics (named "validation_<name>").

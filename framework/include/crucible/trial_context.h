@@ -126,6 +126,11 @@ class TrialContext {
   // Throws crucible::Error when `clipping` sets both max_norm and max_value, holds a negative or
   // NaN bound, or a norm_type below 1.
   void step_optimizer(const Optimizer& optimizer, const GradientClipping& clipping);
+  // Whether `optimizer` stepped in the batch being trained (inside train_batch, after its
+  // step_optimizer, and in the batch hooks of callbacks) or, elsewhere, in the last batch trained.
+  // False before any batch, on a batch inside an accumulation window, and for a step skipped
+  // (fp16's scaler or optimizations.non_finite).
+  bool optimizer_stepped(const Optimizer& optimizer) const;
 
   // optimizations.mixed_precision. Crucible runs train_batch and evaluate_batch under autocast
   // when it is not kNone.
@@ -169,15 +174,15 @@ class TrialContext {
   torch::Device device() const;
   Batch to_device(const Batch& batch) const;
 
-  // Inside train_batch (and the training epoch callbacks around it): whether the batch being
-  // trained is the first / last of its epoch. Everywhere else: whether the next batch to train
-  // starts an epoch (the batches trained so far are a whole number of epochs, none included) /
-  // whether the last batch trained ended one (a whole, nonzero number of epochs), so the
+  // Inside train_batch (and the training epoch and batch callbacks around it): whether the batch
+  // being trained is the first / last of its epoch. Everywhere else: whether the next batch to
+  // train starts an epoch (the batches trained so far are a whole number of epochs, none included)
+  // / whether the last batch trained ended one (a whole, nonzero number of epochs), so the
   // validation that follows an epoch's last batch reads both true.
   bool is_epoch_start() const;
   bool is_epoch_end() const;
-  // The training position. Inside train_batch (and the training epoch callbacks around it): the
-  // index of the batch being trained, which is the number of batches trained before it.
+  // The training position. Inside train_batch (and the training epoch and batch callbacks around
+  // it): the index of the batch being trained, which is the number of batches trained before it.
   // Everywhere else (evaluate_batch, evaluate_full_dataset, the validation, checkpoint and
   // training-end callbacks, predict_batch): the number of batches trained so far, so the
   // validation after 150 batches reads 150; under `trainer validate` and `trainer predict`, the

@@ -187,6 +187,8 @@ class FitLoop {
       each_callback("on_training_epoch_start",
                     [&](Callback& c) { c.on_training_epoch_start(epoch_idx); });
     }
+    each_callback("on_training_batch_start",
+                  [&](Callback& c) { c.on_training_batch_start(batch_idx); });
     const auto asked = std::chrono::steady_clock::now();
     Batch batch = call_trial(named("training data loader"), [&] {
       const util::CrashScope crash_scope("in the training data loader", "batch", batch_idx);
@@ -205,6 +207,8 @@ class FitLoop {
     if (trial.buffers) trial.buffers->run();
     add_step_results(m, batch_idx);
     detail::step_schedulers_after_batch(trial);
+    each_callback("on_training_batch_end",
+                  [&](Callback& c) { c.on_training_batch_end(batch_idx, m); });
     ++state_.batches;
     if (state_.batches % schedule_.epoch_len == 0) {
       detail::step_schedulers_after_epoch(trial);

@@ -143,6 +143,10 @@ void TrialContext::set_stop_requested(const std::string& reason) {
 
 bool TrialContext::stop_requested() const { return state_->stop_requested; }
 
+bool TrialContext::optimizer_stepped(const Optimizer& optimizer) const {
+  return state_->steps.stepped_this_batch(optimizer.get());
+}
+
 const nlohmann::json& TrialContext::hparam_value(const std::string& name) const {
   auto it = state_->hparams.find(name);
   if (it == state_->hparams.end()) {
