@@ -4,6 +4,7 @@
 using crucible::testing::BatchNormTrial;
 using crucible::testing::BothEvalTrial;
 using crucible::testing::ClippingTrial;
+using crucible::testing::EmaTrial;
 using crucible::testing::NeitherEvalTrial;
 using crucible::testing::RecordingTrial;
 using crucible::testing::ReducerTrial;
@@ -15,6 +16,7 @@ CRUCIBLE_REGISTER_TRIAL(RecordingTrial);
 CRUCIBLE_REGISTER_TRIAL(ResumableTrial);
 CRUCIBLE_REGISTER_TRIAL(ReducerTrial);
 CRUCIBLE_REGISTER_TRIAL(BatchNormTrial);
+CRUCIBLE_REGISTER_TRIAL(EmaTrial);
 CRUCIBLE_REGISTER_TRIAL(ClippingTrial);
 CRUCIBLE_REGISTER_TRIAL(BothEvalTrial);
 CRUCIBLE_REGISTER_TRIAL(NeitherEvalTrial);

@@ -422,6 +422,16 @@ class ResumableTrial : public Trial {
   int64_t seen_ = 0;
 };
 
+// Shuffled batches of hyperparameter `records` JitteredDataset examples (seed 3), and the 64
+// validation examples (seed 4) in batches of 16: BatchNormTrial's and EmaTrial's data.
+inline DataLoader jittered_training_loader(const TrialContext& ctx) {
+  return DataLoader(std::make_shared<JitteredDataset>(ctx.hparam<int64_t>("records"), 3),
+                    DataLoaderOptions(ctx.per_slot_batch_size()).shuffle(true));
+}
+inline DataLoader jittered_validation_loader() {
+  return DataLoader(std::make_shared<JitteredDataset>(64, 4), DataLoaderOptions(16));
+}
+
 // An MLP with batch norm and one optimizer, for distributed runs: its validation reports the sum
 // of the running means reduced with MAX and with MIN over the ranks, equal when every rank holds
 // the same buffers; its training, how far the ranks' gradients differ after ctx.backward.
@@ -435,13 +445,8 @@ class BatchNormTrial : public Trial {
                                                     torch::nn::Linear(16, 1)))),
         opt_(ctx.wrap_optimizer(torch::optim::SGD(model_->parameters(), 0.05))) {}
 
-  DataLoader build_training_data_loader() override {
-    return DataLoader(std::make_shared<JitteredDataset>(ctx_.hparam<int64_t>("records"), 3),
-                      DataLoaderOptions(ctx_.per_slot_batch_size()).shuffle(true));
-  }
-  DataLoader build_validation_data_loader() override {
-    return DataLoader(std::make_shared<JitteredDataset>(64, 4), DataLoaderOptions(16));
-  }
+  DataLoader build_training_data_loader() override { return jittered_training_loader(ctx_); }
+  DataLoader build_validation_data_loader() override { return jittered_validation_loader(); }
   // grad_spread: how far the ranks' gradients differ when ctx.backward returns (0: averaged).
   Metrics train_batch(Batch& batch, int64_t, int64_t) override {
     auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]);
@@ -467,6 +472,46 @@ class BatchNormTrial : public Trial {
  private:
   TrialContext& ctx_;
   torch::nn::Sequential model_;
+  Optimizer opt_;
+};
+
+// BatchNormTrial's network trained by Adam, and a second instance of it that a ModelEma named
+// "ema" keeps as the moving average of the first (decay: hyperparameter ema_decay, 0.9 by
+// default). evaluate_batch measures the average ("loss") and the trained network ("model_loss").
+class EmaTrial : public Trial {
+ public:
+  explicit EmaTrial(TrialContext& ctx)
+      : ctx_(ctx),
+        model_(ctx.wrap_model(network())),
+        average_(ctx.wrap_model(network())),
+        opt_(ctx.wrap_optimizer(torch::optim::Adam(model_->parameters(), 0.01))) {}
+
+  DataLoader build_training_data_loader() override { return jittered_training_loader(ctx_); }
+  DataLoader build_validation_data_loader() override { return jittered_validation_loader(); }
+  Metrics train_batch(Batch& batch, int64_t, int64_t) override {
+    auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]);
+    ctx_.backward(loss);
+    ctx_.step_optimizer(opt_);
+    return {{"loss", loss}};
+  }
+  Metrics evaluate_batch(Batch& batch, int64_t) override {
+    return {{"loss", torch::mse_loss(average_->forward(batch[0].tensor()), batch[1])},
+            {"model_loss", torch::mse_loss(model_->forward(batch[0].tensor()), batch[1])}};
+  }
+  Callbacks build_callbacks() override {
+    return {{"ema",
+             std::make_shared<ModelEma>(ctx_, model_.ptr(), average_.ptr(), opt_,
+                                        ModelEmaOptions().decay(ctx_.hparam("ema_decay", 0.9)))}};
+  }
+
+ private:
+  static torch::nn::Sequential network() {
+    return torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::BatchNorm1d(16),
+                                 torch::nn::ReLU(), torch::nn::Linear(16, 1));
+  }
+  TrialContext& ctx_;
+  torch::nn::Sequential model_;
+  torch::nn::Sequential average_;
   Optimizer opt_;
 };
 

@@ -11,6 +11,7 @@
 #include <crucible/errors.h>
 #include <crucible/experiment.h>
 #include <crucible/metrics.h>
+#include <crucible/model_ema.h>
 #include <crucible/optim.h>
 #include <crucible/optimizers.h>
 #include <crucible/registry.h>
