@@ -2,6 +2,7 @@
 // supervision that stops every worker when one fails, leaving none behind.
 #include <signal.h>
 
+#include <algorithm>
 #include <sstream>
 #include <thread>
 
@@ -49,6 +50,17 @@ std::vector<std::string> live_workers() {
   return out;
 }
 
+// Whether the process `pid` catches SIGINT: its SigCgt mask in /proc holds the signal's bit.
+bool catches_sigint(const std::string& pid) {
+  std::istringstream status(read_file("/proc/" + pid + "/status"));
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigCgt:", 0) == 0) {
+      return (std::stoull(line.substr(7), nullptr, 16) >> (SIGINT - 1)) & 1;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("the launcher starts ranked workers and prefixes their output", "[launch]") {
@@ -85,9 +97,15 @@ TEST_CASE("a worker that dies stops the others: the launcher names it", "[launch
 TEST_CASE("two SIGINTs to the launcher are the user's stop, not a rank's failure", "[launch]") {
   std::ostringstream out, err;
   // The launcher passes each SIGINT this process gets on to its workers, which end at the second.
+  // The first goes once both workers catch SIGINT (a worker still loading would die of it), the
+  // second 1.5 s later.
   std::thread user([] {
+    wait_until([] {
+      const auto pids = live_workers();
+      return pids.size() == 2 && std::all_of(pids.begin(), pids.end(), catches_sigint);
+    });
     for (int i = 0; i < 2; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
       ::kill(::getpid(), SIGINT);
     }
   });
