@@ -24,6 +24,13 @@ std::vector<torch::Tensor> state_of(torch::nn::Module& m) {
   return out;
 }
 
+// Registers `models` and `optimizer` in `f`'s state as ctx.wrap_model and wrap_optimizer would.
+void wrap(ContextFixture& f, std::vector<std::shared_ptr<torch::nn::Module>> models,
+          crucible::Optimizer optimizer) {
+  f.state.models = std::move(models);
+  f.state.optimizers = {std::move(optimizer)};
+}
+
 const char* kContext = R"(name: c
 entrypoint: l:T
 hyperparameters: {global_batch_size: 4}
@@ -40,8 +47,13 @@ TEST_CASE(
   auto model = network();
   auto average = network();
   crucible::Optimizer opt = std::make_shared<torch::optim::SGD>(model->parameters(), 0.1);
+  wrap(f, {model.ptr(), average.ptr()}, opt);
   ModelEma ema(f.ctx, model.ptr(), average.ptr(), opt, ModelEmaOptions().decay(0.75));
   for (const auto& p : average->parameters()) CHECK_FALSE(p.requires_grad());
+  // It starts as the model.
+  const auto start = state_of(*model);
+  const auto copied = state_of(*average);
+  for (size_t i = 0; i < start.size(); ++i) CHECK(torch::equal(copied[i], start[i]));
 
   std::vector<torch::Tensor> expected;
   const std::vector<bool> steps = {false, true, true, false, true, true};
@@ -82,30 +94,68 @@ TEST_CASE(
   CHECK(got.back().item<int64_t>() == 6);
 }
 
-TEST_CASE("ModelEma refuses an average of another shape, the model itself and a bad decay",
-          "[train][ema]") {
+TEST_CASE("a tied weight is averaged once", "[train][ema]") {
+  ContextFixture f(kContext);
+  auto shared = torch::nn::Linear(2, 2);
+  auto model = torch::nn::Sequential(shared, shared);  // "0.weight" and "1.weight": one tensor
+  auto shared_average = torch::nn::Linear(2, 2);
+  auto average = torch::nn::Sequential(shared_average, shared_average);
+  crucible::Optimizer opt = std::make_shared<torch::optim::SGD>(model->parameters(), 0.1);
+  wrap(f, {model.ptr(), average.ptr()}, opt);
+  ModelEma ema(f.ctx, model.ptr(), average.ptr(), opt, ModelEmaOptions().decay(0.5));
+  std::vector<torch::Tensor> seen;
+  for (int64_t b = 0; b < 2; ++b) {
+    f.state.steps.begin_batch();
+    opt->zero_grad();
+    model->forward(torch::randn({3, 2})).sum().backward();
+    opt->step();
+    f.state.steps.record(opt.get(), b);
+    ema.on_training_batch_end(b, {});
+    seen.push_back(shared->weight.detach().clone());
+  }
+  CHECK(torch::equal(shared_average->weight, seen[0].lerp(seen[1], 0.5)));
+}
+
+TEST_CASE(
+    "ModelEma refuses an average of another shape or sharing the model's weights, an unwrapped "
+    "network or optimizer and a bad decay",
+    "[train][ema]") {
   ContextFixture f(kContext);
   auto model = network();
   crucible::Optimizer opt = std::make_shared<torch::optim::SGD>(model->parameters(), 0.1);
   const auto message = [&](std::shared_ptr<torch::nn::Module> average, double decay) {
+    wrap(f, {model.ptr(), average}, opt);
     return error_of([&] {
       ModelEma(f.ctx, model.ptr(), std::move(average), opt, ModelEmaOptions().decay(decay));
     });
   };
+  const torch::nn::Linear first(model->ptr<torch::nn::LinearImpl>(0));
+  CHECK(message(torch::nn::Sequential(first, torch::nn::BatchNorm1d(4)).ptr(), 0.9) ==
+        "ModelEma: the average shares weights with the model; it must be a second instance of the "
+        "model's network");
+  auto unwrapped = network();
+  wrap(f, {model.ptr()}, opt);
+  CHECK(error_of([&] { ModelEma(f.ctx, model.ptr(), unwrapped.ptr(), opt); }) ==
+        "ModelEma: the average is not a wrapped model; wrap both networks with ctx.wrap_model "
+        "before building the ModelEma");
+  wrap(f, {model.ptr(), unwrapped.ptr()}, nullptr);
+  CHECK(error_of([&] { ModelEma(f.ctx, model.ptr(), unwrapped.ptr(), opt); }) ==
+        "ModelEma: its optimizer is not a wrapped optimizer (ctx.wrap_optimizer)");
+
   auto wider = torch::nn::Sequential(torch::nn::Linear(3, 5), torch::nn::BatchNorm1d(5));
   CHECK(message(wider.ptr(), 0.9) ==
-        "ModelEma: parameters '0.weight' is [5, 3] of float in the average, [4, 3] of float in the "
-        "model");
-  CHECK(message(torch::nn::Linear(3, 4).ptr(), 0.9) ==
-        "ModelEma: the average has 2 parameters, the model 4");
+        "ModelEma: parameter '0.weight' is [5, 3] float on cpu in the average and [4, 3] float on "
+        "cpu in the model");
+  CHECK(message(torch::nn::Sequential(torch::nn::Linear(3, 4)).ptr(), 0.9) ==
+        "ModelEma: the average has no parameter '1.weight', which the model has");
   CHECK(message(model.ptr(), 0.9) ==
         "ModelEma: the average must be a second instance of the model's network");
   CHECK(message(network().ptr(), 1.5) == "ModelEma: decay 1.5 is outside [0, 1]");
 }
 
 TEST_CASE(
-    "a fit with a ModelEma validates the average and a resume from an earlier checkpoint ends "
-    "with the same average bitwise",
+    "a fit with a ModelEma validates the average and a resume from a checkpoint inside an "
+    "accumulation window ends with the same average bitwise",
     "[train][ema]") {
   TempDir tmp;
   const auto config = crucible::parse_experiment_config(R"(name: ema
@@ -113,7 +163,7 @@ entrypoint: crucible_test_trials:EmaTrial
 hyperparameters: {global_batch_size: 8, records: 96, ema_decay: 0.8}
 max_length: {epochs: 2}
 min_validation_period: {epochs: 1}
-min_checkpoint_period: {epochs: 1}
+min_checkpoint_period: {batches: 5}
 optimizations: {aggregation_frequency: 2}
 reproducibility: {experiment_seed: 5}
 searcher: {name: single, metric: loss, smaller_is_better: true}
@@ -130,8 +180,19 @@ checkpoint_storage: {save_trial_latest: 10}
   CHECK(full.last_validation.at("validation_loss") !=
         full.last_validation.at("validation_model_loss"));
 
+  // 12 windows of 2 batches: 12 updates.
+  torch::serialize::InputArchive state, ema;
+  state.load_from(tmp / "full/checkpoints/batch-0000000024/trial_state.pt");
+  REQUIRE(state.try_read("callback_ema", ema));
+  torch::Tensor updates;
+  ema.read("updates", updates);
+  CHECK(updates.item<int64_t>() == 12);
+
+  // Checkpoint 15 lies inside a window (batches 14 and 15).
   copy_tree(tmp / "full", tmp / "cut");
-  crucible::util::remove_all(tmp / "cut/checkpoints/batch-0000000024");
+  for (const char* later : {"batch-0000000020", "batch-0000000024"}) {
+    crucible::util::remove_all(tmp / "cut/checkpoints" + "/" + later);
+  }
   crucible::Trainer(config, factory)
       .fit(crucible::FitOptions().resume_dir(tmp / "cut").console(false));
   for (const char* file : {"model_0.safetensors", "model_1.safetensors", "trial_state.pt"}) {

@@ -13,9 +13,9 @@ namespace crucible {
 
 // Code that runs at fixed points of the fit loop beside the trial (logging, early-stopping
 // signals, weight averaging, ...). A trial returns its callbacks from Trial::build_callbacks().
-// Every hook defaults to nothing. Hooks run on the trainer's thread, callbacks in the order of
-// their names. An exception from a hook fails training as one from train_batch does, naming the
-// callback and the hook.
+// Every hook defaults to nothing. Hooks run on the trainer's thread of every rank, callbacks in the
+// order of their names. An exception from a hook fails training as one from train_batch does,
+// naming the callback and the hook.
 class Callback {
  public:
   virtual ~Callback() = default;

@@ -18,25 +18,29 @@ struct ModelEmaOptions {
   TORCH_ARG(double, decay) = 0.999;
 };
 
-// An exponential moving average of a model's weights, as PyTorch's AveragedModel with
-// get_ema_multi_avg_fn keeps it (timm's ModelEma, Lightning's EMA callbacks): after every training
-// batch in which `optimizer` stepped, each floating-point parameter and buffer a of `average`
-// becomes a.lerp(w, 1 - decay), w being `model`'s (the first such batch copies w); its other
-// buffers (batch norm's num_batches_tracked) are copied. A skipped step and a batch inside an
-// accumulation window change nothing.
+// An exponential moving average of a model's weights, as PyTorch's AveragedModel keeps it with
+// get_ema_multi_avg_fn and use_buffers=True (timm's ModelEmaV3 likewise), except that buffers
+// that are not floating-point are copied: after every training batch in which `optimizer`
+// stepped, each floating-point parameter and buffer a of `average` becomes a.lerp(w, 1 - decay),
+// w being `model`'s; its other buffers (batch norm's num_batches_tracked) are copied. A skipped
+// step and a batch inside an accumulation window change nothing. A tensor the model holds under
+// several names (a tied weight) is averaged once.
 //
 // `average` is a second instance of the model's network that the trial wraps with
 // ctx.wrap_model, so that it lives on the same device, every checkpoint keeps it as a model of its
-// own (model_<i>.pt and model_<i>.safetensors, readable in Python) and a resume restores it. The
-// trial returns the ModelEma from build_callbacks (its state is the number of updates), and
-// evaluates or predicts with `average` where it wants the averaged weights: in evaluate_batch,
-// validations (and `trainer validate` of a checkpoint) then measure the average. ModelEma sets
-// `average`'s parameters to require no gradient; no optimizer may hold them.
+// own (model_<i>.pt and model_<i>.safetensors, readable in Python) and a resume restores it.
+// ModelEma copies the model's weights into it when constructed (and at its first update), and
+// sets its parameters to require no gradient. The trial returns the ModelEma from
+// build_callbacks (its state is the number of updates) and evaluates or predicts with `average`
+// where it wants the averaged weights: in evaluate_batch, validations (and `trainer validate` of
+// a checkpoint) then measure the average. Like any module, the second network draws its initial
+// weights from LibTorch's generator, which moves later random draws (dropout) along.
 class ModelEma : public Callback {
  public:
-  // Throws crucible::Error when decay is outside [0, 1], when `average` is `model`, or when
-  // `average` does not have `model`'s parameters and buffers (the same names, shapes and dtypes),
-  // naming the first that differs.
+  // Requires a context whose trial wrapped `model`, `average` and `optimizer`. Throws
+  // crucible::Error when decay is outside [0, 1], when one of them is not wrapped, when `average`
+  // is `model` or shares a tensor with it, or when the two do not have the same parameters and
+  // buffers (names, shapes, dtypes and devices), naming the first that differs.
   ModelEma(const TrialContext& ctx, std::shared_ptr<torch::nn::Module> model,
            std::shared_ptr<torch::nn::Module> average, Optimizer optimizer,
            ModelEmaOptions options = {});

@@ -126,10 +126,12 @@ class TrialContext {
   // Throws crucible::Error when `clipping` sets both max_norm and max_value, holds a negative or
   // NaN bound, or a norm_type below 1.
   void step_optimizer(const Optimizer& optimizer, const GradientClipping& clipping);
-  // Whether `optimizer` stepped in the batch being trained (inside train_batch, after its
-  // step_optimizer, and in the batch hooks of callbacks) or, elsewhere, in the last batch trained.
-  // False before any batch, on a batch inside an accumulation window, and for a step skipped
-  // (fp16's scaler or optimizations.non_finite).
+  // Whether `optimizer` stepped in the batch being trained: inside train_batch once its
+  // step_optimizer stepped, and in the callbacks' on_training_batch_end. False on a batch inside
+  // an accumulation window, for a step skipped (fp16's scaler or optimizations.non_finite), and
+  // before the batch's step (on_training_batch_start, on_training_epoch_start). Between batches
+  // (validations, checkpoints) it answers for the last batch this process trained; false before
+  // the first (a resumed run's too).
   bool optimizer_stepped(const Optimizer& optimizer) const;
 
   // optimizations.mixed_precision. Crucible runs train_batch and evaluate_batch under autocast

@@ -93,6 +93,7 @@ struct TrialContextAccess {
   static std::unique_ptr<TrialContext> make(TrialState* state) {
     return std::unique_ptr<TrialContext>(new TrialContext(state));
   }
+  static const TrialState& state(const TrialContext& ctx) { return *ctx.state_; }
 };
 
 }  // namespace crucible::detail
