@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <memory>
 
 #include <fmt/format.h>
@@ -433,22 +434,37 @@ class FitLoop {
     logger_.info(fmt::format("continuing from {} at batch {}", dir, state_.batches));
   }
 
-  // Calls `hook` of every callback, in name order; what one throws names the callback.
+  // Calls `hook` (its name `name`, a string literal) of every callback, in name order; what one
+  // throws names the callback.
   template <class Hook>
   void each_callback(const char* name, Hook&& hook) {
-    for (const auto& entry : session_->callbacks()) {  // lambdas capture no structured binding
-      const auto& callback = entry.second;
-      const std::string hook_name = fmt::format("callback '{}' {}", entry.first, name);
-      const std::string where = "in " + hook_name;
+    const std::vector<std::string>& scopes = hook_scopes(name);
+    size_t i = 0;
+    for (const auto& entry : session_->callbacks()) {
+      const std::string& where = scopes[i++];
       const util::CrashScope crash_scope(where.c_str());
-      call_trial([&] { return hook_name; }, [&] { hook(*callback); });
+      call_trial([&] { return where.substr(3); }, [&] { hook(*entry.second); });
     }
+  }
+
+  // "in callback 'NAME' HOOK" for each callback in name order, made at the hook's first call:
+  // the batch hooks run every batch, and the callbacks are fixed once the trial is built.
+  const std::vector<std::string>& hook_scopes(const char* hook) {
+    std::vector<std::string>& scopes = hook_scopes_[hook];
+    if (scopes.size() != session_->callbacks().size()) {
+      scopes.clear();
+      for (const auto& [callback, unused] : session_->callbacks()) {
+        scopes.push_back(fmt::format("in callback '{}' {}", callback, hook));
+      }
+    }
+    return scopes;
   }
 
   metrics::Progress progress() const {
     return {state_.batches, schedule_.records(state_.batches), schedule_.epochs(state_.batches)};
   }
 
+  std::map<const char*, std::vector<std::string>> hook_scopes_;  // by hook name (a literal)
   const ExperimentConfig& config_;
   const TrialFactory& factory_;
   const FitOptions& options_;
