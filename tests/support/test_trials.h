@@ -423,13 +423,19 @@ class ResumableTrial : public Trial {
 };
 
 // Shuffled batches of hyperparameter `records` JitteredDataset examples (seed 3), and the 64
-// validation examples (seed 4) in batches of 16: BatchNormTrial's and EmaTrial's data.
+// validation examples (seed 4) in batches of 16: BatchNormTrial's and EmaTrial's data and
+// network.
 inline DataLoader jittered_training_loader(const TrialContext& ctx) {
   return DataLoader(std::make_shared<JitteredDataset>(ctx.hparam<int64_t>("records"), 3),
                     DataLoaderOptions(ctx.per_slot_batch_size()).shuffle(true));
 }
 inline DataLoader jittered_validation_loader() {
   return DataLoader(std::make_shared<JitteredDataset>(64, 4), DataLoaderOptions(16));
+}
+// Their network: an MLP over JitteredDataset's 8 features with batch norm.
+inline torch::nn::Sequential batch_norm_mlp() {
+  return torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::BatchNorm1d(16),
+                               torch::nn::ReLU(), torch::nn::Linear(16, 1));
 }
 
 // An MLP with batch norm and one optimizer, for distributed runs: its validation reports the sum
@@ -440,9 +446,7 @@ class BatchNormTrial : public Trial {
  public:
   explicit BatchNormTrial(TrialContext& ctx)
       : ctx_(ctx),
-        model_(ctx.wrap_model(torch::nn::Sequential(torch::nn::Linear(8, 16),
-                                                    torch::nn::BatchNorm1d(16), torch::nn::ReLU(),
-                                                    torch::nn::Linear(16, 1)))),
+        model_(ctx.wrap_model(batch_norm_mlp())),
         opt_(ctx.wrap_optimizer(torch::optim::SGD(model_->parameters(), 0.05))) {}
 
   DataLoader build_training_data_loader() override { return jittered_training_loader(ctx_); }
@@ -482,8 +486,8 @@ class EmaTrial : public Trial {
  public:
   explicit EmaTrial(TrialContext& ctx)
       : ctx_(ctx),
-        model_(ctx.wrap_model(network())),
-        average_(ctx.wrap_model(network())),
+        model_(ctx.wrap_model(batch_norm_mlp())),
+        average_(ctx.wrap_model(batch_norm_mlp())),
         opt_(ctx.wrap_optimizer(torch::optim::Adam(model_->parameters(), 0.01))) {}
 
   DataLoader build_training_data_loader() override { return jittered_training_loader(ctx_); }
@@ -505,10 +509,6 @@ class EmaTrial : public Trial {
   }
 
  private:
-  static torch::nn::Sequential network() {
-    return torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::BatchNorm1d(16),
-                                 torch::nn::ReLU(), torch::nn::Linear(16, 1));
-  }
   TrialContext& ctx_;
   torch::nn::Sequential model_;
   torch::nn::Sequential average_;
