@@ -15,6 +15,17 @@ max_length: {batches: 1}
 )") {}
 };
 
+// A wrapped Linear(2, 1) of zero weights and its wrapped SGD of rate 1.
+std::pair<torch::nn::Linear, crucible::Optimizer> zeroed_linear(Fixture& f) {
+  auto model = f.ctx.wrap_model(torch::nn::Linear(2, 1));
+  {
+    torch::NoGradGuard no_grad;
+    model->weight.zero_();
+    model->bias.zero_();
+  }
+  return {model, f.ctx.wrap_optimizer(torch::optim::SGD(model->parameters(), 1.0))};
+}
+
 }  // namespace
 
 TEST_CASE("hparam<T> is typed and names the hyperparameter on error", "[train]") {
@@ -109,13 +120,7 @@ TEST_CASE("step_optimizer clips per call, by norm or by value, and records the n
   // zero weights leaves minus the clipped gradients.
   auto step = [](const crucible::GradientClipping& clipping) {
     Fixture f;
-    auto model = f.ctx.wrap_model(torch::nn::Linear(2, 1));
-    {
-      torch::NoGradGuard no_grad;
-      model->weight.zero_();
-      model->bias.zero_();
-    }
-    auto opt = f.ctx.wrap_optimizer(torch::optim::SGD(model->parameters(), 1.0));
+    auto [model, opt] = zeroed_linear(f);
     f.ctx.backward(model->forward(torch::tensor({{3.0f, 4.0f}})).sum());
     f.ctx.step_optimizer(opt, clipping);
     CHECK(f.state.step_metrics.at("grad_norm").item<double>() == Approx(std::sqrt(26.0)));
@@ -143,6 +148,39 @@ TEST_CASE("step_optimizer clips per call, by norm or by value, and records the n
                     Catch::Contains("sets both max_norm and max_value"));
   CHECK_THROWS_WITH(f.ctx.step_optimizer(opt, negative), Catch::Contains("max_norm is -1"));
   CHECK_THROWS_WITH(f.ctx.step_optimizer(opt, low_p), Catch::Contains("norm_type is 0.5"));
+}
+
+TEST_CASE(
+    "a step the loss scaler skips is not clipped and reports no grad_norm: its overflow is no "
+    "divergence",
+    "[train][amp]") {
+  // fp16's scaler on the CPU (its tensor-op path): a gradient of 3e35 times the scale 65536
+  // overflows float32, the step is skipped and the scale backs off; the next batch's gradient
+  // fits, steps and reports its norm. Before this, the skipped step's inf norm made the run's
+  // grad_norm mean inf, which optimizations.non_finite: stop took for a diverged run.
+  Fixture f;
+  f.config.optimizations.gradient_clipping.max_norm = 1.0;
+  f.state.scaler = std::make_unique<crucible::train::GradScaler>(torch::kCPU);
+  auto [model, opt] = zeroed_linear(f);
+  f.ctx.backward(model->forward(torch::tensor({{3e35f, 4.0f}})).sum());
+  f.ctx.step_optimizer(opt);
+  CHECK(f.state.skipped_steps == 1);
+  CHECK(f.state.step_metrics.count("grad_norm") == 0);
+  CHECK_FALSE(f.ctx.optimizer_stepped(opt));
+  CHECK(torch::equal(model->weight.detach(), torch::zeros({1, 2})));
+  const auto grad = model->weight.grad();
+  CHECK((!grad.defined() || grad.abs().sum().item<float>() == 0));
+  f.state.scaler->update();
+  CHECK(f.state.scaler->current_scale() == 32768.0);
+
+  f.state.skipped_steps = 0;
+  f.state.batch_idx = 1;
+  f.ctx.backward(model->forward(torch::tensor({{3.0f, 4.0f}})).sum());
+  f.ctx.step_optimizer(opt);
+  CHECK(f.state.skipped_steps == 0);
+  CHECK(f.state.step_metrics.at("grad_norm").item<double>() == Approx(std::sqrt(26.0)));
+  CHECK(torch::allclose(model->weight.detach().flatten(),
+                        -torch::tensor({3.0f, 4.0f}) / std::sqrt(26.0f)));
 }
 
 TEST_CASE("wrap_lr_scheduler refuses an optimizer that was not wrapped", "[train]") {

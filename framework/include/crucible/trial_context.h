@@ -119,8 +119,9 @@ class TrialContext {
   // the step (always under fp16; with optimizations.non_finite: skip, at the cost of one host
   // sync); optimizations.gradient_clipping clips them and their pre-clip norm becomes the
   // training metric grad_norm (grad_norm_<i> for the i-th wrapped optimizer, i > 0). A skipped
-  // step is not an optimizer step: no scheduler and no step counter advances, and it is counted
-  // in the training metric skipped_steps.
+  // step is not an optimizer step: it is not clipped and reports no grad_norm (so a scaler's
+  // overflow is not a non-finite metric), no scheduler and no step counter advances, and it is
+  // counted in the training metric skipped_steps.
   void step_optimizer(const Optimizer& optimizer);
   // As step_optimizer(optimizer), clipping as `clipping` says instead of the experiment file.
   // Throws crucible::Error when `clipping` sets both max_norm and max_value, holds a negative or
