@@ -10,13 +10,18 @@
 namespace crucible::detail {
 namespace {
 
-// Zeroes every gradient of `optimizer` in place, as LibTorch 1.x's zero_grad() does (2.x's
-// default sets them to none). Gradients that are bucket views stay so, and an optimizer sees the
-// same gradients whichever LibTorch runs it.
-void zero_gradients(torch::optim::Optimizer& optimizer) {
+// Clears every gradient of `optimizer`. In one process: undefined, as 2.x's zero_grad() leaves
+// them, so that the next backward stores its gradients instead of adding them to zeros (two fewer
+// operations per parameter and step). In a distributed run: zeroed in place, so that gradients
+// that are bucket views stay so and gradient_as_bucket_view gives the same results either way.
+// The same whichever LibTorch runs it.
+void clear_gradients(const TrialState& state, torch::optim::Optimizer& optimizer) {
   for (auto& group : optimizer.param_groups()) {
     for (auto& p : group.params()) {
-      if (p.grad().defined()) {
+      if (!p.grad().defined()) continue;
+      if (state.dist.size() == 1) {
+        p.mutable_grad() = torch::Tensor();
+      } else {
         p.grad().detach_();
         p.grad().zero_();
       }
@@ -102,7 +107,7 @@ void step_optimizer(TrialState& state, const Optimizer& optimizer,
       train::clear_autocast_cache();
     }
   }
-  zero_gradients(*optimizer);
+  clear_gradients(state, *optimizer);
 }
 
 void step_schedulers_after_batch(TrialState& state) {
