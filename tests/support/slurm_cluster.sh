@@ -8,7 +8,8 @@
 #   slurm_cluster.sh stop DIR
 #       Stops the daemons that `start DIR` started.
 #
-# Needs the Debian packages slurmd, slurmctld, slurm-client and munge, and root (slurmd).
+# Needs the Debian packages slurmd, slurmctld, slurm-client and munge (installed, or unpacked and
+# put on PATH by tools/gpu/slurm_env.sh), and root (slurmd).
 set -euo pipefail
 
 cmd=${1:?usage: slurm_cluster.sh start DIR CTLD_PORT SLURMD_PORT | stop DIR}
@@ -40,6 +41,11 @@ start)
   munged --force --key-file="$dir/munge.key" --socket="$dir/munge.sock" \
     --pid-file="$dir/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge.seed"
   host=$(hostname -s)
+  # The plugins and slurmstepd beside the slurmctld and slurmd that PATH finds: those of a Slurm
+  # unpacked outside /usr (tools/gpu/slurm_env.sh) as well as the system's.
+  sbin=$(dirname "$(readlink -f "$(command -v slurmctld)")")
+  plugin_dir=$(ls -d "$sbin"/../lib/*/slurm-wlm 2>/dev/null | head -n 1)
+  stepd=$(command -v slurmstepd || true)
   cat >"$dir/slurm.conf" <<CONF
 ClusterName=crucibletest
 SlurmctldHost=$host(127.0.0.1)
@@ -68,9 +74,10 @@ ReturnToService=2
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
 PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
 CONF
+  [ -z "$plugin_dir" ] || echo "PluginDir=$(readlink -f "$plugin_dir")" >>"$dir/slurm.conf"
   export SLURM_CONF="$dir/slurm.conf"
   slurmctld -f "$SLURM_CONF" -i
-  slurmd -f "$SLURM_CONF"
+  slurmd -f "$SLURM_CONF" ${stepd:+-d "$stepd"}
   for _ in $(seq 300); do
     if [ "$(sinfo -h -o %t 2>/dev/null)" = idle ]; then
       echo "$SLURM_CONF"

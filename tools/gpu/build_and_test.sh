@@ -16,7 +16,8 @@
 #         account of where the time went;
 # search: a 2-trial grid search asking for 2 concurrent trials of 1 slot each, whose trial logs
 #         and experiment.jsonl show where each trial ran and when (trials never share a GPU);
-# test:   the whole suite, the fault-injection cases last.
+# test:   the whole suite, the fault-injection cases last; where the machine has no Slurm, the
+#         launcher and search tests' one-node cluster runs Debian 12's (tools/gpu/slurm_env.sh).
 # Stages run in the order above. With DEADLINE_S=N the script ends within N seconds of its
 # start: the suite gets the time the other stages left (CTest's --stop-time), so that one call
 # of the device tool brings everything back. Logs go to $OUT when set (the device tool), else to
@@ -77,6 +78,13 @@ EOF
       echo "$cxx: $(command -v "$cxx"), libstdc++.so: $("$cxx" -print-file-name=libstdc++.so)"
   done
 } 2>&1 | tee "$logs/gpu_setup.log"
+
+# Slurm for the tests' one-node cluster: where the machine has none, Debian 12's from the prefix.
+if ! command -v srun >/dev/null || ! command -v munged >/dev/null; then
+  . tools/gpu/slurm_env.sh
+  slurm_env "$prefix" >>"$logs/gpu_setup.log" 2>&1
+  tail -n 2 "$logs/gpu_setup.log"
+fi
 
 stages=${*:-build bench search test}
 has() { [[ " $stages " == *" $1 "* ]]; }

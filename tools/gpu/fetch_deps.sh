@@ -10,6 +10,15 @@ packages=(
   libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev libfmt-dev libfmt9 catch2 zlib1g-dev
   dataset-fashion-mnist python3-protobuf python3-crcmod
 )
+# Slurm and munge for the launcher and search tests' one-node cluster, with the libraries their
+# programs and basic plugins link beyond the C library: the GPU machine takes from these only the
+# ones it lacks (tools/gpu/slurm_env.sh).
+packages+=(
+  slurmd slurmctld slurm-client slurm-wlm-basic-plugins munge libmunge2 libhwloc15 libjson-c5
+  liblua5.1-0 liblz4-1 libyaml-0-2 libnuma1 libcap-ng0 libcap2 libaudit1 libdbus-1-3
+  libreadline8 libtinfo6 libgcrypt20 libgpg-error0 liblzma5 libbz2-1.0 libzstd1 libsystemd0
+  libudev1 libpam0g libssl3 zlib1g
+)
 mkdir -p "$out"
 cd "$out"
 rm -f ./*.deb
