@@ -7,14 +7,47 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdint>
+#include <fstream>
+#include <random>
 #include <stdexcept>
 
 namespace crucible::util {
 
-// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released); another
-// process may take it before the caller binds it. Throws std::runtime_error when no socket can be
-// bound.
+// Whether a TCP socket can be bound to 127.0.0.1:`port` now.
+inline bool port_bindable(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// A TCP port on 127.0.0.1 that was free a moment ago; another listener may take it before the
+// caller binds it. It lies below the kernel's ephemeral range (net.ipv4.ip_local_port_range,
+// where every outgoing connection on the machine takes its source port), from 20000 up, so that
+// no connection can take it meanwhile; where that range starts below 21000, it is the kernel's
+// choice instead. Throws std::runtime_error when no socket can be bound.
 inline int free_port() {
+  int ephemeral_low = 32768;
+  {
+    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+    int low = 0, high = 0;
+    if (range >> low >> high) ephemeral_low = low;
+  }
+  constexpr int kFirst = 20000;
+  if (ephemeral_low - kFirst >= 1000) {
+    std::mt19937 pick(std::random_device{}() ^ static_cast<uint32_t>(::getpid()));
+    std::uniform_int_distribution<int> port(kFirst, ephemeral_low - 1);
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      const int p = port(pick);
+      if (port_bindable(p)) return p;
+    }
+  }
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
