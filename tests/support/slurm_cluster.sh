@@ -44,8 +44,14 @@ start)
   # The plugins and slurmstepd beside the slurmctld and slurmd that PATH finds: those of a Slurm
   # unpacked outside /usr (tools/gpu/slurm_env.sh) as well as the system's.
   sbin=$(dirname "$(readlink -f "$(command -v slurmctld)")")
-  plugin_dir=$(ls -d "$sbin"/../lib/*/slurm-wlm 2>/dev/null | head -n 1)
-  stepd=$(command -v slurmstepd || true)
+  plugin_dir=""
+  for found in "$sbin"/../lib/*/slurm-wlm; do
+    [ -d "$found" ] && plugin_dir=$(readlink -f "$found") && break
+  done
+  stepd=""
+  for found in "$sbin/slurmstepd" "$sbin/slurmstepd-wlm" "$(command -v slurmstepd || true)"; do
+    [ -n "$found" ] && [ -e "$found" ] && stepd=$found && break
+  done
   cat >"$dir/slurm.conf" <<CONF
 ClusterName=crucibletest
 SlurmctldHost=$host(127.0.0.1)
@@ -74,7 +80,7 @@ ReturnToService=2
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
 PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
 CONF
-  [ -z "$plugin_dir" ] || echo "PluginDir=$(readlink -f "$plugin_dir")" >>"$dir/slurm.conf"
+  [ -z "$plugin_dir" ] || echo "PluginDir=$plugin_dir" >>"$dir/slurm.conf"
   export SLURM_CONF="$dir/slurm.conf"
   slurmctld -f "$SLURM_CONF" -i
   slurmd -f "$SLURM_CONF" ${stepd:+-d "$stepd"}

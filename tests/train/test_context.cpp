@@ -154,10 +154,11 @@ TEST_CASE(
     "a step the loss scaler skips is not clipped and reports no grad_norm: its overflow is no "
     "divergence",
     "[train][amp]") {
-  // fp16's scaler on the CPU (its tensor-op path): a gradient of 3e35 times the scale 65536
-  // overflows float32, the step is skipped and the scale backs off; the next batch's gradient
-  // fits, steps and reports its norm. Before this, the skipped step's inf norm made the run's
-  // grad_norm mean inf, which optimizations.non_finite: stop took for a diverged run.
+  // fp16's scaler on the CPU (LibTorch's kernels from 2.3, the tensor-op path before): a gradient
+  // of 3e35 times the scale 65536 overflows float32, the step is skipped and the scale backs off;
+  // the next batch's gradient fits, steps and reports its norm. Before this, the skipped step's inf
+  // norm made the run's grad_norm mean inf, which optimizations.non_finite: stop took for a
+  // diverged run.
   Fixture f;
   f.config.optimizations.gradient_clipping.max_norm = 1.0;
   f.state.scaler = std::make_unique<crucible::train::GradScaler>(torch::kCPU);

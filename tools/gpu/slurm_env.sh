@@ -47,6 +47,8 @@ slurm_env() {
     done
     [ "$took" -eq 1 ] || break
   done
+  missing=$(for found in "$dir"/bin/* "$plugins"/*.so "$dir"/lib/*; do ldd "$found" 2>/dev/null
+            done | awk '/=> not found/ {print $1}' | sort -u)
   echo "$(zcat "$prefix/usr/share/doc/slurm-client/changelog.Debian.gz" | head -n 1 |
     cut -d ' ' -f 1-2) from $prefix; libraries taken from there: $(ls "$dir/lib" | tr '\n' ' ')"
   [ -z "$missing" ] || echo "still not found (plugins that need them cannot load): $missing" |

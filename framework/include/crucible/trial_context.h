@@ -113,10 +113,11 @@ class TrialContext {
   void backward(const torch::Tensor& loss);
   // Steps `optimizer` and clears its gradients, on batches that end an accumulation window
   // (every batch when aggregation_frequency is 1); does nothing on the others. In one process
-  // the gradients are then undefined, as LibTorch 2.x's zero_grad() leaves them (an optimizer
-  // skips a parameter that the next window gives no gradient); in a distributed run they are
-  // zeroed in place (they may be views into the gradient buckets), so such a parameter gets a
-  // zero gradient. In a distributed
+  // the gradients are then undefined, as LibTorch 2.x's zero_grad() leaves them, so an optimizer
+  // skips a parameter that the next window gives no gradient. In a distributed run they are
+  // zeroed in place (they may be views into the gradient buckets): a parameter that has had a
+  // gradient keeps a zero one through a window in which no rank gives it one, and an optimizer
+  // with momentum or weight decay still moves it. In a distributed
   // run it first averages across ranks the gradients of the optimizer's parameters that
   // backward() did not (several optimizers, or gradients from a plain loss.backward()). Then, in
   // this order: under fp16 the gradient scaler unscales them; gradients holding inf or NaN skip
