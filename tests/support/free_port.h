@@ -14,17 +14,20 @@
 
 namespace crucible::util {
 
-// Whether a TCP socket can be bound to 127.0.0.1:`port` now.
-inline bool port_bindable(int port) {
+// Binds a TCP socket to 127.0.0.1:`port` (0: a port of the kernel's choice) and releases it.
+// Returns the port it was bound to, or -1 when it could not be bound.
+inline int bind_and_release(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  socklen_t len = sizeof(addr);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
   ::close(fd);
-  return ok;
+  return ok ? ntohs(addr.sin_port) : -1;
 }
 
 // A TCP port on 127.0.0.1 that was free a moment ago; another listener may take it before the
@@ -45,20 +48,12 @@ inline int free_port() {
     std::uniform_int_distribution<int> port(kFirst, ephemeral_low - 1);
     for (int attempt = 0; attempt < 100; ++attempt) {
       const int p = port(pick);
-      if (port_bindable(p)) return p;
+      if (bind_and_release(p) == p) return p;
     }
   }
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  if (fd >= 0) ::close(fd);
-  if (!ok) throw std::runtime_error("free_port: cannot bind a socket on 127.0.0.1");
-  return ntohs(addr.sin_port);
+  const int p = bind_and_release(0);
+  if (p < 0) throw std::runtime_error("free_port: cannot bind a socket on 127.0.0.1");
+  return p;
 }
 
 }  // namespace crucible::util

@@ -13,6 +13,14 @@
 # nothing the machine already has). Prints what it took from PREFIX and what is still missing.
 # Returns non-zero when PREFIX holds no Slurm.
 
+# The libraries that the files of the folders DIR/bin, PLUGINS and DIR/lib need and that the
+# loader does not find, one per line.
+slurm_env_unresolved() {
+  local dir=$1 plugins=$2 found
+  for found in "$dir"/bin/* "$plugins"/*.so "$dir"/lib/*; do ldd "$found" 2>/dev/null; done |
+    awk '/=> not found/ {print $1}' | sort -u
+}
+
 slurm_env() {
   local prefix=$1 dir=$1/slurm plugins name found lib missing round took
   plugins=$(ls -d "$prefix"/usr/lib/*/slurm-wlm 2>/dev/null | head -n 1)
@@ -35,10 +43,8 @@ slurm_env() {
   export PATH=$dir/bin:$PATH
   export LD_LIBRARY_PATH=$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   for round in 1 2 3 4; do
-    missing=$(for found in "$dir"/bin/* "$plugins"/*.so "$dir"/lib/*; do ldd "$found" 2>/dev/null
-              done | awk '/=> not found/ {print $1}' | sort -u)
     took=0
-    for lib in $missing; do
+    for lib in $(slurm_env_unresolved "$dir" "$plugins"); do
       found=$(ls "$prefix"/usr/lib/*/"$lib" "$prefix"/lib/*/"$lib" 2>/dev/null | head -n 1)
       if [ -n "$found" ] && [ ! -e "$dir/lib/$lib" ]; then
         ln -s "$found" "$dir/lib/$lib"
@@ -47,8 +53,7 @@ slurm_env() {
     done
     [ "$took" -eq 1 ] || break
   done
-  missing=$(for found in "$dir"/bin/* "$plugins"/*.so "$dir"/lib/*; do ldd "$found" 2>/dev/null
-            done | awk '/=> not found/ {print $1}' | sort -u)
+  missing=$(slurm_env_unresolved "$dir" "$plugins")
   echo "$(zcat "$prefix/usr/share/doc/slurm-client/changelog.Debian.gz" | head -n 1 |
     cut -d ' ' -f 1-2) from $prefix; libraries taken from there: $(ls "$dir/lib" | tr '\n' ' ')"
   [ -z "$missing" ] || echo "still not found (plugins that need them cannot load): $missing" |

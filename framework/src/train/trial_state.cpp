@@ -92,7 +92,7 @@ void step_optimizer(TrialState& state, const Optimizer& optimizer,
   } else if (check) {
     skip = !gradients_finite(params);
   }
-  // A skipped step's gradients are zeroed unclipped, and its norm (inf or NaN) is no
+  // A skipped step's gradients are cleared unclipped, and its norm (inf or NaN) is no
   // divergence: under fp16 the scaler's overflows are routine, so grad_norm counts steps taken.
   if (clipping.enabled() && !skip) {
     state.step_metrics[grad_norm_name(state, optimizer)] = train::clip_gradients(params, clipping);
