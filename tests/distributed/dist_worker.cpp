@@ -11,7 +11,8 @@
 //                own (exit 1), after the others gave up on it in their allreduce (exit 5)
 //   grad_sync    GradientSync on an MLP against all-gathered local gradients, with and without
 //                overlap and gradients as bucket views, with two backward passes in one window,
-//                with parameters that one rank or no rank has a gradient for
+//                with parameters that one rank or no rank has a gradient for, and one that
+//                no rank has a gradient for in one step only
 //   sparse_grad_sync  GradientSync of sparse embeddings (each rank's rows, one used on rank 0
 //                only or on none, one that is dense on one rank, one unused) beside a dense
 //                layer, with and without overlap
@@ -123,10 +124,10 @@ bool plain_gradients(const std::vector<torch::Tensor>& params) {
   return true;
 }
 
-// One GradientSync with `options` on a fresh Net, for three update steps as the trainer takes
-// them: gradients start as none, then are zeroed in place between steps (as step_optimizer does;
-// LibTorch 2.x's default would set them to none); the third step runs backward
-// twice in one window.
+// One GradientSync with `options` on a fresh Net, for five update steps as the trainer takes
+// them: gradients start as none, then the sync clears them between steps (as step_optimizer
+// does). The third step runs backward twice in one window; in the fourth no rank uses the rank0
+// layer; in the fifth rank 0 uses it again.
 nlohmann::json grad_sync_case(const crucible::DistributedContext& ctx,
                               const crucible::dist::GradientSyncOptions& options) {
   torch::manual_seed(7);
@@ -139,29 +140,33 @@ nlohmann::json grad_sync_case(const crucible::DistributedContext& ctx,
     net.loss(x1, rank0).backward();
     net.loss(x2, false).backward();
   };
+  const std::function<void()> nobody = [&] { net.loss(x1, false).backward(); };
   const auto one = reference_means(ctx, net, once);
   const auto two = reference_means(ctx, net, twice);
+  const auto none = reference_means(ctx, net, nobody);
+  const std::vector<std::pair<const std::function<void()>*, const std::vector<torch::Tensor>*>>
+      steps = {{&once, &one}, {&once, &one}, {&twice, &two}, {&nobody, &none}, {&once, &one}};
 
   crucible::dist::GradientSync sync(ctx, net.parameters(), options);
   nlohmann::json out = {{"buckets", sync.bucket_count()}};
-  for (const int step : {1, 2, 3}) {
-    if (step > 1) net.zero_grad(/*set_to_none=*/false);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const std::string step = "step" + std::to_string(i + 1);
+    if (i > 0) sync.clear_gradients();
     sync.open_window();
-    (step < 3 ? once : twice)();
+    (*steps[i].first)();
     try {
       sync.finish();
     } catch (const crucible::TrainingError& e) {
-      out["step" + std::to_string(step)] = {{"threw", e.what()}};
+      out[step] = {{"threw", e.what()}};
       continue;
     }
-    out["step" + std::to_string(step)] = {
-        {"started_early", sync.buckets_started_early()},
-        {"redone", sync.last_finish_redone()},
-        {"copies", sync.last_finish_copies()},
-        {"error", max_error(net.parameters(), step < 3 ? one : two)},
-        {"plain_gradients", plain_gradients(net.parameters())},
-        {"unused_has_grad", net.unused->weight.grad().defined()},
-        {"rank0_has_grad", net.rank0->weight.grad().defined()}};
+    out[step] = {{"started_early", sync.buckets_started_early()},
+                 {"redone", sync.last_finish_redone()},
+                 {"copies", sync.last_finish_copies()},
+                 {"error", max_error(net.parameters(), *steps[i].second)},
+                 {"plain_gradients", plain_gradients(net.parameters())},
+                 {"unused_has_grad", net.unused->weight.grad().defined()},
+                 {"rank0_has_grad", net.rank0->weight.grad().defined()}};
   }
   return out;
 }
@@ -211,8 +216,8 @@ torch::Tensor sparse_indices(const crucible::DistributedContext& ctx, int step) 
   return torch::randint(100 * ctx.rank(), 100 * ctx.rank() + 300, {40}, torch::kLong);
 }
 
-// GradientSync of SparseNet's parameters with `options` for three steps (gradients zeroed in
-// place between them; in the third no rank uses `rank0`); for each, what the embeddings'
+// GradientSync of SparseNet's parameters with `options` for three steps (the sync clears the
+// gradients before each; in the third no rank uses `rank0`); for each, what the embeddings'
 // gradients are after finish().
 nlohmann::json sparse_grad_sync_case(const crucible::DistributedContext& ctx,
                                      const crucible::dist::GradientSyncOptions& options,
@@ -242,7 +247,7 @@ nlohmann::json sparse_grad_sync_case(const crucible::DistributedContext& ctx,
       expected.push_back(torch::stack(ctx.allgather(mine)).sum(0) /
                          static_cast<double>(ctx.size()));
     }
-    net.zero_grad(/*set_to_none=*/false);
+    sync.clear_gradients();
     sync.open_window();
     net.loss(index, use_rank0, use_tied_whole).backward();
     sync.finish();

@@ -193,20 +193,27 @@ TEST_CASE("gradient buckets are all-reduced during backward and give the exact m
       const bool overlap = std::string(mode).rfind("overlap", 0) == 0;
       // 1 KiB buckets: [c, b.bias] [b.weight] [a.bias] [a.weight] [rank0, unused, flags].
       CHECK(m["buckets"].get<int>() == 5);
-      for (const char* step : {"step1", "step2"}) {
+      // Steps 1, 2 and 5 are one backward pass, step 4 one in which no rank uses the rank0
+      // layer: it is then left without a gradient, as in one process.
+      for (const char* step : {"step1", "step2", "step4", "step5"}) {
         INFO(step);
         CHECK(m[step]["error"].get<double>() <= 1e-6);
         CHECK_FALSE(m[step]["redone"].get<bool>());
         CHECK(m[step]["plain_gradients"].get<bool>());
         CHECK_FALSE(m[step]["unused_has_grad"].get<bool>());
-        CHECK(m[step]["rank0_has_grad"].get<bool>());  // the mean of rank 0's and zeros
+        // The mean of rank 0's and zeros; none where no rank has one.
+        CHECK(m[step]["rank0_has_grad"].get<bool>() == (std::string(step) != "step4"));
         // Overlap: every bucket but the last (which finish() starts) started during backward.
         CHECK(m[step]["started_early"].get<int>() == (overlap ? 4 : 0));
       }
       // Gradients start as none: each rank copies those it has (rank 0 also the rank0 layer).
       CHECK(m["step1"]["copies"].get<int>() == (r == 0 ? 8 : 6));
-      // Then they are the buckets themselves (zero_grad keeps them), or copied each time.
-      CHECK(m["step2"]["copies"].get<int>() == (view ? 0 : 8));
+      // Then they are the buckets themselves (cleared in place, they stay so), or the rank's own
+      // gradients are copied each time (rank 1's cleared rank0 layer counts as none: no copy).
+      CHECK(m["step2"]["copies"].get<int>() == (view ? 0 : (r == 0 ? 8 : 6)));
+      CHECK(m["step4"]["copies"].get<int>() == (view ? 0 : 6));
+      // Step 4 left the rank0 layer none: rank 0's new gradient of it is copied in once.
+      CHECK(m["step5"]["copies"].get<int>() == (view ? (r == 0 ? 2 : 0) : (r == 0 ? 8 : 6)));
       // Two backward passes in one window.
       const auto& twice = m["step3"];
       if (overlap && view) {
@@ -244,22 +251,25 @@ TEST_CASE("sparse gradients are averaged sparse: only the rows the ranks have tr
       for (const char* step : {"step1", "step2", "step3"}) {
         INFO(step);
         const auto& s = m[step];
-        for (const char* param : {"rows", "rank0", "tied"}) {
+        // Used by rank 0 in the first two steps, by no rank in the third: then no gradient, as
+        // in one process.
+        const bool rank0_used = std::string(step) != "step3";
+        CHECK(s["rank0"]["has_grad"].get<bool>() == rank0_used);
+        std::vector<const char*> with_grad = {"rows", "tied"};
+        if (rank0_used) with_grad.push_back("rank0");
+        for (const char* param : with_grad) {
           INFO(param);
           REQUIRE(s[param]["has_grad"].get<bool>());
           CHECK(s[param]["error"].get<double>() <= 1e-6);
           CHECK(s[param]["same_on_every_rank"].get<bool>());
-        }
-        for (const char* param : {"rows", "rank0"}) {
-          INFO(param);
+          if (std::string(param) == "tied") continue;
           REQUIRE(s[param]["sparse"].get<bool>());
           CHECK(s[param]["coalesced"].get<bool>());
           CHECK(s[param]["sparse_dim"].get<int64_t>() == 1);
+          CHECK(s[param]["nnz"].get<int64_t>() > 0);
         }
         // One entry per row some rank looked up, not one per row of the table.
         CHECK(s["rows"]["nnz"].get<int64_t>() == s["rows_looked_up"].get<int64_t>());
-        // Used by rank 0 in the first two steps, by no rank in the third: no entries.
-        CHECK((s["rank0"]["nnz"].get<int64_t>() > 0) == (std::string(step) != "step3"));
         // Dense on the last rank: averaged dense, as one process would have it.
         CHECK_FALSE(s["tied"]["sparse"].get<bool>());
         CHECK_FALSE(s["unused"]["has_grad"].get<bool>());

@@ -40,10 +40,11 @@ nlohmann::json fit_linear(const TempDir& tmp, int slots, const std::string& sets
   return final_validation(run);
 }
 
-// Fits experiment file `config` into `run` on `slots` processes.
-CommandResult fit_slots(const std::string& config, const std::string& run, int slots) {
+// Fits experiment file `config` into `run` on `slots` processes, with trainer arguments `args`.
+CommandResult fit_slots(const std::string& config, const std::string& run, int slots,
+                        const std::string& args = "") {
   return run_command(kTrainer + " fit " + config + " --quiet --output " + run + " --slots " +
-                     std::to_string(slots));
+                     std::to_string(slots) + args);
 }
 
 // Writes `yaml` as an experiment file in `tmp` and fits it into tmp/run.
@@ -214,6 +215,56 @@ optimizations: {gradient_bucket_mb: 0.0002}
       CHECK(final_validation(copied) == m);
     }
   }
+}
+
+TEST_CASE(
+    "a parameter no rank gives a gradient in a window is not stepped: as in one process and "
+    "across a resume inside a window",
+    "[dist][fit]") {
+  TempDir tmp;
+  const std::string config = tmp / "idle.yaml";
+  write_file(config, R"(name: idle
+entrypoint: crucible_test_trials:IdleLayerTrial
+hyperparameters: {global_batch_size: 16, records: 256}
+max_length: {batches: 12}
+scheduling_unit: 1
+optimizations: {aggregation_frequency: 2}
+)");
+  const auto fit = [&](const std::string& run, int slots, const std::string& args) {
+    const auto r = fit_slots(config, run, slots, args);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+  };
+  // The idle layer moved on the first window's step and never after (with a zero gradient,
+  // momentum and weight decay would have moved it on every later step).
+  const auto check_idle = [](const std::string& run) {
+    INFO(run);
+    bool stepped = false;
+    for (const auto& row : read_metrics(run + "/metrics.jsonl")) {
+      if (row["type"] != "training") continue;
+      INFO(row.dump());
+      CHECK(row["metrics"]["idle_later"].get<double>() == 0.0);
+      if (row["batches"].get<int64_t>() == 2) stepped = row["metrics"]["idle_step"] > 0.0;
+    }
+    CHECK(stepped);
+  };
+  const std::string one = tmp / "one", two = tmp / "two", copied = tmp / "copied";
+  fit(one, 1, "");
+  fit(two, 2, "");
+  fit(copied, 2, " --set optimizations.gradient_as_bucket_view=false");
+  for (const auto& run : {one, two, copied}) check_idle(run);
+  CHECK(final_validation(copied) == final_validation(two));
+
+  // Stopped after 3 batches, inside the window of batches 2 and 3, where the idle layer's
+  // gradient is still the zeros the first window's step left: the checkpoint saves it as none.
+  const std::string resumed = tmp / "resumed";
+  fit(resumed, 2, " --set max_length.batches=3");
+  auto r = run_command(kTrainer + " fit --resume " + resumed +
+                       " --set max_length.batches=12 --allow-safe-changes --quiet");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  check_idle(resumed);
+  CHECK(final_validation(resumed) == final_validation(two));
 }
 
 TEST_CASE("gradient clipping: every rank clips the same mean gradient, per optimizer",

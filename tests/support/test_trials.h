@@ -515,6 +515,56 @@ class EmaTrial : public Trial {
   Optimizer opt_;
 };
 
+// A linear model and an `idle` linear layer added to its output only in the first
+// accumulation window (batch_idx < aggregation_frequency), both trained by one SGD with momentum
+// and weight decay, either of which would move `idle` on any later step that gave it a gradient,
+// even a zero one. Training reports idle_step, how far `idle` moved on that window's last batch,
+// and idle_later, how far it moved on any later batch (0 when it is skipped). Validation reports
+// the model's loss and `idle`'s weights and bias (idle_sum). Hyperparameters: records.
+class IdleLayerTrial : public Trial {
+ public:
+  explicit IdleLayerTrial(TrialContext& ctx)
+      : ctx_(ctx),
+        model_(ctx.wrap_model(torch::nn::Linear(8, 1))),
+        idle_(ctx.wrap_model(torch::nn::Linear(8, 1))),
+        opt_(ctx.wrap_optimizer(torch::optim::SGD(
+            parameters(), torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.1)))) {}
+
+  DataLoader build_training_data_loader() override { return jittered_training_loader(ctx_); }
+  DataLoader build_validation_data_loader() override { return jittered_validation_loader(); }
+  Metrics train_batch(Batch& batch, int64_t, int64_t batch_idx) override {
+    const int64_t window = ctx_.experiment_config().optimizations.aggregation_frequency;
+    const bool use_idle = batch_idx < window;
+    const torch::Tensor before = idle_sum().detach().clone();
+    torch::Tensor out = model_->forward(batch[0].tensor());
+    if (use_idle) out = out + idle_->forward(batch[0].tensor());
+    auto loss = torch::mse_loss(out, batch[1]);
+    ctx_.backward(loss);
+    ctx_.step_optimizer(opt_);
+    const torch::Tensor moved = (idle_sum().detach() - before).abs();
+    const bool first_step = batch_idx == window - 1;
+    return {{"loss", loss},
+            {"idle_step", first_step ? moved : torch::zeros_like(moved)},
+            {"idle_later", use_idle ? torch::zeros_like(moved) : moved}};
+  }
+  Metrics evaluate_batch(Batch& batch, int64_t) override {
+    return {{"loss", torch::mse_loss(model_->forward(batch[0].tensor()), batch[1])},
+            {"idle_sum", idle_sum()}};
+  }
+
+ private:
+  std::vector<torch::Tensor> parameters() const {
+    std::vector<torch::Tensor> all = model_->parameters();
+    for (const auto& p : idle_->parameters()) all.push_back(p);
+    return all;
+  }
+  torch::Tensor idle_sum() const { return idle_->weight.sum() + idle_->bias.sum(); }
+  TrialContext& ctx_;
+  torch::nn::Linear model_;
+  torch::nn::Linear idle_;
+  Optimizer opt_;
+};
+
 // A two-layer MLP with one SGD optimizer (rate 1, no momentum) per layer, for gradient clipping
 // across ranks: each step moves a layer's weights by exactly its clipped gradient. Reports the
 // norm of each layer's update and how far the ranks' updates differ (0: the same everywhere).

@@ -112,21 +112,20 @@ class TrialContext {
   // batches communicate nothing.
   void backward(const torch::Tensor& loss);
   // Steps `optimizer` and clears its gradients, on batches that end an accumulation window
-  // (every batch when aggregation_frequency is 1); does nothing on the others. In one process
-  // the gradients are then undefined, as LibTorch 2.x's zero_grad() leaves them, so an optimizer
-  // skips a parameter that the next window gives no gradient. In a distributed run they are
-  // zeroed in place (they may be views into the gradient buckets): a parameter that has had a
-  // gradient keeps a zero one through a window in which no rank gives it one, and an optimizer
-  // with momentum or weight decay still moves it. In a distributed
-  // run it first averages across ranks the gradients of the optimizer's parameters that
-  // backward() did not (several optimizers, or gradients from a plain loss.backward()). Then, in
-  // this order: under fp16 the gradient scaler unscales them; gradients holding inf or NaN skip
-  // the step (always under fp16; with optimizations.non_finite: skip, at the cost of one host
-  // sync); optimizations.gradient_clipping clips them and their pre-clip norm becomes the
-  // training metric grad_norm (grad_norm_<i> for the i-th wrapped optimizer, i > 0). A skipped
-  // step is not an optimizer step: it is not clipped and reports no grad_norm (so a scaler's
-  // overflow is not a non-finite metric), no scheduler and no step counter advances, and it is
-  // counted in the training metric skipped_steps.
+  // (every batch when aggregation_frequency is 1); does nothing on the others. A parameter that
+  // the next window gives no gradient then has none, as LibTorch 2.x's zero_grad() leaves it, so
+  // the optimizer skips it (momentum and weight decay do not move it); in a distributed run, one
+  // that no rank gives a gradient (the gradients are zeroed in place, as they may be views into
+  // the gradient buckets, and the zeros count as none). In a distributed run it first averages
+  // across ranks the gradients of the optimizer's parameters that backward() did not (several
+  // optimizers, or gradients from a plain loss.backward()). Then, in this order: under fp16 the
+  // gradient scaler unscales them; gradients holding inf or NaN skip the step (always under fp16;
+  // with optimizations.non_finite: skip, at the cost of one host sync);
+  // optimizations.gradient_clipping clips them and their pre-clip norm becomes the training metric
+  // grad_norm (grad_norm_<i> for the i-th wrapped optimizer, i > 0). A skipped step is not an
+  // optimizer step: it is not clipped and reports no grad_norm (so a scaler's overflow is not a
+  // non-finite metric), no scheduler and no step counter advances, and it is counted in the
+  // training metric skipped_steps.
   void step_optimizer(const Optimizer& optimizer);
   // As step_optimizer(optimizer), clipping as `clipping` says instead of the experiment file.
   // Throws crucible::Error when `clipping` sets both max_norm and max_value, holds a negative or

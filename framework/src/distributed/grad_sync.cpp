@@ -49,6 +49,10 @@ struct GradientSync::Impl {
     torch::Tensor view;   // its region of the bucket, shaped like the parameter
     torch::Tensor alias;  // the same region as a tensor of its own (with as_bucket_view)
     bool ready = false;   // in its bucket for this window
+    // The gradient clear_gradients() zeroed (undefined when it found none), and whether backward
+    // has accumulated into the parameter since.
+    torch::Tensor cleared;
+    bool fresh = false;
   };
   struct Bucket {
     torch::Tensor flat;
@@ -160,7 +164,8 @@ struct GradientSync::Impl {
 
   void on_ready(size_t i) {
     std::lock_guard<std::mutex> lock(mutex);
-    if (!open) {
+    if (i < slots.size()) slots[i].fresh = true;
+    if (!open || !options.overlap()) {
       changed = true;
       return;
     }
@@ -199,9 +204,16 @@ struct GradientSync::Impl {
     ++copies;
   }
 
+  // Whether slot s has a gradient of this window: one backward accumulated, or one the trial
+  // assigned, rather than the zeros clear_gradients() left.
+  static bool has_gradient(const Slot& s) {
+    const torch::Tensor& g = s.param.grad();
+    return g.defined() && (s.fresh || g.unsafeGetTensorImpl() != s.cleared.unsafeGetTensorImpl());
+  }
+
   void make_ready(size_t i) {
     Slot& s = slots[i];
-    const bool has = s.param.grad().defined();
+    const bool has = has_gradient(s);
     if (!has) {
       torch::NoGradGuard no_grad;
       s.view.zero_();
@@ -284,7 +296,11 @@ struct GradientSync::Impl {
     }
     for (size_t i = 0; i < slots.size(); ++i) {
       Slot& s = slots[i];
-      if (flags[i + 1] == 0) continue;  // no rank has a gradient
+      if (flags[i + 1] == 0) {  // no rank has a gradient
+        s.param.mutable_grad() = torch::Tensor();
+        s.cleared = torch::Tensor();
+        continue;
+      }
       if (options.as_bucket_view()) {
         if (!in_bucket(s)) s.param.mutable_grad() = s.alias;
       } else if (s.param.grad().defined() && !s.param.grad().is_sparse()) {
@@ -406,7 +422,7 @@ GradientSync::GradientSync(DistributedContext dist, std::vector<torch::Tensor> p
     impl_->params.push_back(std::move(p));
   }
   impl_->build();
-  if (options.overlap()) impl_->install_hooks();
+  impl_->install_hooks();
 }
 
 GradientSync::~GradientSync() {
@@ -419,6 +435,30 @@ void GradientSync::open_window() {
 }
 
 bool GradientSync::changed_since_finish() const { return impl_->changed; }
+
+void GradientSync::clear_gradients() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  torch::NoGradGuard no_grad;
+  for (auto& s : impl_->slots) {
+    s.fresh = false;
+    s.cleared = s.param.grad();
+    if (!s.cleared.defined()) continue;
+    s.cleared.detach_();
+    s.cleared.zero_();
+  }
+  for (auto& p : impl_->sparse) {
+    if (p.grad().defined()) p.mutable_grad() = torch::Tensor();
+  }
+}
+
+std::vector<torch::Tensor> GradientSync::stale_parameters() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  std::vector<torch::Tensor> out;
+  for (const auto& s : impl_->slots) {
+    if (s.param.grad().defined() && !Impl::has_gradient(s)) out.push_back(s.param);
+  }
+  return out;
+}
 
 void GradientSync::finish() { impl_->finish(); }
 

@@ -29,18 +29,20 @@ struct GradientSyncOptions {
 //
 // The parameters that require gradients are grouped, in reverse order (the order backward
 // usually produces their gradients), into buckets of at most `bucket_bytes` of one dtype and
-// device. With `overlap`, a hook on each parameter's
-// gradient accumulator copies its gradient into its bucket as soon as backward has accumulated
-// it, while a window is open; a bucket whose gradients are all in is all-reduced at once. Buckets
-// start in bucket order on every rank, so every rank issues the same all-reduces in the same
-// order. The last bucket also carries, per parameter, whether the rank has a gradient, and
-// whether a gradient changed after it was copied; it always starts in finish().
+// device. A hook on each parameter's gradient accumulator notes that backward produced its
+// gradient; with `overlap`, while a window is open, it also copies the gradient into its bucket,
+// and a bucket whose gradients are all in is all-reduced at once. Buckets start in bucket order
+// on every rank, so every rank issues the same all-reduces in the same order. The last bucket
+// also carries, per parameter, whether the rank has a gradient, and whether a gradient changed
+// after it was copied; it always starts in finish().
 //
 // After finish(), every parameter's gradient is the mean over the ranks (a rank without a
-// gradient counts as zeros), and a parameter that no rank has a gradient for keeps none. With
-// `as_bucket_view`, each gradient finish() leaves is a tensor over its bucket's storage (not an
-// autograd view: zero_grad and detach_ work on it); a gradient the trial replaces (set to none,
-// assigned) is copied in and replaced by the bucket's again.
+// gradient counts as zeros), and a parameter that no rank has a gradient for has none (so that an
+// optimizer skips it, as in one process). A rank has a gradient of a parameter when it is defined
+// and is not merely the zeros clear_gradients() left: backward accumulated into it since, or the
+// trial assigned another tensor. With `as_bucket_view`, each gradient finish() leaves is a tensor
+// over its bucket's storage (not an autograd view: zero_grad and detach_ work on it); a gradient
+// the trial replaces (set to none, assigned) is copied in and replaced by the bucket's again.
 //
 // A gradient that changes after its bucket's all-reduce started (two backward passes in one
 // window): without `as_bucket_view`, every rank averages all gradients again from what they hold
@@ -86,6 +88,14 @@ class GradientSync {
   // Completes the averaging described above and closes the window. Throws TrainingError when a
   // peer fails or does not join within the run's timeout, or for a late change (see above).
   void finish();
+  // Clears the gradients for the next window, as an optimizer step ends: dense ones are zeroed
+  // in place (those that are bucket views stay so), sparse ones set to none. Until backward
+  // accumulates into a zeroed gradient or the trial assigns another, that parameter counts as
+  // having none on this rank (see finish()).
+  void clear_gradients();
+  // The parameters whose gradient is still the zeros clear_gradients() left: defined, but none
+  // for finish(). A checkpoint taken inside an accumulation window saves them as having none.
+  std::vector<torch::Tensor> stale_parameters() const;
 
   // The parameters it averages (those of the list that require gradients), in the given order.
   const std::vector<torch::Tensor>& params() const;

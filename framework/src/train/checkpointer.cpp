@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <sstream>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <torch/version.h>
@@ -100,13 +101,18 @@ std::string sparse_archive(const std::vector<torch::Tensor>& gradients) {
 
 }  // namespace
 
-checkpoint::AccumulatedGradients Checkpointer::accumulated_gradients(
-    const checkpoint::Contents& contents) const {
-  const std::vector<torch::Tensor> params = checkpoint::gradient_parameters(contents);
+checkpoint::AccumulatedGradients Checkpointer::accumulated_gradients(TrialSession& session) const {
+  const std::vector<torch::Tensor> params = checkpoint::gradient_parameters(session.contents());
+  std::unordered_set<const c10::TensorImpl*> stale;
+  for (const auto& [optimizer, sync] : session.state().grad_syncs) {
+    for (const auto& p : sync->stale_parameters()) stale.insert(p.unsafeGetTensorImpl());
+  }
   torch::NoGradGuard no_grad;
   checkpoint::AccumulatedGradients out;
   std::vector<torch::Tensor> grads;
-  for (const auto& p : params) grads.push_back(p.grad());
+  for (const auto& p : params) {
+    grads.push_back(stale.count(p.unsafeGetTensorImpl()) ? torch::Tensor() : p.grad());
+  }
   const auto copied = [](const torch::Tensor& g) {
     return g.defined() ? g.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true)
                        : torch::Tensor();
@@ -180,7 +186,7 @@ void Checkpointer::save(TrialSession& session, FitState& state, const metrics::P
   }
   checkpoint::AccumulatedGradients gradients;
   if (state.batches % config_.optimizations.aggregation_frequency != 0) {
-    gradients = accumulated_gradients(session.contents());
+    gradients = accumulated_gradients(session);
   }
   std::string dir = util::join(run_.checkpoints(), checkpoint::directory_name(state.batches));
   if (dist_.is_chief()) {

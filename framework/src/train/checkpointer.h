@@ -54,10 +54,10 @@ class Checkpointer {
   checkpoint::Metadata metadata(TrialSession& session, const FitState& state,
                                 const metrics::Progress& progress, const DataPosition& position,
                                 const nlohmann::json& training) const;
-  // Every rank's gradients of checkpoint::gradient_parameters(contents), on the CPU, on the
-  // chief (empty lists on the other ranks); every rank takes part.
-  checkpoint::AccumulatedGradients accumulated_gradients(
-      const checkpoint::Contents& contents) const;
+  // Every rank's gradients of checkpoint::gradient_parameters(session.contents()), on the CPU,
+  // on the chief (empty lists on the other ranks); every rank takes part. A gradient its sync
+  // counts as none (GradientSync::stale_parameters) is saved as none.
+  checkpoint::AccumulatedGradients accumulated_gradients(TrialSession& session) const;
   void track(const std::string& dir);
   void forget(const std::string& dir);
   void apply_retention();

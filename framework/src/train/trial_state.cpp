@@ -10,21 +10,19 @@
 namespace crucible::detail {
 namespace {
 
-// Clears every gradient of `optimizer`. In one process: undefined, as 2.x's zero_grad() leaves
-// them, so that the next backward stores its gradients instead of adding them to zeros (two fewer
-// operations per parameter and step). In a distributed run: zeroed in place, so that gradients
-// that are bucket views stay so and gradient_as_bucket_view gives the same results either way.
-// The same whichever LibTorch runs it.
-void clear_gradients(const TrialState& state, torch::optim::Optimizer& optimizer) {
-  for (auto& group : optimizer.param_groups()) {
+// Clears every gradient of `optimizer` after its step. In one process: undefined, as 2.x's
+// zero_grad() leaves them, so that the next backward stores its gradients instead of adding them
+// to zeros (two fewer operations per parameter and step). In a distributed run the gradient sync
+// zeroes them in place, so that gradients that are bucket views stay so, and counts the zeros as
+// no gradient: a parameter no rank gives one in the next window is left with none, as here.
+void clear_gradients(TrialState& state, const Optimizer& optimizer) {
+  if (state.dist.size() > 1) {
+    gradient_sync(state, optimizer).clear_gradients();
+    return;
+  }
+  for (auto& group : optimizer->param_groups()) {
     for (auto& p : group.params()) {
-      if (!p.grad().defined()) continue;
-      if (state.dist.size() == 1) {
-        p.mutable_grad() = torch::Tensor();
-      } else {
-        p.grad().detach_();
-        p.grad().zero_();
-      }
+      if (p.grad().defined()) p.mutable_grad() = torch::Tensor();
     }
   }
 }
@@ -107,7 +105,7 @@ void step_optimizer(TrialState& state, const Optimizer& optimizer,
       train::clear_autocast_cache();
     }
   }
-  clear_gradients(state, *optimizer);
+  clear_gradients(state, optimizer);
 }
 
 void step_schedulers_after_batch(TrialState& state) {
