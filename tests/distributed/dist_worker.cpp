@@ -124,10 +124,11 @@ bool plain_gradients(const std::vector<torch::Tensor>& params) {
   return true;
 }
 
-// One GradientSync with `options` on a fresh Net, for five update steps as the trainer takes
+// One GradientSync with `options` on a fresh Net, for six update steps as the trainer takes
 // them: gradients start as none, then the sync clears them between steps (as step_optimizer
 // does). The third step runs backward twice in one window; in the fourth no rank uses the rank0
-// layer; in the fifth rank 0 uses it again.
+// layer; in the fifth rank 0 uses it again; the sixth is the fifth followed by a backward pass
+// outside the window and a second finish() (as step_optimizer's after a plain loss.backward()).
 nlohmann::json grad_sync_case(const crucible::DistributedContext& ctx,
                               const crucible::dist::GradientSyncOptions& options) {
   torch::manual_seed(7);
@@ -141,11 +142,18 @@ nlohmann::json grad_sync_case(const crucible::DistributedContext& ctx,
     net.loss(x2, false).backward();
   };
   const std::function<void()> nobody = [&] { net.loss(x1, false).backward(); };
+  const std::function<void()> later = [&] { net.loss(x2, false).backward(); };
   const auto one = reference_means(ctx, net, once);
   const auto two = reference_means(ctx, net, twice);
   const auto none = reference_means(ctx, net, nobody);
-  const std::vector<std::pair<const std::function<void()>*, const std::vector<torch::Tensor>*>>
-      steps = {{&once, &one}, {&once, &one}, {&twice, &two}, {&nobody, &none}, {&once, &one}};
+  struct Step {
+    const std::function<void()>* pass;
+    const std::function<void()>* after;  // outside the window, then finish() again
+    const std::vector<torch::Tensor>* expected;
+  };
+  const std::vector<Step> steps = {{&once, nullptr, &one},  {&once, nullptr, &one},
+                                   {&twice, nullptr, &two}, {&nobody, nullptr, &none},
+                                   {&once, nullptr, &one},  {&once, &later, &two}};
 
   crucible::dist::GradientSync sync(ctx, net.parameters(), options);
   nlohmann::json out = {{"buckets", sync.bucket_count()}};
@@ -153,9 +161,13 @@ nlohmann::json grad_sync_case(const crucible::DistributedContext& ctx,
     const std::string step = "step" + std::to_string(i + 1);
     if (i > 0) sync.clear_gradients();
     sync.open_window();
-    (*steps[i].first)();
+    (*steps[i].pass)();
     try {
       sync.finish();
+      if (steps[i].after) {
+        (*steps[i].after)();
+        sync.finish();
+      }
     } catch (const crucible::TrainingError& e) {
       out[step] = {{"threw", e.what()}};
       continue;
@@ -163,7 +175,7 @@ nlohmann::json grad_sync_case(const crucible::DistributedContext& ctx,
     out[step] = {{"started_early", sync.buckets_started_early()},
                  {"redone", sync.last_finish_redone()},
                  {"copies", sync.last_finish_copies()},
-                 {"error", max_error(net.parameters(), *steps[i].second)},
+                 {"error", max_error(net.parameters(), *steps[i].expected)},
                  {"plain_gradients", plain_gradients(net.parameters())},
                  {"unused_has_grad", net.unused->weight.grad().defined()},
                  {"rank0_has_grad", net.rank0->weight.grad().defined()}};

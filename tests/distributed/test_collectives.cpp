@@ -214,6 +214,11 @@ TEST_CASE("gradient buckets are all-reduced during backward and give the exact m
       CHECK(m["step4"]["copies"].get<int>() == (view ? 0 : 6));
       // Step 4 left the rank0 layer none: rank 0's new gradient of it is copied in once.
       CHECK(m["step5"]["copies"].get<int>() == (view ? (r == 0 ? 2 : 0) : (r == 0 ? 8 : 6)));
+      // A second finish() after a pass outside the window averages again what the ranks hold:
+      // the first finish()'s mean counts as a gradient on every rank, rank 1's of the rank0
+      // layer included (else that mean would be halved).
+      CHECK(m["step6"]["error"].get<double>() <= 1e-6);
+      CHECK(m["step6"]["rank0_has_grad"].get<bool>());
       // Two backward passes in one window.
       const auto& twice = m["step3"];
       if (overlap && view) {

@@ -29,6 +29,15 @@ nlohmann::json final_validation(const std::string& run) {
   return rows.back()["metrics"];
 }
 
+// The training reports of `run`, in order.
+std::vector<nlohmann::json> training_rows(const std::string& run) {
+  std::vector<nlohmann::json> out;
+  for (auto& row : read_metrics(run + "/metrics.jsonl")) {
+    if (row["type"] == "training") out.push_back(std::move(row));
+  }
+  return out;
+}
+
 // Fits the linear trial on `slots` processes; returns its final validation metrics.
 nlohmann::json fit_linear(const TempDir& tmp, int slots, const std::string& sets) {
   static int runs = 0;
@@ -201,8 +210,8 @@ optimizations: {gradient_bucket_mb: 0.0002}
                        ? "nccl"
                        : "gloo")));
     // The gradients are the same on every rank as soon as ctx.backward returns.
-    for (const auto& row : read_metrics(run + "/metrics.jsonl")) {
-      if (row["type"] == "training") CHECK(row["metrics"]["grad_spread"].get<double>() == 0.0);
+    for (const auto& row : training_rows(run)) {
+      CHECK(row["metrics"]["grad_spread"].get<double>() == 0.0);
     }
     if (slots == 2) {
       // Gradients copied into and out of the buckets instead of living in them: the same sums
@@ -240,8 +249,7 @@ optimizations: {aggregation_frequency: 2}
   const auto check_idle = [](const std::string& run) {
     INFO(run);
     bool stepped = false;
-    for (const auto& row : read_metrics(run + "/metrics.jsonl")) {
-      if (row["type"] != "training") continue;
+    for (const auto& row : training_rows(run)) {
       INFO(row.dump());
       CHECK(row["metrics"]["idle_later"].get<double>() == 0.0);
       if (row["batches"].get<int64_t>() == 2) stepped = row["metrics"]["idle_step"] > 0.0;
@@ -267,6 +275,35 @@ optimizations: {aggregation_frequency: 2}
   CHECK(final_validation(resumed) == final_validation(two));
 }
 
+TEST_CASE("a layer unfrozen during a 2-slot run is averaged from its first step on",
+          "[dist][fit]") {
+  TempDir tmp;
+  const std::string config = tmp / "unfreeze.yaml";
+  write_file(config, R"(name: unfreeze
+entrypoint: crucible_test_trials:UnfreezeTrial
+hyperparameters: {global_batch_size: 16, records: 256, unfreeze_at: 4}
+max_length: {batches: 10}
+scheduling_unit: 1
+)");
+  for (const char* view : {"true", "false"}) {
+    INFO("gradient_as_bucket_view " << view);
+    const std::string run = tmp / (std::string("run-") + view);
+    const auto r = fit_slots(config, run, 2,
+                             std::string(" --set optimizations.gradient_as_bucket_view=") + view);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto rows = training_rows(run);
+    CHECK(rows.size() == 10);
+    for (const auto& row : rows) {
+      const auto& m = row["metrics"];
+      INFO(row.dump());
+      // The ranks' copies of the layer stay the same; it moves once unfrozen (batch 4 on).
+      CHECK(m["first_spread"].get<double>() == 0.0);
+      CHECK((m["first_moved"].get<double>() > 0) == (row["batches"].get<int64_t>() > 4));
+    }
+  }
+}
+
 TEST_CASE("gradient clipping: every rank clips the same mean gradient, per optimizer",
           "[dist][fit]") {
   TempDir tmp;
@@ -283,10 +320,9 @@ optimizations:
   auto r = fit_slots(config, run, 2);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  int reports = 0;
-  for (const auto& row : read_metrics(run + "/metrics.jsonl")) {
-    if (row["type"] != "training") continue;
-    ++reports;
+  const auto rows = training_rows(run);
+  CHECK(rows.size() == 20);
+  for (const auto& row : rows) {
     const auto& m = row["metrics"];
     INFO(m.dump());
     // The pre-clip norms of each optimizer's gradients, then updates of exactly max_norm.
@@ -296,7 +332,6 @@ optimizations:
     CHECK(m["update_norm_second"].get<double>() == Approx(0.001).epsilon(1e-3));
     CHECK(m["update_spread"].get<double>() == 0.0);
   }
-  CHECK(reports == 20);
 }
 
 TEST_CASE("a custom reducer's cross-slot step runs on every rank and is exact", "[dist][fit]") {

@@ -432,6 +432,15 @@ inline DataLoader jittered_training_loader(const TrialContext& ctx) {
 inline DataLoader jittered_validation_loader() {
   return DataLoader(std::make_shared<JitteredDataset>(64, 4), DataLoaderOptions(16));
 }
+// How far `value` differs between the ranks: the largest difference of an element between two
+// ranks, as a double scalar (0 in one process, and when every rank holds the same).
+inline torch::Tensor rank_spread(const TrialContext& ctx, const torch::Tensor& value) {
+  torch::Tensor high = value.detach().to(torch::kDouble).flatten().clone();
+  torch::Tensor low = high.clone();
+  ctx.distributed().allreduce(high, ReduceOp::kMax);
+  ctx.distributed().allreduce(low, ReduceOp::kMin);
+  return (high - low).abs().max();
+}
 // Their network: an MLP over JitteredDataset's 8 features with batch norm.
 inline torch::nn::Sequential batch_norm_mlp() {
   return torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::BatchNorm1d(16),
@@ -455,13 +464,11 @@ class BatchNormTrial : public Trial {
   Metrics train_batch(Batch& batch, int64_t, int64_t) override {
     auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]);
     ctx_.backward(loss);
-    torch::Tensor high = torch::zeros({1}, torch::dtype(torch::kDouble).device(ctx_.device()));
-    for (const auto& p : model_->parameters()) high += p.grad().abs().sum().to(torch::kDouble);
-    torch::Tensor low = high.clone();
-    ctx_.distributed().allreduce(high, ReduceOp::kMax);
-    ctx_.distributed().allreduce(low, ReduceOp::kMin);
+    torch::Tensor sum = torch::zeros({1}, torch::dtype(torch::kDouble).device(ctx_.device()));
+    for (const auto& p : model_->parameters()) sum += p.grad().abs().sum().to(torch::kDouble);
+    const torch::Tensor spread = rank_spread(ctx_, sum);
     ctx_.step_optimizer(opt_);
-    return {{"loss", loss}, {"grad_spread", (high - low).squeeze()}};
+    return {{"loss", loss}, {"grad_spread", spread}};
   }
   Metrics evaluate_batch(Batch& batch, int64_t) override {
     const torch::Tensor stats = model_[1]->as<torch::nn::BatchNorm1d>()->running_mean.sum();
@@ -565,6 +572,49 @@ class IdleLayerTrial : public Trial {
   Optimizer opt_;
 };
 
+// A two-layer MLP trained by one SGD whose first layer is frozen (requires_grad false) until
+// batch hyperparameter unfreeze_at, and trained from then on. Training reports first_spread, how
+// far the ranks' first layers differ after the step (0 when its gradients are averaged), and
+// first_moved, how far the step moved it. Hyperparameters: records, unfreeze_at.
+class UnfreezeTrial : public Trial {
+ public:
+  explicit UnfreezeTrial(TrialContext& ctx)
+      : ctx_(ctx),
+        model_(ctx.wrap_model(torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::Tanh(),
+                                                    torch::nn::Linear(16, 1)))),
+        opt_(ctx.wrap_optimizer(torch::optim::SGD(model_->parameters(), 0.05))) {
+    for (auto& p : model_[0]->parameters()) p.set_requires_grad(false);
+  }
+
+  DataLoader build_training_data_loader() override { return jittered_training_loader(ctx_); }
+  DataLoader build_validation_data_loader() override { return jittered_validation_loader(); }
+  Metrics train_batch(Batch& batch, int64_t, int64_t batch_idx) override {
+    if (batch_idx == ctx_.hparam<int64_t>("unfreeze_at")) {
+      for (auto& p : model_[0]->parameters()) p.set_requires_grad(true);
+    }
+    const torch::Tensor before = first().clone();
+    auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]);
+    ctx_.backward(loss);
+    ctx_.step_optimizer(opt_);
+    return {{"loss", loss},
+            {"first_spread", rank_spread(ctx_, first())},
+            {"first_moved", (first() - before).abs().sum()}};
+  }
+  Metrics evaluate_batch(Batch& batch, int64_t) override {
+    return {{"loss", torch::mse_loss(model_->forward(batch[0].tensor()), batch[1])}};
+  }
+
+ private:
+  // The first layer's weights and bias, flat.
+  torch::Tensor first() {
+    auto* layer = model_[0]->as<torch::nn::Linear>();
+    return torch::cat({layer->weight.detach().flatten(), layer->bias.detach()});
+  }
+  TrialContext& ctx_;
+  torch::nn::Sequential model_;
+  Optimizer opt_;
+};
+
 // A two-layer MLP with one SGD optimizer (rate 1, no momentum) per layer, for gradient clipping
 // across ranks: each step moves a layer's weights by exactly its clipped gradient. Reports the
 // norm of each layer's update and how far the ranks' updates differ (0: the same everywhere).
@@ -594,14 +644,10 @@ class ClippingTrial : public Trial {
     ctx_.step_optimizer(second_);
     const auto update = flat(model_[0]->parameters()) - before;
     const auto update_second = flat(model_[2]->parameters()) - before_second;
-    auto high = torch::cat({update, update_second}).to(torch::kDouble);
-    auto low = high.clone();
-    ctx_.distributed().allreduce(high, ReduceOp::kMax);
-    ctx_.distributed().allreduce(low, ReduceOp::kMin);
     return {{"loss", loss},
             {"update_norm", update.norm()},
             {"update_norm_second", update_second.norm()},
-            {"update_spread", (high - low).abs().max()}};
+            {"update_spread", rank_spread(ctx_, torch::cat({update, update_second}))}};
   }
   Metrics evaluate_batch(Batch& batch, int64_t) override {
     return {{"loss", torch::mse_loss(model_->forward(batch[0].tensor()), batch[1])}};

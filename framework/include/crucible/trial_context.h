@@ -115,8 +115,11 @@ class TrialContext {
   // (every batch when aggregation_frequency is 1); does nothing on the others. A parameter that
   // the next window gives no gradient then has none, as LibTorch 2.x's zero_grad() leaves it, so
   // the optimizer skips it (momentum and weight decay do not move it); in a distributed run, one
-  // that no rank gives a gradient (the gradients are zeroed in place, as they may be views into
-  // the gradient buckets, and the zeros count as none). In a distributed run it first averages
+  // that no rank gives a gradient. There the gradients are zeroed in place rather than set to
+  // none (they may be views into the gradient buckets): within the window p.grad() is zeros, the
+  // zeros count as no gradient until backward passes the parameter one or the trial assigns
+  // another tensor (not when it writes into them in place), and the averaging sets the gradient
+  // of a parameter no rank had one for to none. In a distributed run it first averages
   // across ranks the gradients of the optimizer's parameters that backward() did not (several
   // optimizers, or gradients from a plain loss.backward()). Then, in this order: under fp16 the
   // gradient scaler unscales them; gradients holding inf or NaN skip the step (always under fp16;

@@ -42,6 +42,7 @@ torch::Tensor as_rows(const torch::Tensor& g, const torch::Tensor& param) {
 }  // namespace
 
 struct GradientSync::Impl {
+  using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
   struct Slot {
     torch::Tensor param;
     size_t bucket = 0;
@@ -49,9 +50,10 @@ struct GradientSync::Impl {
     torch::Tensor view;   // its region of the bucket, shaped like the parameter
     torch::Tensor alias;  // the same region as a tensor of its own (with as_bucket_view)
     bool ready = false;   // in its bucket for this window
-    // The gradient clear_gradients() zeroed (undefined when it found none), and whether backward
-    // has accumulated into the parameter since.
-    torch::Tensor cleared;
+    // The gradient clear_gradients() zeroed (none when it found none; weak, so that a gradient
+    // the trial replaces is freed), and whether the parameter has had a gradient since: backward
+    // accumulated one, or finish() left the window's mean in it.
+    WeakImpl cleared{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
     bool fresh = false;
   };
   struct Bucket {
@@ -64,6 +66,8 @@ struct GradientSync::Impl {
   DistributedContext dist;
   GradientSyncOptions options;
   std::vector<torch::Tensor> params;
+  std::vector<torch::Tensor> given;   // every parameter it was built with,
+  std::vector<bool> given_required;   // and whether each then required gradients
   std::vector<torch::Tensor> dense;   // the params averaged in buckets
   std::vector<torch::Tensor> sparse;  // the params averaged as sparse tensors
   std::vector<Slot> slots;
@@ -151,9 +155,12 @@ struct GradientSync::Impl {
   class ReadyHook final : public torch::autograd::FunctionPostHook {
    public:
     ReadyHook(Impl* impl, size_t slot) : impl_(impl), slot_(slot) {}
-    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                              const torch::autograd::variable_list&) override {
-      impl_->on_ready(slot_);
+    // `inputs` holds the gradient backward passed to the accumulator (undefined when a function
+    // gave the parameter none: the accumulator then leaves its gradient as it was).
+    torch::autograd::variable_list operator()(
+        const torch::autograd::variable_list& outputs,
+        const torch::autograd::variable_list& inputs) override {
+      impl_->on_ready(slot_, !inputs.empty() && inputs[0].defined());
       return outputs;
     }
 
@@ -162,9 +169,9 @@ struct GradientSync::Impl {
     size_t slot_;
   };
 
-  void on_ready(size_t i) {
+  void on_ready(size_t i, bool arrived) {
     std::lock_guard<std::mutex> lock(mutex);
-    if (i < slots.size()) slots[i].fresh = true;
+    if (arrived && i < slots.size()) slots[i].fresh = true;
     if (!open || !options.overlap()) {
       changed = true;
       return;
@@ -204,11 +211,11 @@ struct GradientSync::Impl {
     ++copies;
   }
 
-  // Whether slot s has a gradient of this window: one backward accumulated, or one the trial
-  // assigned, rather than the zeros clear_gradients() left.
+  // Whether slot s has a gradient of this window: one backward accumulated, one the trial
+  // assigned, or the mean finish() left, rather than the zeros clear_gradients() left.
   static bool has_gradient(const Slot& s) {
     const torch::Tensor& g = s.param.grad();
-    return g.defined() && (s.fresh || g.unsafeGetTensorImpl() != s.cleared.unsafeGetTensorImpl());
+    return g.defined() && (s.fresh || g.unsafeGetTensorImpl() != s.cleared.lock().get());
   }
 
   void make_ready(size_t i) {
@@ -298,9 +305,9 @@ struct GradientSync::Impl {
       Slot& s = slots[i];
       if (flags[i + 1] == 0) {  // no rank has a gradient
         s.param.mutable_grad() = torch::Tensor();
-        s.cleared = torch::Tensor();
         continue;
       }
+      s.fresh = true;  // every rank holds the mean: a second finish() in the window counts it
       if (options.as_bucket_view()) {
         if (!in_bucket(s)) s.param.mutable_grad() = s.alias;
       } else if (s.param.grad().defined() && !s.param.grad().is_sparse()) {
@@ -413,6 +420,8 @@ GradientSync::GradientSync(DistributedContext dist, std::vector<torch::Tensor> p
   impl_->dist = std::move(dist);
   impl_->options = options;
   for (auto& p : params) {
+    impl_->given.push_back(p);
+    impl_->given_required.push_back(p.requires_grad());
     if (!p.requires_grad()) continue;
     const bool is_sparse = std::any_of(sparse.begin(), sparse.end(), [&](const torch::Tensor& s) {
       return s.unsafeGetTensorImpl() == p.unsafeGetTensorImpl();
@@ -436,15 +445,23 @@ void GradientSync::open_window() {
 
 bool GradientSync::changed_since_finish() const { return impl_->changed; }
 
+bool GradientSync::requires_grad_changed() const {
+  for (size_t i = 0; i < impl_->given.size(); ++i) {
+    if (impl_->given[i].requires_grad() != impl_->given_required[i]) return true;
+  }
+  return false;
+}
+
 void GradientSync::clear_gradients() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   torch::NoGradGuard no_grad;
   for (auto& s : impl_->slots) {
     s.fresh = false;
-    s.cleared = s.param.grad();
-    if (!s.cleared.defined()) continue;
-    s.cleared.detach_();
-    s.cleared.zero_();
+    torch::Tensor g = s.param.grad();
+    s.cleared = Impl::WeakImpl(g.getIntrusivePtr());
+    if (!g.defined()) continue;
+    g.detach_();
+    g.zero_();
   }
   for (auto& p : impl_->sparse) {
     if (p.grad().defined()) p.mutable_grad() = torch::Tensor();

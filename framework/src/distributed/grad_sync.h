@@ -39,8 +39,9 @@ struct GradientSyncOptions {
 // After finish(), every parameter's gradient is the mean over the ranks (a rank without a
 // gradient counts as zeros), and a parameter that no rank has a gradient for has none (so that an
 // optimizer skips it, as in one process). A rank has a gradient of a parameter when it is defined
-// and is not merely the zeros clear_gradients() left: backward accumulated into it since, or the
-// trial assigned another tensor. With `as_bucket_view`, each gradient finish() leaves is a tensor
+// and is not merely the zeros clear_gradients() left: backward passed the parameter a gradient
+// since, the trial assigned another tensor, or an earlier finish() in the window left the mean in
+// it. With `as_bucket_view`, each gradient finish() leaves is a tensor
 // over its bucket's storage (not an autograd view: zero_grad and detach_ work on it); a gradient
 // the trial replaces (set to none, assigned) is copied in and replaced by the bucket's again.
 //
@@ -90,15 +91,20 @@ class GradientSync {
   void finish();
   // Clears the gradients for the next window, as an optimizer step ends: dense ones are zeroed
   // in place (those that are bucket views stay so), sparse ones set to none. Until backward
-  // accumulates into a zeroed gradient or the trial assigns another, that parameter counts as
-  // having none on this rank (see finish()).
+  // passes a zeroed gradient's parameter a gradient, the trial assigns it another tensor, or
+  // finish() leaves a mean in it, that parameter counts as having none on this rank (see
+  // finish()); values the trial writes into the zeros in place do not count.
   void clear_gradients();
   // The parameters whose gradient is still the zeros clear_gradients() left: defined, but none
   // for finish(). A checkpoint taken inside an accumulation window saves them as having none.
   std::vector<torch::Tensor> stale_parameters() const;
 
-  // The parameters it averages (those of the list that require gradients), in the given order.
+  // The parameters it averages (those of the list that required gradients when it was built), in
+  // the given order.
   const std::vector<torch::Tensor>& params() const;
+  // Whether a parameter of the list now requires gradients where it did not when this was built,
+  // or no longer does (a layer frozen or unfrozen): a sync built again would average other ones.
+  bool requires_grad_changed() const;
   // The buckets of the parameters averaged dense (the flags' own bucket included, if any).
   int64_t bucket_count() const;
   // How many buckets the last finish() found already started (during backward).

@@ -14,15 +14,17 @@ namespace {
 // zero_grad() leaves them, so that the next backward stores its gradients instead of adding them
 // to zeros (two fewer operations per parameter and step). In a distributed run the gradient sync
 // zeroes them in place, so that gradients that are bucket views stay so, and counts the zeros as
-// no gradient: a parameter no rank gives one in the next window is left with none, as here.
+// no gradient: a parameter no rank gives one in the next window is left with none, as here. A
+// parameter that no longer requires gradients is set to none either way.
 void clear_gradients(TrialState& state, const Optimizer& optimizer) {
-  if (state.dist.size() > 1) {
-    gradient_sync(state, optimizer).clear_gradients();
-    return;
-  }
+  const bool distributed = state.dist.size() > 1;
+  if (distributed) gradient_sync(state, optimizer).clear_gradients();
   for (auto& group : optimizer->param_groups()) {
     for (auto& p : group.params()) {
-      if (p.grad().defined()) p.mutable_grad() = torch::Tensor();
+      // The sync clears those that require gradients (it was built again if that changed).
+      if (p.grad().defined() && !(distributed && p.requires_grad())) {
+        p.mutable_grad() = torch::Tensor();
+      }
     }
   }
 }
@@ -58,6 +60,12 @@ bool is_update_batch(const TrialState& state) {
 
 dist::GradientSync& gradient_sync(TrialState& state, const Optimizer& optimizer) {
   auto& sync = state.grad_syncs[optimizer.get()];
+  if (sync && sync->requires_grad_changed()) {
+    // A layer was frozen or unfrozen: built again over the parameters that now require
+    // gradients. The zeros the old one counted as no gradient are none for the new one.
+    for (auto& p : sync->stale_parameters()) p.mutable_grad() = torch::Tensor();
+    sync.reset();
+  }
   if (!sync) {
     sync = std::make_unique<dist::GradientSync>(
         state.dist, parameters_of(*optimizer),
