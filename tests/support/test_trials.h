@@ -92,9 +92,16 @@ class RecordingTrial : public Trial {
     return DataLoader(index_dataset(ctx_.hparam<int64_t>("records")),
                       DataLoaderOptions(ctx_.per_slot_batch_size()).shuffle(true));
   }
+  // Counted in validation_loaders_built(); hyperparameter validation_workers (default 0).
   DataLoader build_validation_data_loader() override {
+    ++validation_loaders_built();
     return DataLoader(index_dataset(ctx_.hparam<int64_t>("validation_records")),
-                      DataLoaderOptions(ctx_.hparam<int64_t>("validation_batch_size")));
+                      DataLoaderOptions(ctx_.hparam<int64_t>("validation_batch_size"))
+                          .num_workers(ctx_.hparam<int64_t>("validation_workers", 0)));
+  }
+  static int64_t& validation_loaders_built() {
+    static int64_t count = 0;
+    return count;
   }
 
   Metrics train_batch(Batch& batch, int64_t epoch_idx, int64_t batch_idx) override {

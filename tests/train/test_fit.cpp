@@ -33,6 +33,31 @@ TEST_CASE("validation metrics are reduced with AVG weighted by records, SUM, MAX
   CHECK(result.last_validation["validation_sum_len"] == 25.0);
 }
 
+TEST_CASE("the validation loader is built once and read whole at every validation", "[train]") {
+  for (const int workers : {0, 2}) {
+    INFO(workers << " loader workers");
+    TempDir tmp;
+    // 25 validation records in 7 batches of 4, validated after batches 5, 10, 15 and 20.
+    const auto config =
+        recording_config("max_length: {batches: 20}\n",
+                         {"min_validation_period.batches=5",
+                          "hyperparameters.validation_workers=" + std::to_string(workers)});
+    RecordingTrial::validation_loaders_built() = 0;
+    RecordingTrial::evaluated_at().clear();
+    fit_recording(config, tmp / "run");
+    CHECK(RecordingTrial::validation_loaders_built() == 1);
+    CHECK(RecordingTrial::evaluated_at().size() == 4 * 7);
+    int validations = 0;
+    for (const auto& row : read_metrics(tmp / "run/metrics.jsonl")) {
+      if (row["type"] != "validation") continue;
+      ++validations;
+      CHECK(row["metrics"]["validation_sum_len"].get<double>() == 25.0);
+      CHECK(row["metrics"]["validation_avg_x"].get<double>() == Approx(12.0).epsilon(1e-12));
+    }
+    CHECK(validations == 4);
+  }
+}
+
 TEST_CASE("test mode trains one batch, validates one batch and round-trips a checkpoint",
           "[train]") {
   TempDir tmp;

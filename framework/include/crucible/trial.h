@@ -21,7 +21,8 @@ class Trial {
   // The training data. Crucible sets the loader's shuffle seed from the trial seed when the
   // trial set none, and positions it (O(1)) when resuming.
   virtual DataLoader build_training_data_loader() = 0;
-  // The validation data; iterated from its start at every validation.
+  // The validation data. Called once, at the first validation; the loader is then kept for the
+  // trial's life and iterated from its start at every validation.
   virtual DataLoader build_validation_data_loader() = 0;
 
   // Trains on one batch (already on ctx.device()). batch_idx counts the batches this trial

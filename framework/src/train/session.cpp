@@ -13,6 +13,15 @@
 
 namespace crucible::train {
 
+namespace {
+
+// Moves `loader` to the start of its first epoch (its worker threads stop until the next batch).
+void rewind(DataLoader& loader) {
+  if (!(loader.position() == DataPosition{})) loader.seek(DataPosition{});
+}
+
+}  // namespace
+
 TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& factory,
                            const DistributedContext& dist)
     : config_(config), factory_(factory) {
@@ -106,15 +115,24 @@ void TrialSession::reduce_custom(MetricValues& values) {
 }
 
 MetricValues TrialSession::validate(int64_t max_batches) {
-  DataLoader loader = call_trial(named("build_validation_data_loader"), [&] {
-    const util::CrashScope crash_scope("in build_validation_data_loader");
-    return trial_->build_validation_data_loader();
-  });
-  if (!loader.dataset()) {
-    throw TrainingError("build_validation_data_loader returned an empty DataLoader");
-  }
-  for (auto& m : state_.models) m->eval();
   const DistributedContext& dist = state_.dist;
+  if (!validation_loader_) {
+    DataLoader built = call_trial(named("build_validation_data_loader"), [&] {
+      const util::CrashScope crash_scope("in build_validation_data_loader");
+      return trial_->build_validation_data_loader();
+    });
+    if (!built.dataset()) {
+      throw TrainingError("build_validation_data_loader returned an empty DataLoader");
+    }
+    if (!factory_.overrides_evaluate_full_dataset) {
+      built.shard(dist.rank(), dist.size(), ShardMode::kStrideBatches);
+      built.set_device(state_.device);
+    }
+    validation_loader_ = built;
+  }
+  DataLoader& loader = *validation_loader_;
+  rewind(loader);  // an earlier pass may have ended early or failed
+  for (auto& m : state_.models) m->eval();
   MetricValues values;
   {
     torch::NoGradGuard no_grad;
@@ -137,8 +155,6 @@ MetricValues TrialSession::validate(int64_t max_batches) {
     } else {
       const EvaluationReducer reducer = trial_->evaluation_reducer();
       metrics::ValidationAccumulator acc(reducer);
-      loader.shard(dist.rank(), dist.size(), ShardMode::kStrideBatches);
-      loader.set_device(state_.device);
       int64_t idx = 0;
       for (Batch& batch : loader) {
         // The first max_batches batches of the unsharded order, whichever rank has them.
@@ -159,6 +175,8 @@ MetricValues TrialSession::validate(int64_t max_batches) {
                    ? acc.result()
                    : metrics::combine_partials(dist.allgather_object(acc.partial()), reducer);
     }
+    // Back at the start, so that its workers do not build the next epoch's batches meanwhile.
+    rewind(loader);
     reduce_custom(values);
   }
   for (auto& m : state_.models) m->train();

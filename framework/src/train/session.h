@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -53,7 +54,8 @@ class TrialSession {
   // The trial's callbacks, in name order.
   const Callbacks& callbacks() const { return contents_.callbacks; }
 
-  // Builds the validation loader and evaluates at most `max_batches` batches (all when < 0) in
+  // Evaluates at most `max_batches` batches (all when < 0) of the validation loader, which the
+  // first call builds and every call reads from its start, in
   // eval mode without gradients; returns the metrics, each named "validation_<name>". In a
   // distributed run each rank evaluates its stride of the batches and the results are reduced
   // across ranks exactly (AVG weighted by records); evaluate_full_dataset runs on rank 0 alone
@@ -66,6 +68,10 @@ class TrialSession {
   // Adds each wrapped reducer's metric to `values`: per-slot summaries all-gathered, reduced on
   // every rank. Throws TrainingError when a name is taken by an evaluate_batch metric.
   void reduce_custom(MetricValues& values);
+
+  // The validation loader, built at the first validation and kept, as Determined's trials keep
+  // theirs: building it may load a dataset from disk.
+  std::optional<DataLoader> validation_loader_;
 
   const ExperimentConfig& config_;
   const TrialFactory& factory_;
