@@ -275,31 +275,42 @@ optimizations: {aggregation_frequency: 2}
   CHECK(final_validation(resumed) == final_validation(two));
 }
 
-TEST_CASE("a layer unfrozen during a 2-slot run is averaged from its first step on",
-          "[dist][fit]") {
+TEST_CASE(
+    "a layer unfrozen or frozen during a run is averaged while it trains and left alone after: 1 "
+    "and 2 slots",
+    "[dist][fit]") {
   TempDir tmp;
-  const std::string config = tmp / "unfreeze.yaml";
-  write_file(config, R"(name: unfreeze
-entrypoint: crucible_test_trials:UnfreezeTrial
-hyperparameters: {global_batch_size: 16, records: 256, unfreeze_at: 4}
-max_length: {batches: 10}
+  const std::string config = tmp / "freeze.yaml";
+  // Updates after batches 1, 3, 5, 7, 9 and 11. The first layer trains from batch 4 on (its
+  // first update after batch 5); the second is frozen at batch 7, after batch 6's backward gave
+  // it a gradient, so the update after batch 7 still moves it, and none after.
+  write_file(config, R"(name: freeze
+entrypoint: crucible_test_trials:FreezeTrial
+hyperparameters: {global_batch_size: 16, records: 256, unfreeze_at: 4, freeze_at: 7}
+max_length: {batches: 12}
 scheduling_unit: 1
+optimizations: {aggregation_frequency: 2}
 )");
-  for (const char* view : {"true", "false"}) {
-    INFO("gradient_as_bucket_view " << view);
-    const std::string run = tmp / (std::string("run-") + view);
-    const auto r = fit_slots(config, run, 2,
-                             std::string(" --set optimizations.gradient_as_bucket_view=") + view);
+  const std::vector<std::pair<int, std::string>> runs = {
+      {1, ""}, {2, ""}, {2, " --set optimizations.gradient_as_bucket_view=false"}};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& [slots, args] = runs[i];
+    INFO(slots << " slots" << args);
+    const std::string run = tmp / fmt::format("run{}", i);
+    const auto r = fit_slots(config, run, slots, args);
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     const auto rows = training_rows(run);
-    CHECK(rows.size() == 10);
+    CHECK(rows.size() == 12);
     for (const auto& row : rows) {
       const auto& m = row["metrics"];
       INFO(row.dump());
-      // The ranks' copies of the layer stay the same; it moves once unfrozen (batch 4 on).
+      const int64_t batch = row["batches"].get<int64_t>() - 1;  // the batch just trained
+      const bool update = batch % 2 == 1;
       CHECK(m["first_spread"].get<double>() == 0.0);
-      CHECK((m["first_moved"].get<double>() > 0) == (row["batches"].get<int64_t>() > 4));
+      CHECK(m["second_spread"].get<double>() == 0.0);
+      CHECK((m["first_moved"].get<double>() > 0) == (update && batch >= 5));
+      CHECK((m["second_moved"].get<double>() > 0) == (update && batch <= 7));
     }
   }
 }

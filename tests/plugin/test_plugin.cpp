@@ -85,8 +85,8 @@ TEST_CASE("an unknown class lists the classes the library registers", "[plugin]"
              Catch::Contains("trial class 'RecordngTrial' is not registered in") &&
                  Catch::Contains(
                      "it registers: RecordingTrial, ResumableTrial, ReducerTrial, BatchNormTrial, "
-                     "EmaTrial, ClippingTrial, BothEvalTrial, NeitherEvalTrial, "
-                     "ThrowingCtorTrial"));
+                     "EmaTrial, ClippingTrial, IdleLayerTrial, FreezeTrial, BothEvalTrial, "
+                     "NeitherEvalTrial, ThrowingCtorTrial"));
 }
 
 TEST_CASE(

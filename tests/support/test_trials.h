@@ -579,17 +579,21 @@ class IdleLayerTrial : public Trial {
   Optimizer opt_;
 };
 
-// A two-layer MLP trained by one SGD whose first layer is frozen (requires_grad false) until
-// batch hyperparameter unfreeze_at, and trained from then on. Training reports first_spread, how
-// far the ranks' first layers differ after the step (0 when its gradients are averaged), and
-// first_moved, how far the step moved it. Hyperparameters: records, unfreeze_at.
-class UnfreezeTrial : public Trial {
+// A two-layer MLP trained by one SGD with momentum and weight decay (either would move a layer
+// stepped with a zero gradient), whose first layer is frozen (requires_grad false) until batch
+// hyperparameter unfreeze_at and whose second is frozen from batch freeze_at on. Training
+// reports, per layer, how far the ranks' copies differ after the batch (first_spread,
+// second_spread: 0 when its gradients are averaged) and how far the batch moved it (first_moved,
+// second_moved). Hyperparameters: records, unfreeze_at, freeze_at.
+class FreezeTrial : public Trial {
  public:
-  explicit UnfreezeTrial(TrialContext& ctx)
+  explicit FreezeTrial(TrialContext& ctx)
       : ctx_(ctx),
         model_(ctx.wrap_model(torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::Tanh(),
                                                     torch::nn::Linear(16, 1)))),
-        opt_(ctx.wrap_optimizer(torch::optim::SGD(model_->parameters(), 0.05))) {
+        opt_(ctx.wrap_optimizer(
+            torch::optim::SGD(model_->parameters(),
+                              torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.1)))) {
     for (auto& p : model_[0]->parameters()) p.set_requires_grad(false);
   }
 
@@ -599,23 +603,28 @@ class UnfreezeTrial : public Trial {
     if (batch_idx == ctx_.hparam<int64_t>("unfreeze_at")) {
       for (auto& p : model_[0]->parameters()) p.set_requires_grad(true);
     }
-    const torch::Tensor before = first().clone();
+    if (batch_idx == ctx_.hparam<int64_t>("freeze_at")) {
+      for (auto& p : model_[2]->parameters()) p.set_requires_grad(false);
+    }
+    const torch::Tensor first_before = layer(0).clone(), second_before = layer(2).clone();
     auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]);
     ctx_.backward(loss);
     ctx_.step_optimizer(opt_);
     return {{"loss", loss},
-            {"first_spread", rank_spread(ctx_, first())},
-            {"first_moved", (first() - before).abs().sum()}};
+            {"first_spread", rank_spread(ctx_, layer(0))},
+            {"first_moved", (layer(0) - first_before).abs().sum()},
+            {"second_spread", rank_spread(ctx_, layer(2))},
+            {"second_moved", (layer(2) - second_before).abs().sum()}};
   }
   Metrics evaluate_batch(Batch& batch, int64_t) override {
     return {{"loss", torch::mse_loss(model_->forward(batch[0].tensor()), batch[1])}};
   }
 
  private:
-  // The first layer's weights and bias, flat.
-  torch::Tensor first() {
-    auto* layer = model_[0]->as<torch::nn::Linear>();
-    return torch::cat({layer->weight.detach().flatten(), layer->bias.detach()});
+  // Linear layer `index`'s weights and bias, flat.
+  torch::Tensor layer(size_t index) {
+    auto* linear = model_[index]->as<torch::nn::Linear>();
+    return torch::cat({linear->weight.detach().flatten(), linear->bias.detach()});
   }
   TrialContext& ctx_;
   torch::nn::Sequential model_;

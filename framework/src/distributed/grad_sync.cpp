@@ -445,6 +445,8 @@ void GradientSync::open_window() {
 
 bool GradientSync::changed_since_finish() const { return impl_->changed; }
 
+int64_t GradientSync::parameter_count() const { return static_cast<int64_t>(impl_->given.size()); }
+
 bool GradientSync::requires_grad_changed() const {
   for (size_t i = 0; i < impl_->given.size(); ++i) {
     if (impl_->given[i].requires_grad() != impl_->given_required[i]) return true;

@@ -29,6 +29,15 @@ void clear_gradients(TrialState& state, const Optimizer& optimizer) {
   }
 }
 
+// How many parameters `optimizer` holds, in all its groups.
+int64_t count_of(const torch::optim::Optimizer& optimizer) {
+  int64_t n = 0;
+  for (const auto& group : optimizer.param_groups()) {
+    n += static_cast<int64_t>(group.params().size());
+  }
+  return n;
+}
+
 std::vector<torch::Tensor> parameters_of(const torch::optim::Optimizer& optimizer) {
   std::vector<torch::Tensor> params;
   for (const auto& group : optimizer.param_groups()) {
@@ -60,10 +69,13 @@ bool is_update_batch(const TrialState& state) {
 
 dist::GradientSync& gradient_sync(TrialState& state, const Optimizer& optimizer) {
   auto& sync = state.grad_syncs[optimizer.get()];
-  if (sync && sync->requires_grad_changed()) {
-    // A layer was frozen or unfrozen: built again over the parameters that now require
-    // gradients. The zeros the old one counted as no gradient are none for the new one.
-    for (auto& p : sync->stale_parameters()) p.mutable_grad() = torch::Tensor();
+  if (sync && (sync->requires_grad_changed() || sync->parameter_count() != count_of(*optimizer))) {
+    // A layer was frozen or unfrozen, or a parameter group added: built again over the
+    // parameters that now require gradients, after averaging what the ranks hold (a layer frozen
+    // after backward gave it a gradient is stepped with the mean, as one process steps it with
+    // its gradient; the new sync averages the rest again, which leaves a mean as it is). Every
+    // rank makes the same change at the same batch, so every rank takes part.
+    sync->finish();
     sync.reset();
   }
   if (!sync) {
