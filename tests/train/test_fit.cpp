@@ -4,6 +4,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "fit_helpers.h"
+#include "train/session.h"
 
 using namespace crucible::testing;
 using V = std::vector<int64_t>;
@@ -55,6 +56,13 @@ TEST_CASE("the validation loader is built once and read whole at every validatio
       CHECK(row["metrics"]["validation_avg_x"].get<double>() == Approx(12.0).epsilon(1e-12));
     }
     CHECK(validations == 4);
+    // A pass cut short (test mode validates one batch) and a whole one after it.
+    const auto factory = crucible::TrialFactory::of<RecordingTrial>("RecordingTrial");
+    crucible::train::TrialSession session(config, factory);
+    CHECK(session.validate(1).at("validation_sum_len") == 4.0);
+    CHECK(session.validate().at("validation_sum_len") == 25.0);
+    CHECK(session.validate(2).at("validation_sum_len") == 8.0);
+    CHECK(RecordingTrial::validation_loaders_built() == 2);
   }
 }
 

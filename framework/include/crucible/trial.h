@@ -21,8 +21,10 @@ class Trial {
   // The training data. Crucible sets the loader's shuffle seed from the trial seed when the
   // trial set none, and positions it (O(1)) when resuming.
   virtual DataLoader build_training_data_loader() = 0;
-  // The validation data. Called once, at the first validation; the loader is then kept for the
-  // trial's life and iterated from its start at every validation.
+  // The validation data. Called once per run of the trial, at its first validation; the loader is
+  // then kept and iterated from its start at every validation, so data that changes between
+  // validations changes through the loader's dataset. (`trainer predict` calls it again through
+  // build_predict_data_loader.)
   virtual DataLoader build_validation_data_loader() = 0;
 
   // Trains on one batch (already on ctx.device()). batch_idx counts the batches this trial

@@ -20,6 +20,24 @@ void rewind(DataLoader& loader) {
   if (!(loader.position() == DataPosition{})) loader.seek(DataPosition{});
 }
 
+// Rewinds a loader when a pass over it ends, however it ends, so that its workers do not build
+// the next epoch's batches meanwhile.
+class RewindAtEnd {
+ public:
+  explicit RewindAtEnd(DataLoader& loader) : loader_(loader) {}
+  ~RewindAtEnd() {
+    try {
+      rewind(loader_);
+    } catch (...) {  // rewound again before the next pass
+    }
+  }
+  RewindAtEnd(const RewindAtEnd&) = delete;
+  RewindAtEnd& operator=(const RewindAtEnd&) = delete;
+
+ private:
+  DataLoader& loader_;
+};
+
 }  // namespace
 
 TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& factory,
@@ -131,7 +149,8 @@ MetricValues TrialSession::validate(int64_t max_batches) {
     validation_loader_ = built;
   }
   DataLoader& loader = *validation_loader_;
-  rewind(loader);  // an earlier pass may have ended early or failed
+  rewind(loader);
+  const RewindAtEnd rewind_at_end(loader);
   for (auto& m : state_.models) m->eval();
   MetricValues values;
   {
@@ -175,8 +194,6 @@ MetricValues TrialSession::validate(int64_t max_batches) {
                    ? acc.result()
                    : metrics::combine_partials(dist.allgather_object(acc.partial()), reducer);
     }
-    // Back at the start, so that its workers do not build the next epoch's batches meanwhile.
-    rewind(loader);
     reduce_custom(values);
   }
   for (auto& m : state_.models) m->train();

@@ -69,16 +69,16 @@ class TrialSession {
   // every rank. Throws TrainingError when a name is taken by an evaluate_batch metric.
   void reduce_custom(MetricValues& values);
 
-  // The validation loader, built at the first validation and kept, as Determined's trials keep
-  // theirs: building it may load a dataset from disk.
-  std::optional<DataLoader> validation_loader_;
-
   const ExperimentConfig& config_;
   const TrialFactory& factory_;
   detail::TrialState state_;
   std::unique_ptr<TrialContext> context_;
   std::unique_ptr<Trial> trial_;
   checkpoint::Contents contents_;
+  // The validation loader, built at the first validation and kept, as Determined's trials keep
+  // theirs: building it may load a dataset from disk. Last, so that its worker threads end
+  // before the trial and its models go.
+  std::optional<DataLoader> validation_loader_;
 };
 
 }  // namespace crucible::train
