@@ -5,9 +5,10 @@
 // with torch is available; all three on the device `trainer fit` picks (CUDA device 0 when
 // there is one, else the CPU), each in a process of its own with the same OMP_NUM_THREADS
 // (LibTorch's intra-op thread count unless set). `trainer fit` runs with 0 and 1 loader workers,
-// and with 1 worker on as many intra-op threads as the process (worker_threads 0) instead of
-// its default 1. Prints each median and the ratios to the hand-written loop, and appends the
-// table rows to FILE (bench_all).
+// with 1 worker on as many intra-op threads as the process (worker_threads 0) instead of its
+// default 1, and with its batches made in train_batch as the hand-written loop makes them
+// (hparam loop_data: the trainer's data path left out). Prints each median and the ratios to the
+// hand-written loop, and appends the table rows to FILE (bench_all).
 #include <unistd.h>
 
 #include <iostream>
@@ -61,9 +62,10 @@ double median_step(const std::string& command) {
 }
 
 // Runs `trainer fit` on the bench trial with `workers` loader workers of `worker_threads`
-// intra-op threads each (DataLoaderOptions); stores the median step time in *median_s.
+// intra-op threads each (DataLoaderOptions), its batches made in train_batch when `loop_data`;
+// stores the median step time in *median_s.
 bool trainer_steps(int64_t batches, int64_t batch_size, int64_t warmup, int workers,
-                   int worker_threads, double* median_s) {
+                   int worker_threads, bool loop_data, double* median_s) {
   const std::string timing = fmt::format("/tmp/crucible_bench_steps_{}.txt", getpid());
   try {
     bench::fit_bench_mlp(
@@ -71,8 +73,9 @@ bool trainer_steps(int64_t batches, int64_t batch_size, int64_t warmup, int work
         fmt::format("--set max_length.batches={} "
                     "--set hyperparameters.global_batch_size={} "
                     "--set hyperparameters.warmup={} --set hyperparameters.workers={} "
-                    "--set hyperparameters.worker_threads={}",
-                    batches, batch_size, warmup, workers, worker_threads),
+                    "--set hyperparameters.worker_threads={} "
+                    "--set hyperparameters.loop_data={}",
+                    batches, batch_size, warmup, workers, worker_threads, loop_data),
         timing);
   } catch (const std::exception& e) {
     std::cerr << e.what();
@@ -111,7 +114,7 @@ int main(int argc, char** argv) {
   }
   const std::string threads = bench::pin_threads(torch::get_num_threads());
   // Rounds interleave the variants so that drift of the machine hits all of them alike.
-  std::vector<double> hand, fit0, fit1, fit1_shared, py;
+  std::vector<double> hand, fit0, fit1, fit1_shared, fit_loop_data, py;
   for (int round = 0; round < rounds; ++round) {
     const double h = median_step(fmt::format("{} --loop {} {} {}",
                                              crucible::util::read_symlink("/proc/self/exe"),
@@ -121,11 +124,13 @@ int main(int argc, char** argv) {
       return 1;
     }
     hand.push_back(h);
-    // {workers, worker_threads, where the step time goes}; worker_threads 0: the process's.
-    for (const auto& [workers, threads, times] :
-         {std::tuple{0, 1, &fit0}, std::tuple{1, 1, &fit1}, std::tuple{1, 0, &fit1_shared}}) {
+    // {workers, worker_threads, loop_data, where the step time goes}; worker_threads 0: the
+    // process's.
+    for (const auto& [workers, threads, loop_data, times] :
+         {std::tuple{0, 1, false, &fit0}, std::tuple{1, 1, false, &fit1},
+          std::tuple{1, 0, false, &fit1_shared}, std::tuple{0, 1, true, &fit_loop_data}}) {
       double s = 0;
-      if (!trainer_steps(batches, batch_size, warmup, workers, threads, &s)) return 1;
+      if (!trainer_steps(batches, batch_size, warmup, workers, threads, loop_data, &s)) return 1;
       times->push_back(s);
     }
     const double p = median_step(fmt::format("{} {}/overhead_pytorch.py {} {} {}", python,
@@ -147,6 +152,7 @@ int main(int argc, char** argv) {
   row("Crucible trainer fit, 0 loader workers", fit0);
   row("Crucible trainer fit, 1 loader worker", fit1);
   row(fmt::format("  the same, worker on {} threads", threads), fit1_shared);
+  row("  batches made in train_batch as the loop's", fit_loop_data);
   const bool with_python = py.size() == static_cast<size_t>(rounds);
   if (with_python) {
     row("Python PyTorch loop", py);
