@@ -313,6 +313,23 @@ optimizations: {aggregation_frequency: 2}
       CHECK((m["second_moved"].get<double>() > 0) == (update && batch <= 7));
     }
   }
+
+  // Windows of 3 batches: batch 6's backward gives the second layer a gradient, batch 7 freezes
+  // it, and a checkpoint after batch 7 falls before the window's update. The resumed run must
+  // step the layer with the mean, as the uninterrupted run does, not with each rank's own.
+  const std::string k3 = " --set optimizations.aggregation_frequency=3";
+  const std::string reference = tmp / "k3", resumed = tmp / "k3-resumed";
+  REQUIRE(fit_slots(config, reference, 2, k3).exit_code == 0);
+  REQUIRE(fit_slots(config, resumed, 2, k3 + " --set max_length.batches=8").exit_code == 0);
+  const auto r = run_command(kTrainer + " fit --resume " + resumed +
+                             " --set max_length.batches=12 --allow-safe-changes --quiet");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  for (const auto& row : training_rows(resumed)) {
+    INFO(row.dump());
+    CHECK(row["metrics"]["second_spread"].get<double>() == 0.0);
+  }
+  CHECK(final_validation(resumed) == final_validation(reference));
 }
 
 TEST_CASE("gradient clipping: every rank clips the same mean gradient, per optimizer",

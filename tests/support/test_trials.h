@@ -600,11 +600,12 @@ class FreezeTrial : public Trial {
   DataLoader build_training_data_loader() override { return jittered_training_loader(ctx_); }
   DataLoader build_validation_data_loader() override { return jittered_validation_loader(); }
   Metrics train_batch(Batch& batch, int64_t, int64_t batch_idx) override {
-    if (batch_idx == ctx_.hparam<int64_t>("unfreeze_at")) {
-      for (auto& p : model_[0]->parameters()) p.set_requires_grad(true);
+    // Set at every batch, so that a resumed run has them as the uninterrupted one.
+    for (auto& p : model_[0]->parameters()) {
+      p.set_requires_grad(batch_idx >= ctx_.hparam<int64_t>("unfreeze_at"));
     }
-    if (batch_idx == ctx_.hparam<int64_t>("freeze_at")) {
-      for (auto& p : model_[2]->parameters()) p.set_requires_grad(false);
+    for (auto& p : model_[2]->parameters()) {
+      p.set_requires_grad(batch_idx < ctx_.hparam<int64_t>("freeze_at"));
     }
     const torch::Tensor first_before = layer(0).clone(), second_before = layer(2).clone();
     auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]);

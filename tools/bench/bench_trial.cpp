@@ -1,6 +1,6 @@
 // The Crucible side of the overhead and DDP benchmarks; each trial writes its step times to
 // hparam `timing_file` (with ".rank<R>" appended in a distributed run).
-//   BenchMLPTrial        the MLP; hparams workers, worker_threads (DataLoaderOptions)
+//   BenchMLPTrial        the MLP; hparams workers, worker_threads (DataLoaderOptions), loop_data
 //   BenchEmbeddingTrial  the embedding workload, sparse gradients unless hparam sparse is false
 #include <crucible/crucible.h>
 
@@ -62,10 +62,10 @@ class ClassifierBench : public TimedTrial {
 
 }  // namespace bench
 
-// With hparam loop_data: true, the training loader carries one byte a record and train_batch
-// makes each batch itself as the hand-written loop does (index_select of a randperm's slice on the
-// CPU, then a blocking copy to the device), so that the trainer's data path (pinned memory,
-// copies ahead on a side stream) is left out of the step.
+// With hparam loop_data: true, the training loader carries 9 bytes a record (a byte and an
+// index) and train_batch makes each batch itself as the hand-written loop does (index_select of
+// a randperm's slice on the CPU, then a blocking copy to the device): the batch's payload does not
+// travel the trainer's data path, though the path's fixed cost per batch remains.
 class BenchMLPTrial : public bench::ClassifierBench<bench::MLP> {
  public:
   explicit BenchMLPTrial(crucible::TrialContext& ctx)

@@ -445,7 +445,7 @@ void GradientSync::open_window() {
 
 bool GradientSync::changed_since_finish() const { return impl_->changed; }
 
-int64_t GradientSync::parameter_count() const { return static_cast<int64_t>(impl_->given.size()); }
+const std::vector<torch::Tensor>& GradientSync::given_parameters() const { return impl_->given; }
 
 bool GradientSync::requires_grad_changed() const {
   for (size_t i = 0; i < impl_->given.size(); ++i) {

@@ -105,8 +105,8 @@ class GradientSync {
   // Whether a parameter of the list now requires gradients where it did not when this was built,
   // or no longer does (a layer frozen or unfrozen): a sync built again would average other ones.
   bool requires_grad_changed() const;
-  // How many parameters it was built with (those that did not require gradients included).
-  int64_t parameter_count() const;
+  // Every parameter it was built with, in order (those that did not require gradients included).
+  const std::vector<torch::Tensor>& given_parameters() const;
   // The buckets of the parameters averaged dense (the flags' own bucket included, if any).
   int64_t bucket_count() const;
   // How many buckets the last finish() found already started (during backward).

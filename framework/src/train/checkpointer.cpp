@@ -103,6 +103,13 @@ std::string sparse_archive(const std::vector<torch::Tensor>& gradients) {
 
 checkpoint::AccumulatedGradients Checkpointer::accumulated_gradients(TrialSession& session) const {
   const std::vector<torch::Tensor> params = checkpoint::gradient_parameters(session.contents());
+  if (dist_.distributed()) {
+    // A layer frozen since the last update is averaged now, as the next update would: a resumed
+    // run's new syncs would leave it out with each rank's own gradient.
+    for (const auto& optimizer : session.state().optimizers) {
+      detail::gradient_sync(session.state(), optimizer);
+    }
+  }
   std::unordered_set<const c10::TensorImpl*> stale;
   for (const auto& [optimizer, sync] : session.state().grad_syncs) {
     for (const auto& p : sync->stale_parameters()) stale.insert(p.unsafeGetTensorImpl());

@@ -55,8 +55,10 @@ class Checkpointer {
                                 const metrics::Progress& progress, const DataPosition& position,
                                 const nlohmann::json& training) const;
   // Every rank's gradients of checkpoint::gradient_parameters(session.contents()), on the CPU,
-  // on the chief (empty lists on the other ranks); every rank takes part. A gradient its sync
-  // counts as none (GradientSync::stale_parameters) is saved as none.
+  // on the chief (empty lists on the other ranks); every rank takes part. Each optimizer's
+  // gradient sync is first brought up to date (detail::gradient_sync: a frozen or unfrozen layer
+  // rebuilds it, averaging what the ranks hold); a gradient a sync counts as none
+  // (GradientSync::stale_parameters) is saved as none.
   checkpoint::AccumulatedGradients accumulated_gradients(TrialSession& session) const;
   void track(const std::string& dir);
   void forget(const std::string& dir);

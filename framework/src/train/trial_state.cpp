@@ -29,13 +29,21 @@ void clear_gradients(TrialState& state, const Optimizer& optimizer) {
   }
 }
 
-// How many parameters `optimizer` holds, in all its groups.
-int64_t count_of(const torch::optim::Optimizer& optimizer) {
-  int64_t n = 0;
+// Whether `sync` averages what `optimizer` now holds: the same parameters in the same order, each
+// requiring gradients as it did when the sync was built.
+bool sync_current(const dist::GradientSync& sync, const torch::optim::Optimizer& optimizer) {
+  if (sync.requires_grad_changed()) return false;
+  const std::vector<torch::Tensor>& given = sync.given_parameters();
+  size_t i = 0;
   for (const auto& group : optimizer.param_groups()) {
-    n += static_cast<int64_t>(group.params().size());
+    for (const auto& p : group.params()) {
+      if (i >= given.size() || given[i].unsafeGetTensorImpl() != p.unsafeGetTensorImpl()) {
+        return false;
+      }
+      ++i;
+    }
   }
-  return n;
+  return i == given.size();
 }
 
 std::vector<torch::Tensor> parameters_of(const torch::optim::Optimizer& optimizer) {
@@ -69,11 +77,12 @@ bool is_update_batch(const TrialState& state) {
 
 dist::GradientSync& gradient_sync(TrialState& state, const Optimizer& optimizer) {
   auto& sync = state.grad_syncs[optimizer.get()];
-  if (sync && (sync->requires_grad_changed() || sync->parameter_count() != count_of(*optimizer))) {
-    // A layer was frozen or unfrozen, or a parameter group added: built again over the
-    // parameters that now require gradients, after averaging what the ranks hold (a layer frozen
-    // after backward gave it a gradient is stepped with the mean, as one process steps it with
-    // its gradient; the new sync averages the rest again, which leaves a mean as it is). Every
+  if (sync && !sync_current(*sync, *optimizer)) {
+    // A layer was frozen or unfrozen, or the optimizer's parameters changed: built again over
+    // the parameters that now require gradients, after averaging what the ranks hold (a layer
+    // frozen after backward gave it a gradient is stepped with the mean, as one process steps it
+    // with its gradient; the new sync averages the rest again, which leaves a mean as it is up to
+    // rounding, exactly for a power-of-two number of ranks, and the same on every rank). Every
     // rank makes the same change at the same batch, so every rank takes part.
     sync->finish();
     sync.reset();
