@@ -56,6 +56,22 @@ CommandResult fit_slots(const std::string& config, const std::string& run, int s
                      std::to_string(slots) + args);
 }
 
+// fit_slots, required to succeed.
+void fitted(const std::string& config, const std::string& run, int slots,
+            const std::string& args = "") {
+  const auto r = fit_slots(config, run, slots, args);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+}
+
+// Continues `run` with `trainer fit --resume` until `batches` batches, required to succeed.
+void resumed_to(const std::string& run, int64_t batches) {
+  const auto r = run_command(kTrainer + " fit --resume " + run + " --set max_length.batches=" +
+                             std::to_string(batches) + " --allow-safe-changes --quiet");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+}
+
 // Writes `yaml` as an experiment file in `tmp` and fits it into tmp/run.
 CommandResult fit_yaml(const TempDir& tmp, const std::string& yaml) {
   const std::string config = tmp / "experiment.yaml";
@@ -239,11 +255,6 @@ max_length: {batches: 12}
 scheduling_unit: 1
 optimizations: {aggregation_frequency: 2}
 )");
-  const auto fit = [&](const std::string& run, int slots, const std::string& args) {
-    const auto r = fit_slots(config, run, slots, args);
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
-  };
   // The idle layer moved on the first window's step and never after (with a zero gradient,
   // momentum and weight decay would have moved it on every later step).
   const auto check_idle = [](const std::string& run) {
@@ -257,20 +268,17 @@ optimizations: {aggregation_frequency: 2}
     CHECK(stepped);
   };
   const std::string one = tmp / "one", two = tmp / "two", copied = tmp / "copied";
-  fit(one, 1, "");
-  fit(two, 2, "");
-  fit(copied, 2, " --set optimizations.gradient_as_bucket_view=false");
+  fitted(config, one, 1);
+  fitted(config, two, 2);
+  fitted(config, copied, 2, " --set optimizations.gradient_as_bucket_view=false");
   for (const auto& run : {one, two, copied}) check_idle(run);
   CHECK(final_validation(copied) == final_validation(two));
 
   // Stopped after 3 batches, inside the window of batches 2 and 3, where the idle layer's
   // gradient is still the zeros the first window's step left: the checkpoint saves it as none.
   const std::string resumed = tmp / "resumed";
-  fit(resumed, 2, " --set max_length.batches=3");
-  auto r = run_command(kTrainer + " fit --resume " + resumed +
-                       " --set max_length.batches=12 --allow-safe-changes --quiet");
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
+  fitted(config, resumed, 2, " --set max_length.batches=3");
+  resumed_to(resumed, 12);
   check_idle(resumed);
   CHECK(final_validation(resumed) == final_validation(two));
 }
@@ -297,9 +305,7 @@ optimizations: {aggregation_frequency: 2}
     const auto& [slots, args] = runs[i];
     INFO(slots << " slots" << args);
     const std::string run = tmp / fmt::format("run{}", i);
-    const auto r = fit_slots(config, run, slots, args);
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
+    fitted(config, run, slots, args);
     const auto rows = training_rows(run);
     CHECK(rows.size() == 12);
     for (const auto& row : rows) {
@@ -319,12 +325,9 @@ optimizations: {aggregation_frequency: 2}
   // step the layer with the mean, as the uninterrupted run does, not with each rank's own.
   const std::string k3 = " --set optimizations.aggregation_frequency=3";
   const std::string reference = tmp / "k3", resumed = tmp / "k3-resumed";
-  REQUIRE(fit_slots(config, reference, 2, k3).exit_code == 0);
-  REQUIRE(fit_slots(config, resumed, 2, k3 + " --set max_length.batches=8").exit_code == 0);
-  const auto r = run_command(kTrainer + " fit --resume " + resumed +
-                             " --set max_length.batches=12 --allow-safe-changes --quiet");
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
+  fitted(config, reference, 2, k3);
+  fitted(config, resumed, 2, k3 + " --set max_length.batches=8");
+  resumed_to(resumed, 12);
   for (const auto& row : training_rows(resumed)) {
     INFO(row.dump());
     CHECK(row["metrics"]["second_spread"].get<double>() == 0.0);

@@ -439,6 +439,12 @@ inline DataLoader jittered_training_loader(const TrialContext& ctx) {
 inline DataLoader jittered_validation_loader() {
   return DataLoader(std::make_shared<JitteredDataset>(64, 4), DataLoaderOptions(16));
 }
+// The values of `params`, flat, in one tensor of their own.
+inline torch::Tensor flat_values(const std::vector<torch::Tensor>& params) {
+  std::vector<torch::Tensor> parts;
+  for (const auto& p : params) parts.push_back(p.detach().flatten().clone());
+  return torch::cat(parts);
+}
 // How far `value` differs between the ranks: the largest difference of an element between two
 // ranks, as a double scalar (0 in one process, and when every rank holds the same).
 inline torch::Tensor rank_spread(const TrialContext& ctx, const torch::Tensor& value) {
@@ -607,26 +613,24 @@ class FreezeTrial : public Trial {
     for (auto& p : model_[2]->parameters()) {
       p.set_requires_grad(batch_idx < ctx_.hparam<int64_t>("freeze_at"));
     }
-    const torch::Tensor first_before = layer(0).clone(), second_before = layer(2).clone();
+    const torch::Tensor first_before = layer(0), second_before = layer(2);
     auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]);
     ctx_.backward(loss);
     ctx_.step_optimizer(opt_);
+    const torch::Tensor first = layer(0), second = layer(2);
     return {{"loss", loss},
-            {"first_spread", rank_spread(ctx_, layer(0))},
-            {"first_moved", (layer(0) - first_before).abs().sum()},
-            {"second_spread", rank_spread(ctx_, layer(2))},
-            {"second_moved", (layer(2) - second_before).abs().sum()}};
+            {"first_spread", rank_spread(ctx_, first)},
+            {"first_moved", (first - first_before).abs().sum()},
+            {"second_spread", rank_spread(ctx_, second)},
+            {"second_moved", (second - second_before).abs().sum()}};
   }
   Metrics evaluate_batch(Batch& batch, int64_t) override {
     return {{"loss", torch::mse_loss(model_->forward(batch[0].tensor()), batch[1])}};
   }
 
  private:
-  // Linear layer `index`'s weights and bias, flat.
-  torch::Tensor layer(size_t index) {
-    auto* linear = model_[index]->as<torch::nn::Linear>();
-    return torch::cat({linear->weight.detach().flatten(), linear->bias.detach()});
-  }
+  // Layer `index`'s weights and bias, flat.
+  torch::Tensor layer(size_t index) { return flat_values(model_[index]->parameters()); }
   TrialContext& ctx_;
   torch::nn::Sequential model_;
   Optimizer opt_;
@@ -653,14 +657,14 @@ class ClippingTrial : public Trial {
     return DataLoader(std::make_shared<JitteredDataset>(64, 6), DataLoaderOptions(16));
   }
   Metrics train_batch(Batch& batch, int64_t, int64_t) override {
-    const auto before = flat(model_[0]->parameters());
-    const auto before_second = flat(model_[2]->parameters());
+    const auto before = flat_values(model_[0]->parameters());
+    const auto before_second = flat_values(model_[2]->parameters());
     auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]) * 100;
     ctx_.backward(loss);
     ctx_.step_optimizer(first_);
     ctx_.step_optimizer(second_);
-    const auto update = flat(model_[0]->parameters()) - before;
-    const auto update_second = flat(model_[2]->parameters()) - before_second;
+    const auto update = flat_values(model_[0]->parameters()) - before;
+    const auto update_second = flat_values(model_[2]->parameters()) - before_second;
     return {{"loss", loss},
             {"update_norm", update.norm()},
             {"update_norm_second", update_second.norm()},
@@ -671,11 +675,6 @@ class ClippingTrial : public Trial {
   }
 
  private:
-  static torch::Tensor flat(const std::vector<torch::Tensor>& params) {
-    std::vector<torch::Tensor> parts;
-    for (const auto& p : params) parts.push_back(p.detach().flatten().clone());
-    return torch::cat(parts);
-  }
   TrialContext& ctx_;
   torch::nn::Sequential model_;
   Optimizer first_;

@@ -445,13 +445,19 @@ void GradientSync::open_window() {
 
 bool GradientSync::changed_since_finish() const { return impl_->changed; }
 
-const std::vector<torch::Tensor>& GradientSync::given_parameters() const { return impl_->given; }
-
-bool GradientSync::requires_grad_changed() const {
-  for (size_t i = 0; i < impl_->given.size(); ++i) {
-    if (impl_->given[i].requires_grad() != impl_->given_required[i]) return true;
+bool GradientSync::matches(const torch::optim::Optimizer& optimizer) const {
+  const std::vector<torch::Tensor>& given = impl_->given;
+  size_t i = 0;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      if (i >= given.size() || given[i].unsafeGetTensorImpl() != p.unsafeGetTensorImpl() ||
+          p.requires_grad() != impl_->given_required[i]) {
+        return false;
+      }
+      ++i;
+    }
   }
-  return false;
+  return i == given.size();
 }
 
 void GradientSync::clear_gradients() {

@@ -41,9 +41,9 @@ struct GradientSyncOptions {
 // optimizer skips it, as in one process). A rank has a gradient of a parameter when it is defined
 // and is not merely the zeros clear_gradients() left: backward passed the parameter a gradient
 // since, the trial assigned another tensor, or an earlier finish() in the window left the mean in
-// it. With `as_bucket_view`, each gradient finish() leaves is a tensor
-// over its bucket's storage (not an autograd view: zero_grad and detach_ work on it); a gradient
-// the trial replaces (set to none, assigned) is copied in and replaced by the bucket's again.
+// it. With `as_bucket_view`, each gradient finish() leaves is a tensor over its bucket's storage
+// (not an autograd view: zero_grad and detach_ work on it); a gradient the trial replaces (set to
+// none, assigned) is copied in and replaced by the bucket's again.
 //
 // A gradient that changes after its bucket's all-reduce started (two backward passes in one
 // window): without `as_bucket_view`, every rank averages all gradients again from what they hold
@@ -102,11 +102,10 @@ class GradientSync {
   // The parameters it averages (those of the list that required gradients when it was built), in
   // the given order.
   const std::vector<torch::Tensor>& params() const;
-  // Whether a parameter of the list now requires gradients where it did not when this was built,
-  // or no longer does (a layer frozen or unfrozen): a sync built again would average other ones.
-  bool requires_grad_changed() const;
-  // Every parameter it was built with, in order (those that did not require gradients included).
-  const std::vector<torch::Tensor>& given_parameters() const;
+  // Whether `optimizer` holds exactly the parameters this was built with, in order, each requiring
+  // gradients as it did then; if not (a layer frozen or unfrozen, a group added), a sync built
+  // again would average other ones.
+  bool matches(const torch::optim::Optimizer& optimizer) const;
   // The buckets of the parameters averaged dense (the flags' own bucket included, if any).
   int64_t bucket_count() const;
   // How many buckets the last finish() found already started (during backward).

@@ -29,23 +29,6 @@ void clear_gradients(TrialState& state, const Optimizer& optimizer) {
   }
 }
 
-// Whether `sync` averages what `optimizer` now holds: the same parameters in the same order, each
-// requiring gradients as it did when the sync was built.
-bool sync_current(const dist::GradientSync& sync, const torch::optim::Optimizer& optimizer) {
-  if (sync.requires_grad_changed()) return false;
-  const std::vector<torch::Tensor>& given = sync.given_parameters();
-  size_t i = 0;
-  for (const auto& group : optimizer.param_groups()) {
-    for (const auto& p : group.params()) {
-      if (i >= given.size() || given[i].unsafeGetTensorImpl() != p.unsafeGetTensorImpl()) {
-        return false;
-      }
-      ++i;
-    }
-  }
-  return i == given.size();
-}
-
 std::vector<torch::Tensor> parameters_of(const torch::optim::Optimizer& optimizer) {
   std::vector<torch::Tensor> params;
   for (const auto& group : optimizer.param_groups()) {
@@ -77,7 +60,7 @@ bool is_update_batch(const TrialState& state) {
 
 dist::GradientSync& gradient_sync(TrialState& state, const Optimizer& optimizer) {
   auto& sync = state.grad_syncs[optimizer.get()];
-  if (sync && !sync_current(*sync, *optimizer)) {
+  if (sync && !sync->matches(*optimizer)) {
     // A layer was frozen or unfrozen, or the optimizer's parameters changed: built again over
     // the parameters that now require gradients, after averaging what the ranks hold (a layer
     // frozen after backward gave it a gradient is stepped with the mean, as one process steps it
