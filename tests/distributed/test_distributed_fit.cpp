@@ -284,8 +284,8 @@ optimizations: {aggregation_frequency: 2}
 }
 
 TEST_CASE(
-    "a layer unfrozen or frozen during a run is averaged while it trains and left alone after: 1 "
-    "and 2 slots",
+    "a layer unfrozen or frozen or added to the optimizer during a run is averaged while it trains "
+    "and left alone after: 1 and 2 slots",
     "[dist][fit]") {
   TempDir tmp;
   const std::string config = tmp / "freeze.yaml";
@@ -299,8 +299,24 @@ max_length: {batches: 12}
 scheduling_unit: 1
 optimizations: {aggregation_frequency: 2}
 )");
+  // Also: the second layer frozen after the backward of batch 7 (the update's) or of batch 6
+  // (before the window's last backward), both stepped with the mean of the window's gradients
+  // at the update after batch 7; and, instead of the unfreezing, the first layer added to the
+  // optimizer as a parameter group at batch 5 (a change of the optimizer's parameters alone, in
+  // the window of batches 4 and 5). The updates that move each layer stay the same.
+  const std::string no_view = " --set optimizations.gradient_as_bucket_view=false";
+  const std::string after_backward = " --set hyperparameters.freeze_after_backward=true";
+  const std::string grow = " --set hyperparameters.grow_at=5";
   const std::vector<std::pair<int, std::string>> runs = {
-      {1, ""}, {2, ""}, {2, " --set optimizations.gradient_as_bucket_view=false"}};
+      {1, ""},
+      {2, ""},
+      {2, no_view},
+      {2, after_backward},
+      {2, after_backward + " --set hyperparameters.freeze_at=6"},
+      {2, after_backward + " --set hyperparameters.freeze_at=6" + no_view},
+      {1, grow},
+      {2, grow},
+      {2, grow + no_view}};
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& [slots, args] = runs[i];
     INFO(slots << " slots" << args);

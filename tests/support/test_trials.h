@@ -590,32 +590,47 @@ class IdleLayerTrial : public Trial {
 // hyperparameter unfreeze_at and whose second is frozen from batch freeze_at on. Training
 // reports, per layer, how far the ranks' copies differ after the batch (first_spread,
 // second_spread: 0 when its gradients are averaged) and how far the batch moved it (first_moved,
-// second_moved). Hyperparameters: records, unfreeze_at, freeze_at.
+// second_moved). Hyperparameters: records, unfreeze_at, freeze_at; optional freeze_after_backward
+// (the second layer's requires_grad is set after backward instead of before it) and grow_at (the
+// optimizer starts with the second layer alone and gets the first as a parameter group added at
+// that batch, before backward, its gradient cleared then; the first layer then requires gradients
+// from the start, so the change is to the optimizer's parameters alone).
 class FreezeTrial : public Trial {
  public:
   explicit FreezeTrial(TrialContext& ctx)
       : ctx_(ctx),
         model_(ctx.wrap_model(torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::Tanh(),
                                                     torch::nn::Linear(16, 1)))),
+        grow_at_(ctx.hparam<int64_t>("grow_at", -1)),
         opt_(ctx.wrap_optimizer(
-            torch::optim::SGD(model_->parameters(),
+            torch::optim::SGD(grow_at_ >= 0 ? model_[2]->parameters() : model_->parameters(),
                               torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.1)))) {
-    for (auto& p : model_[0]->parameters()) p.set_requires_grad(false);
+    for (auto& p : model_[0]->parameters()) p.set_requires_grad(grow_at_ >= 0);
   }
 
   DataLoader build_training_data_loader() override { return jittered_training_loader(ctx_); }
   DataLoader build_validation_data_loader() override { return jittered_validation_loader(); }
   Metrics train_batch(Batch& batch, int64_t, int64_t batch_idx) override {
     // Set at every batch, so that a resumed run has them as the uninterrupted one.
-    for (auto& p : model_[0]->parameters()) {
-      p.set_requires_grad(batch_idx >= ctx_.hparam<int64_t>("unfreeze_at"));
+    if (grow_at_ < 0) {
+      for (auto& p : model_[0]->parameters()) {
+        p.set_requires_grad(batch_idx >= ctx_.hparam<int64_t>("unfreeze_at"));
+      }
+    } else if (batch_idx == grow_at_) {
+      for (auto& p : model_[0]->parameters()) p.mutable_grad() = torch::Tensor();
+      opt_->add_param_group(torch::optim::OptimizerParamGroup(model_[0]->parameters()));
     }
-    for (auto& p : model_[2]->parameters()) {
-      p.set_requires_grad(batch_idx < ctx_.hparam<int64_t>("freeze_at"));
-    }
+    const auto freeze_second = [&] {
+      for (auto& p : model_[2]->parameters()) {
+        p.set_requires_grad(batch_idx < ctx_.hparam<int64_t>("freeze_at"));
+      }
+    };
+    const bool after_backward = ctx_.hparam<bool>("freeze_after_backward", false);
+    if (!after_backward) freeze_second();
     const torch::Tensor first_before = layer(0), second_before = layer(2);
     auto loss = torch::mse_loss(model_->forward(batch[0].tensor()), batch[1]);
     ctx_.backward(loss);
+    if (after_backward) freeze_second();
     ctx_.step_optimizer(opt_);
     const torch::Tensor first = layer(0), second = layer(2);
     return {{"loss", loss},
@@ -633,6 +648,7 @@ class FreezeTrial : public Trial {
   torch::Tensor layer(size_t index) { return flat_values(model_[index]->parameters()); }
   TrialContext& ctx_;
   torch::nn::Sequential model_;
+  int64_t grow_at_;
   Optimizer opt_;
 };
 

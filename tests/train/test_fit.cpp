@@ -66,6 +66,81 @@ TEST_CASE("the validation loader is built once and read whole at every validatio
   }
 }
 
+namespace {
+
+// RecordingTrial with two more wrapped models: a student whose batch norm the trial keeps in
+// evaluation mode, and a teacher kept in evaluation mode whole. It records the training flags
+// (student, its norm, teacher) that each train_batch and evaluate_batch call sees; with
+// hyperparameter fail_validation_at its evaluate_batch throws at that validation batch.
+class ModeTrial : public RecordingTrial {
+ public:
+  using Modes = std::vector<bool>;
+
+  explicit ModeTrial(crucible::TrialContext& ctx)
+      : RecordingTrial(ctx),
+        norm_(torch::nn::BatchNorm1d(1)),
+        student_(ctx.wrap_model(torch::nn::Sequential(torch::nn::Linear(1, 1), norm_))),
+        teacher_(ctx.wrap_model(torch::nn::Linear(1, 1))) {
+    norm_->eval();
+    teacher_->eval();
+  }
+  crucible::Metrics train_batch(crucible::Batch& batch, int64_t epoch_idx,
+                                int64_t batch_idx) override {
+    seen().emplace_back("train", modes());
+    return RecordingTrial::train_batch(batch, epoch_idx, batch_idx);
+  }
+  crucible::Metrics evaluate_batch(crucible::Batch& batch, int64_t batch_idx) override {
+    seen().emplace_back("evaluate", modes());
+    if (batch_idx == context().hparam<int64_t>("fail_validation_at", -1)) {
+      throw std::runtime_error("injected validation failure");
+    }
+    return RecordingTrial::evaluate_batch(batch, batch_idx);
+  }
+  Modes modes() const {
+    return {student_->is_training(), norm_->is_training(), teacher_->is_training()};
+  }
+  static std::vector<std::pair<std::string, Modes>>& seen() {
+    static std::vector<std::pair<std::string, Modes>> all;
+    return all;
+  }
+
+ private:
+  torch::nn::BatchNorm1d norm_;
+  torch::nn::Sequential student_;
+  torch::nn::Linear teacher_;
+};
+
+}  // namespace
+
+TEST_CASE("validation runs every module in eval mode and gives each its own mode back", "[train]") {
+  TempDir tmp;
+  const ModeTrial::Modes training = {true, false, false};
+  const ModeTrial::Modes evaluating = {false, false, false};
+  // 10 batches, validated after batches 4 and 8 (7 batches each) and at the end.
+  ModeTrial::seen().clear();
+  fit_recording<ModeTrial>(
+      recording_config("max_length: {batches: 10}\n", {"min_validation_period.batches=4"}),
+      tmp / "run");
+  int trained = 0;
+  int evaluated = 0;
+  for (const auto& [call, modes] : ModeTrial::seen()) {
+    INFO(call << " call " << trained + evaluated);
+    CHECK(modes == (call == "train" ? training : evaluating));
+    ++(call == "train" ? trained : evaluated);
+  }
+  CHECK(trained == 10);
+  CHECK(evaluated == 3 * 7);
+
+  // A validation that throws leaves every module in the mode it had before.
+  const auto config =
+      recording_config("max_length: {batches: 10}\n", {"hyperparameters.fail_validation_at=2"});
+  const auto factory = crucible::TrialFactory::of<ModeTrial>("ModeTrial");
+  crucible::train::TrialSession session(config, factory);
+  auto& trial = dynamic_cast<ModeTrial&>(session.trial());
+  CHECK_THAT(error_of([&] { session.validate(); }), Catch::Contains("injected validation failure"));
+  CHECK(trial.modes() == training);
+}
+
 TEST_CASE("test mode trains one batch, validates one batch and round-trips a checkpoint",
           "[train]") {
   TempDir tmp;

@@ -33,6 +33,11 @@ class Trial {
   virtual Metrics train_batch(Batch& batch, int64_t epoch_idx, int64_t batch_idx) = 0;
 
   // Evaluates one validation batch; Crucible reduces the results with evaluation_reducer().
+  // During validation (this, evaluate_full_dataset and the reducers) and predict_batch, every
+  // wrapped model is in evaluation mode with all its submodules and no gradient is recorded;
+  // afterwards, whether or not validation threw, each module has the training flag it had before,
+  // so a submodule or a model the trial keeps in evaluation mode (a frozen batch norm, a teacher)
+  // stays there.
   virtual Metrics evaluate_batch(Batch& batch, int64_t batch_idx);
   // Evaluates the whole validation set at once; returns the final metrics.
   virtual Metrics evaluate_full_dataset(DataLoader& loader);

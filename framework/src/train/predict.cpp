@@ -10,6 +10,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_io.h"
 #include "checkpoint/tensor_files.h"
+#include "train/eval_mode.h"
 #include "train/run_start.h"
 #include "train/session.h"
 #include "util/crash_report.h"
@@ -125,8 +126,8 @@ int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& o
   loader.shard(dist.rank(), dist.size(), ShardMode::kStrideBatches);
   loader.set_device(session.state().device);
   std::vector<torch::Tensor> outputs;
-  for (auto& m : session.state().models) m->eval();
   {
+    const train::EvalModeScope eval_mode(session.state().models);
     torch::NoGradGuard no_grad;
     int64_t k = 0;
     for (Batch& batch : loader) {

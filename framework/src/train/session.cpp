@@ -8,6 +8,7 @@
 #include "data/shuffle.h"
 #include "distributed/backend.h"
 #include "distributed/grad_sync.h"
+#include "train/eval_mode.h"
 #include "train/run_start.h"
 #include "util/crash_report.h"
 
@@ -151,9 +152,9 @@ MetricValues TrialSession::validate(int64_t max_batches) {
   DataLoader& loader = *validation_loader_;
   rewind(loader);
   const RewindAtEnd rewind_at_end(loader);
-  for (auto& m : state_.models) m->eval();
   MetricValues values;
   {
+    const EvalModeScope eval_mode(state_.models);
     torch::NoGradGuard no_grad;
     for (const auto& entry : state_.reducers) {
       const auto& name = entry.first;
@@ -196,7 +197,6 @@ MetricValues TrialSession::validate(int64_t max_batches) {
     }
     reduce_custom(values);
   }
-  for (auto& m : state_.models) m->train();
   MetricValues prefixed;
   for (const auto& [k, v] : values) {
     const std::string prefix = "validation_";
