@@ -186,6 +186,42 @@ max_length: {batches: 10}
              Catch::Contains("hyperparameters.act: is a search space"));
 }
 
+TEST_CASE(
+    "a spec inside a nested mapping is refused by its path: wrapped in const it is a constant",
+    "[config]") {
+  const auto parse = [](const std::string& hyperparameters) {
+    return parse_experiment_config(
+        "name: s\nentrypoint: l:T\nhyperparameters: {global_batch_size: "
+        "8, " +
+            hyperparameters + "}\nmax_length: {batches: 10}\n",
+        "s.yaml");
+  };
+  // Determined would search these; Crucible would hand the trial the spec as a constant.
+  CHECK_THAT(error_of([&] { parse("opt: {lr: {type: log, minval: -4, maxval: -1}}"); }),
+             Catch::Contains("hyperparameters.opt.lr: a hyperparameter spec inside a nested "
+                             "mapping"));
+  CHECK_THAT(error_of([&] { parse("opt: {sgd: {lr: {type: const, val: 0.1}}}"); }),
+             Catch::Contains("hyperparameters.opt.sgd.lr: a hyperparameter spec"));
+  // Plain nested mappings, a "type" that names no kind of hyperparameter, and lists (constants in
+  // Determined too) are constants.
+  const auto plain = parse(
+      "opt: {name: sgd, lr: 0.1}, model: {arch: {type: resnet}}, "
+      "columns: [{name: age, type: int}, {opt: {lr: {type: log}}}]");
+  CHECK(plain.constant_hyperparameters()["model"]["arch"]["type"] == "resnet");
+  CHECK(plain.constant_hyperparameters()["opt"]["lr"] == 0.1);
+  CHECK(plain.constant_hyperparameters()["columns"][0]["type"] == "int");
+  // {type: const, val: ...} passes such a mapping literally. Written back (in that form where
+  // the value holds a spec-like mapping at any depth) each reads as the same constant.
+  const auto wrapped = parse(
+      "opt: {type: const, val: {lr: {type: log, minval: -4, maxval: -1}}}, "
+      "arch: {type: const, val: {type: resnet}}");
+  CHECK(wrapped.constant_hyperparameters()["opt"]["lr"]["type"] == "log");
+  for (const auto& c : {plain, wrapped}) {
+    const auto again = parse_experiment_config(crucible::to_yaml(c), "again.yaml");
+    CHECK((again.hyperparameters == c.hyperparameters));
+  }
+}
+
 TEST_CASE("to_yaml round-trips every field", "[config]") {
   auto c = parse_experiment_config(R"(name: "123"
 description: a test

@@ -21,6 +21,14 @@ TEST_CASE("a batch nests tensors, lists and dicts with positional and keyed acce
   CHECK(leaves == 3);
 }
 
+TEST_CASE("first_tensor looks past containers that hold no tensor", "[data]") {
+  const Batch b = Batch::dict(
+      {{"meta", Batch::list({Batch::list({}), Batch::dict({})})}, {"x", torch::arange(3)}});
+  CHECK(b.first_tensor().equal(torch::arange(3)));
+  CHECK_THROWS_WITH(Batch::dict({{"meta", Batch::list({Batch::list({})})}}).first_tensor(),
+                    Catch::Contains("no tensor in this batch"));
+}
+
 TEST_CASE("bad batch access names what is there", "[data]") {
   Batch b = Batch::dict({{"x", torch::ones({1})}});
   CHECK_THROWS_WITH(b["y"], Catch::Contains("no key 'y'; keys: x"));

@@ -4,6 +4,7 @@
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
+#include <torch/cuda.h>
 
 #include "catch.h"
 
@@ -50,6 +51,33 @@ class BrokenDataset : public crucible::Dataset {
 
  private:
   int64_t size_, bad_;
+};
+
+// Records i as its first field and, as its second, a draw from batch_generator().
+class DrawingDataset : public crucible::Dataset {
+ public:
+  int64_t size() const override { return 8; }
+  Batch get(int64_t i) const override {
+    return Batch{torch::tensor(i), torch::rand({1}, crucible::batch_generator())};
+  }
+};
+
+// Draws twice from batch_generator(), reading a batch of a loader of its own in between when
+// `nested`.
+class TwoDrawDataset : public crucible::Dataset {
+ public:
+  explicit TwoDrawDataset(bool nested) : nested_(nested) {}
+  int64_t size() const override { return 4; }
+  Batch get(int64_t) const override {
+    const torch::Tensor first = torch::rand({2}, crucible::batch_generator());
+    if (nested_) {
+      DataLoader(std::make_shared<DrawingDataset>(), DataLoaderOptions(2).seed(9)).next();
+    }
+    return Batch{first, torch::rand({2}, crucible::batch_generator())};
+  }
+
+ private:
+  bool nested_;
 };
 
 // Records, as its only field, the intra-op thread count that the thread reading it has.
@@ -224,4 +252,69 @@ TEST_CASE("range-for iterates the rest of the current epoch", "[data]") {
   CHECK(batches == 4);
   CHECK(records == 10);
   CHECK(loader.position() == DataPosition{1, 0});
+}
+
+TEST_CASE("batch_indices refuses a batch the epochs do not have", "[data]") {
+  DataLoader loader(indices_dataset(50), DataLoaderOptions(7));
+  CHECK(loader.batch_indices(3, 7) == std::vector<int64_t>{49});
+  CHECK_THROWS_WITH(loader.batch_indices(0, 8),
+                    Catch::Contains("no batch 8 in epoch 0 (8 batches per epoch)"));
+  CHECK_THROWS_AS(loader.batch_indices(-1, 0), crucible::Error);
+  CHECK_THROWS_AS(loader.batch_indices(0, -1), crucible::Error);
+  CHECK(DataLoader().dataset() == nullptr);
+}
+
+TEST_CASE("outside the loader's calls batch_generator is the thread's own, which they leave alone",
+          "[data]") {
+  // Two draws on a new thread, with or without batches read between them (there, or on workers).
+  const auto draws = [](int64_t workers, bool read) {
+    std::vector<torch::Tensor> out;
+    std::vector<torch::Tensor> inside;
+    std::thread([&] {
+      DataLoader loader(std::make_shared<DrawingDataset>(),
+                        DataLoaderOptions(2).num_workers(workers).seed(3));
+      out.push_back(torch::rand({4}, crucible::batch_generator()));
+      for (int i = 0; read && i < 3; ++i) inside.push_back(loader.next()[1].tensor());
+      out.push_back(torch::rand({4}, crucible::batch_generator()));
+    }).join();
+    out.insert(out.end(), inside.begin(), inside.end());
+    return out;
+  };
+  const auto alone = draws(0, false);
+  const auto on_caller = draws(0, true);
+  const auto on_workers = draws(2, true);
+  REQUIRE(on_caller.size() == 5);
+  for (size_t i = 0; i < on_caller.size(); ++i) {
+    INFO("draw " << i);
+    if (i < 2) CHECK(torch::equal(on_caller[i], alone[i]));
+    // The draws inside the loader's calls are the same on the caller's thread and on workers.
+    CHECK(torch::equal(on_workers[i], on_caller[i]));
+  }
+  // A loader read inside a loader call, on the same thread, leaves the outer call's draws alone.
+  DataLoader plain(std::make_shared<TwoDrawDataset>(false), DataLoaderOptions(2).seed(4));
+  DataLoader nesting(std::make_shared<TwoDrawDataset>(true), DataLoaderOptions(2).seed(4));
+  const Batch a = plain.next();
+  const Batch b = nesting.next();
+  CHECK(torch::equal(a[0].tensor(), b[0].tensor()));
+  CHECK(torch::equal(a[1].tensor(), b[1].tensor()));
+}
+
+TEST_CASE("a TensorDataset builds its batches on its tensors' device: the CPU, and a GPU if any",
+          "[data]") {
+  std::vector<torch::Device> devices = {torch::kCPU};
+  if (torch::cuda::is_available()) devices.emplace_back(torch::kCUDA, 0);
+  for (const auto& device : devices) {
+    INFO(device);
+    const auto on = torch::TensorOptions().device(device);
+    DataLoader loader(std::make_shared<crucible::TensorDataset>(std::vector<torch::Tensor>{
+                          torch::arange(10, on), torch::arange(10, on) * 10}),
+                      DataLoaderOptions(4).shuffle(true).seed(1));
+    const std::vector<int64_t> expected = loader.batch_indices(0, 0);
+    const Batch batch = loader.next();
+    CHECK(batch[0].tensor().device() == device);
+    const torch::Tensor ids = batch[0].tensor().cpu();
+    CHECK(std::vector<int64_t>(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel()) ==
+          expected);
+    CHECK(torch::equal(batch[1].tensor(), batch[0].tensor() * 10));
+  }
 }

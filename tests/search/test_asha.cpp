@@ -77,6 +77,23 @@ TEST_CASE("ASHA: modes, rung limits and concurrency", "[search][asha]") {
                                     "(4)"));
   o.max_trials = 5;
   CHECK(crucible::search::asha_brackets(o).size() == 5);
+  // Enough brackets, but the other brackets' shares (at least one trial each) take every trial:
+  // 3, 2, 1 and twelve of 1 out of 16 leave the 16-rung bracket none.
+  o.divisor = 2;
+  o.max_trials = 16;
+  o.bracket_rungs = 16;
+  CHECK_THROWS_WITH(crucible::search::asha_brackets(o),
+                    Catch::Contains("16 rungs make 16 brackets whose shares of max_trials (16) "
+                                    "add up to 18, leaving the 16-rung bracket no trial"));
+  o.max_trials = 19;  // 4, 2, 1 and twelve of 1 take all 19
+  CHECK_THROWS_WITH(crucible::search::asha_brackets(o),
+                    Catch::Contains("add up to 19, leaving the 16-rung bracket no trial"));
+  o.max_trials = 20;  // 9, 4, 2, 1, and twelve of 1: one left for the first
+  b = crucible::search::asha_brackets(o);
+  int64_t trials = 0;
+  for (const auto& bracket : b) trials += bracket.trials;
+  CHECK(trials == 20);
+  CHECK(b[0].trials == 1);
 }
 
 TEST_CASE("ASHA: a trial stops unless it is in the top 1/d of every rung it reaches",

@@ -538,12 +538,18 @@ TEST_CASE(
   TempDir tmp;
   // The trial signals itself on its last batch (15): its stop checkpoint at 16 is written before
   // the final validation; the runner restarts it, and the resumed run validates and writes the
-  // checkpoint at 16 again, with the validation.
-  search_ok(tmp, "{name: random, metric: validation_loss, max_trials: 1}",
-            "lr: {type: double, minval: 0.01, maxval: 0.1}, sigterm_at: 15, sigterm_once: '" +
-                (tmp / "signalled") + "'");
+  // checkpoint at 16 again, with the validation. A stop is no failure: it uses up no restart
+  // (there are none to use here).
+  const std::string output =
+      search_ok(tmp, "{name: random, metric: validation_loss, max_trials: 1}",
+                "lr: {type: double, minval: 0.01, maxval: 0.1}, sigterm_at: 15, sigterm_once: '" +
+                    (tmp / "signalled") + "'",
+                "max_restarts: 0\n");
   const auto rows = rows_of(tmp / "exp");
-  CHECK(rows_with(rows, "restarted").size() == 1);
+  REQUIRE(rows_with(rows, "restarted").size() == 1);
+  CHECK(rows_with(rows, "restarted")[0]["stopped"] == true);
+  CHECK(rows_with(rows, "failed").empty());
+  CHECK_THAT(output, Catch::Contains("restarted after a stop from outside the search"));
   CHECK(rows_with(rows, "completed").size() == 1);
   CHECK(trimmed(read_file(tmp / "exp/best")) == "trials/1/checkpoints/batch-0000000016");
   const auto meta =

@@ -141,6 +141,32 @@ TEST_CASE("adaptive ASHA: the worked example's brackets, rung lengths and stop d
   CHECK(s.trials().at(3).state == TrialState::kStopped);
 }
 
+TEST_CASE("adaptive ASHA's older form plans records as batches of global_batch_size",
+          "[search][scheduler]") {
+  // 640 records of 64: T = 10 batches, R = min(5, 2, 3) = 2, brackets [2, 1] with trials
+  // [11, 5], rungs [2, 10] and [10], concurrency [8, 8].
+  const auto c = config("{global_batch_size: 64, lr: {type: double, minval: 0.01, maxval: 1}}",
+                        "{name: adaptive_asha, metric: loss, max_trials: 16, max_length: {records: "
+                        "640}}");
+  Scheduler s(c);
+  CHECK(s.unit() == crucible::LengthUnit::kBatches);
+  auto first = s.start();
+  REQUIRE(first.size() == 8 + 5);
+  for (size_t i = 0; i < first.size(); ++i) {
+    INFO("row " << i);
+    CHECK(first[i]["bracket"] == (i < 8 ? 0 : 1));
+    CHECK(first[i]["length"] == (i < 8 ? 2 : 10));
+  }
+  // Its log replays; one whose trials were created with other lengths (as planned in records,
+  // the first rung 160) does not match.
+  Scheduler same(c);
+  CHECK(same.replay(first, "experiment.jsonl").empty());
+  first[0]["length"] = 160;
+  Scheduler other(c);
+  CHECK_THROWS_WITH(other.replay(first, "experiment.jsonl"),
+                    Catch::Contains("experiment.jsonl, row 1, does not match this search"));
+}
+
 TEST_CASE("adaptive ASHA: a trial reaching the top rung is done, and a failed one ranks last",
           "[search][scheduler]") {
   // max_trials 2, max_time 4, divisor 2, aggressive: one bracket of 2 rungs, lengths [2, 4].

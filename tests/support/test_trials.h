@@ -92,12 +92,14 @@ class RecordingTrial : public Trial {
     return DataLoader(index_dataset(ctx_.hparam<int64_t>("records")),
                       DataLoaderOptions(ctx_.per_slot_batch_size()).shuffle(true));
   }
-  // Counted in validation_loaders_built(); hyperparameter validation_workers (default 0).
+  // Counted in validation_loaders_built(); hyperparameters validation_workers (default 0) and
+  // validation_shuffle (default false).
   DataLoader build_validation_data_loader() override {
     ++validation_loaders_built();
     return DataLoader(index_dataset(ctx_.hparam<int64_t>("validation_records")),
                       DataLoaderOptions(ctx_.hparam<int64_t>("validation_batch_size"))
-                          .num_workers(ctx_.hparam<int64_t>("validation_workers", 0)));
+                          .num_workers(ctx_.hparam<int64_t>("validation_workers", 0))
+                          .shuffle(ctx_.hparam<bool>("validation_shuffle", false)));
   }
   static int64_t& validation_loaders_built() {
     static int64_t count = 0;

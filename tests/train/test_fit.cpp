@@ -141,6 +141,45 @@ TEST_CASE("validation runs every module in eval mode and gives each its own mode
   CHECK(trial.modes() == training);
 }
 
+TEST_CASE("a shuffled validation loader without a seed of its own follows the experiment seed",
+          "[train]") {
+  const auto factory = crucible::TrialFactory::of<RecordingTrial>("RecordingTrial");
+  // The records of the first validation batch (4 of the 25, in the loader's order).
+  const auto first_batch_mean = [&](int seed) {
+    const auto config = recording_config(
+        "max_length: {batches: 2}\n", {"hyperparameters.validation_shuffle=true",
+                                       "reproducibility.experiment_seed=" + std::to_string(seed)});
+    crucible::train::TrialSession session(config, factory);
+    return session.validate(1).at("validation_avg_x");
+  };
+  const double one = first_batch_mean(1);
+  CHECK(first_batch_mean(1) == one);
+  CHECK(first_batch_mean(2) != one);
+}
+
+namespace {
+
+// Its build_validation_data_loader returns an empty DataLoader.
+class EmptyLoaderTrial : public RecordingTrial {
+ public:
+  using RecordingTrial::RecordingTrial;
+  crucible::DataLoader build_validation_data_loader() override { return {}; }
+};
+
+}  // namespace
+
+TEST_CASE("a trial that returns an empty DataLoader fails naming the method", "[train]") {
+  TempDir tmp;
+  int code = 0;
+  CHECK(error_of(
+            [&] {
+              fit_recording<EmptyLoaderTrial>(recording_config("max_length: {batches: 2}\n"),
+                                              tmp / "run");
+            },
+            &code) == "build_validation_data_loader returned an empty DataLoader");
+  CHECK(code == crucible::kExitTrainingFailed);
+}
+
 TEST_CASE("test mode trains one batch, validates one batch and round-trips a checkpoint",
           "[train]") {
   TempDir tmp;

@@ -69,6 +69,8 @@ class Batch {
   static Batch collate(const std::vector<Batch>& examples);
 
  private:
+  // The first tensor leaf, depth first, or null when there is none.
+  const torch::Tensor* find_first_tensor() const;
   // The same structure with `fn` applied to every tensor leaf.
   Batch map_tensors(const std::function<torch::Tensor(const torch::Tensor&)>& fn) const;
 

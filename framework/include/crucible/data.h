@@ -14,7 +14,10 @@ namespace crucible {
 // Inside Dataset::get and Dataset::get_batch called by a DataLoader: a CPU generator seeded from
 // (loader seed, epoch, batch, and the rank when sharded) alone. Draw random augmentation from it
 // and a run is reproducible and resumes exactly, whatever the number of loader threads. Outside a
-// loader call it is a generator seeded with 0.
+// loader call it is another generator, the calling thread's own, seeded with 0 at its first use
+// and never reseeded (nor saved in checkpoints); loader calls do not move it, whether they run
+// on the caller's thread or on workers. Training code draws from LibTorch's default generator,
+// which checkpoints save and restore.
 torch::Generator& batch_generator();
 
 // A finite, indexable source of examples. get() and get_batch() may be called concurrently from
@@ -64,8 +67,9 @@ struct DataLoaderOptions {
   TORCH_ARG(int64_t, worker_threads) = 1;
   // Batches built ahead of the consumer when num_workers > 0.
   TORCH_ARG(int64_t, prefetch) = 2;
-  // Seed of the shuffle. When unset, the trainer sets it from the trial seed for the loaders it
-  // reads; a loader used on its own shuffles with seed 0.
+  // Seed of the shuffle and of batch_generator(). When unset, the trainer sets it from the trial
+  // seed for the loaders it reads (training, validation, prediction); a loader used on its own
+  // uses seed 0.
   TORCH_ARG(std::optional<uint64_t>, seed);
   // Put every batch's CPU tensors in page-locked memory as it is built (on the worker threads
   // when num_workers > 0), for asynchronous copies to a GPU. Requires CUDA at run time. The
@@ -93,6 +97,7 @@ struct DataPosition {
 // the same underlying stream.
 class DataLoader {
  public:
+  // An empty loader: dataset() is null, and the trainer refuses it where a trial returns one.
   DataLoader();
   DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options);
   ~DataLoader();
@@ -110,6 +115,7 @@ class DataLoader {
   // it. The trainer sets the device of the training, validation and prediction loaders it reads; a
   // loader handed to a trial's evaluate_full_dataset keeps yielding CPU batches.
   void set_device(torch::Device device);
+  // The dataset, or null for an empty loader.
   const std::shared_ptr<Dataset>& dataset() const;
   // Examples in the dataset.
   int64_t num_records() const;
@@ -132,7 +138,8 @@ class DataLoader {
   // batch.
   Batch next();
 
-  // The dataset indices of batch `batch` of epoch `epoch`.
+  // The dataset indices of batch `batch` of epoch `epoch`. Throws crucible::Error when this
+  // shard's epochs have no such batch.
   std::vector<int64_t> batch_indices(int64_t epoch, int64_t batch) const;
 
   // Iterates the batches of the current epoch from position() to its end, e.g.

@@ -55,7 +55,11 @@ class TrialContext {
     return model;
   }
 
-  // Takes ownership of an optimizer built over wrapped models' parameters and registers it.
+  // Takes ownership of an optimizer built over wrapped models' parameters and registers it. A
+  // resumed run restores each optimizer's state into the one the trial's constructor built, which
+  // must then have the parameter groups, with as many parameters each, that it had at the
+  // checkpoint: a group added during training cannot be restored (give a layer that trains later
+  // its group from the start, with requires_grad false until then).
   template <class O>
   Optimizer wrap_optimizer(O optimizer) {
     static_assert(std::is_base_of_v<torch::optim::Optimizer, O>,

@@ -416,8 +416,16 @@ Metadata load(const std::string& dir, const Contents& contents, int64_t rank,
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
-      throw TrainingError(fmt::format("checkpoint {}: cannot restore optimizer from {}: {}", dir,
-                                      name, first_line(e)));
+      // LibTorch compares the parameter groups' number and sizes; its message gives no remedy.
+      const std::string cause = first_line(e);
+      const bool groups_differ = cause.find("parameter group") != std::string::npos;
+      throw TrainingError(fmt::format(
+          "checkpoint {}: cannot restore optimizer from {}: {}{}", dir, name, cause,
+          groups_differ ? "; when the trial's constructor returns, each optimizer must have the "
+                          "parameter groups, with as many parameters each, that it had when the "
+                          "checkpoint was written (a layer that trains later belongs in its "
+                          "group from the start, with requires_grad false until then)"
+                        : ""));
     }
   }
   try {

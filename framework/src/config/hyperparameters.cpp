@@ -1,5 +1,6 @@
 #include "config/hyperparameters.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -13,9 +14,45 @@ namespace {
 
 using Type = HyperparameterSpec::Type;
 
+// Whether `value` is a mapping whose "type" names a kind of hyperparameter (int, log, ...).
+bool is_typed(const nlohmann::json& value) {
+  const auto type = value.is_object() ? value.find("type") : value.end();
+  return type != value.end() && type->is_string() && names<Type>().parse(type->get<std::string>());
+}
+
+// Whether `value`, a constant, is or holds (at any depth, lists included) a mapping whose
+// "type" names a kind of hyperparameter.
+bool holds_typed(const nlohmann::json& value) {
+  if (is_typed(value)) return true;
+  if (!value.is_structured()) return false;
+  return std::any_of(value.begin(), value.end(),
+                     [](const nlohmann::json& v) { return holds_typed(v); });
+}
+
+// Refuses a hyperparameter spec (a mapping whose "type" is int, log, ...) among the nested
+// mappings of the plain mapping `node` at `path`: Determined searches such nested spaces,
+// Crucible would pass the spec to the trial as a constant. Lists are constants in both.
+void refuse_nested_specs(const Source& source, const YAML::Node& node, const std::string& path) {
+  if (!node.IsMap()) return;
+  for (const auto& item : node) {
+    const YAML::Node& child = item.second;
+    const std::string child_path = path + "." + item.first.Scalar();
+    if (child.IsMap() && child["type"].IsDefined() && child["type"].IsScalar() &&
+        names<Type>().parse(child["type"].Scalar())) {
+      source.fail(child_path, child,
+                  "a hyperparameter spec inside a nested mapping: Crucible searches top-level "
+                  "hyperparameters only; give it a top-level name of its own (and read it "
+                  "with ctx.hparam), or, for a constant mapping that holds this literally, wrap "
+                  "the top-level one in {type: const, val: ...}");
+    }
+    refuse_nested_specs(source, child, child_path);
+  }
+}
+
 HyperparameterSpec read_one(const Source& source, const YAML::Node& node, const std::string& path) {
   HyperparameterSpec spec;
   if (!node.IsMap() || !node["type"].IsDefined()) {
+    refuse_nested_specs(source, node, path);
     spec.value = yaml_to_json(node);
     return spec;
   }
@@ -65,7 +102,8 @@ HyperparameterSpec read_one(const Source& source, const YAML::Node& node, const 
 
 void emit_one(YAML::Emitter& out, const HyperparameterSpec& spec) {
   if (spec.type == Type::kConst) {
-    if (spec.value.is_object() && spec.value.contains("type")) {
+    // A mapping with any "type" reads as a spec; one holding a spec's mapping is refused.
+    if ((spec.value.is_object() && spec.value.contains("type")) || holds_typed(spec.value)) {
       out << YAML::BeginMap << YAML::Key << "type" << YAML::Value << "const" << YAML::Key << "val"
           << YAML::Value;
       emit_json(out, spec.value);

@@ -120,13 +120,18 @@ void Batch::for_each_tensor(const std::function<void(const torch::Tensor&)>& fn)
   for (const auto& child : children_) child.for_each_tensor(fn);
 }
 
-const torch::Tensor& Batch::first_tensor() const {
-  if (kind_ == Kind::kTensor) return tensor_;
+const torch::Tensor* Batch::find_first_tensor() const {
+  if (kind_ == Kind::kTensor) return &tensor_;
   for (const auto& child : children_) {
-    if (child.kind_ == Kind::kTensor) return child.tensor_;
-    if (!child.children_.empty()) return child.first_tensor();
+    if (const torch::Tensor* found = child.find_first_tensor()) return found;
   }
-  throw Error("Batch: no tensor in this batch");
+  return nullptr;
+}
+
+const torch::Tensor& Batch::first_tensor() const {
+  const torch::Tensor* found = find_first_tensor();
+  if (!found) throw Error("Batch: no tensor in this batch");
+  return *found;
 }
 
 namespace {

@@ -103,14 +103,45 @@ class BatchPool {
 
 namespace {
 
-at::Generator& thread_batch_generator() {
+// The generator of the loader call this thread is in (reseeded for each batch), and the one it
+// gives outside loader calls (seeded with 0 once, never reseeded).
+at::Generator& loader_call_generator() {
   thread_local at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(0);
   return generator;
 }
+at::Generator& outside_generator() {
+  thread_local at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(0);
+  return generator;
+}
+thread_local bool in_loader_call = false;
+
+// Marks this thread as inside a loader call, with its generator seeded with `seed`, for the
+// scope's lifetime. A call inside another (a dataset reading from a loader of its own on the same
+// thread) gives the outer call its generator back as the inner one found it.
+class LoaderCall {
+ public:
+  explicit LoaderCall(uint64_t seed) : outer_(in_loader_call) {
+    if (outer_) outer_state_ = loader_call_generator().get_state();
+    loader_call_generator().set_current_seed(seed);
+    in_loader_call = true;
+  }
+  ~LoaderCall() {
+    if (outer_) loader_call_generator().set_state(outer_state_);
+    in_loader_call = outer_;
+  }
+  LoaderCall(const LoaderCall&) = delete;
+  LoaderCall& operator=(const LoaderCall&) = delete;
+
+ private:
+  bool outer_;
+  at::Tensor outer_state_;
+};
 
 }  // namespace
 
-torch::Generator& batch_generator() { return thread_batch_generator(); }
+torch::Generator& batch_generator() {
+  return in_loader_call ? loader_call_generator() : outside_generator();
+}
 
 struct DataLoader::Impl {
   std::shared_ptr<Dataset> dataset;
@@ -227,7 +258,7 @@ struct DataLoader::Impl {
                                 data::mix64(static_cast<uint64_t>(p.epoch) * 0x100000001B3ULL +
                                             static_cast<uint64_t>(p.batch)));
     if (shard_mode != ShardMode::kNone) seed = data::mix64(seed ^ static_cast<uint64_t>(rank + 1));
-    thread_batch_generator().set_current_seed(seed);
+    const LoaderCall loader_call(seed);
     const util::CrashScope crash_scope("in the dataset's get_batch", "batch", p.batch, p.epoch);
     Batch batch = dataset->get_batch(indices(p.epoch, p.batch));
     return options.pin_memory() ? batch.pin_memory() : batch;
@@ -278,7 +309,10 @@ void DataLoader::set_device(torch::Device device) {
   if (device.is_cuda()) impl_->options.pin_memory(true);
 }
 
-const std::shared_ptr<Dataset>& DataLoader::dataset() const { return impl_->dataset; }
+const std::shared_ptr<Dataset>& DataLoader::dataset() const {
+  static const std::shared_ptr<Dataset> none;
+  return impl_ ? impl_->dataset : none;
+}
 
 void DataLoader::shard(int64_t rank, int64_t world, ShardMode mode) {
   if (world < 1 || rank < 0 || rank >= world) {
@@ -334,6 +368,10 @@ Batch DataLoader::next() {
 }
 
 std::vector<int64_t> DataLoader::batch_indices(int64_t epoch, int64_t batch) const {
+  if (epoch < 0 || batch < 0 || batch >= batches_per_epoch()) {
+    throw Error(fmt::format("DataLoader: no batch {} in epoch {} ({} batches per epoch)", batch,
+                            epoch, batches_per_epoch()));
+  }
   return impl_->indices(epoch, batch);
 }
 

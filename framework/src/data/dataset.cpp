@@ -33,10 +33,12 @@ Batch TensorDataset::get(int64_t index) const {
 }
 
 Batch TensorDataset::get_batch(const std::vector<int64_t>& indices) const {
-  auto index = torch::from_blob(const_cast<int64_t*>(indices.data()),
-                                {static_cast<int64_t>(indices.size())}, torch::kLong);
+  const auto index = torch::from_blob(const_cast<int64_t*>(indices.data()),
+                                      {static_cast<int64_t>(indices.size())}, torch::kLong);
   std::vector<Batch> items;
-  for (const auto& t : tensors_) items.emplace_back(t.index_select(0, index));
+  for (const auto& t : tensors_) {
+    items.emplace_back(t.index_select(0, t.is_cpu() ? index : index.to(t.device())));
+  }
   return Batch::list(std::move(items));
 }
 

@@ -85,7 +85,16 @@ std::vector<AshaBracket> asha_brackets(const AshaOptions& o) {
           std::max<int64_t>(o.max_time / power(o.divisor, counts[i] - rung - 1), 1));
     }
   }
-  out.front().trials += o.max_trials - assigned;
+  // Every bracket but the first gets at least one trial; the first gets what they leave.
+  const int64_t others = assigned - out.front().trials;
+  if (o.max_trials - others < 1) {
+    throw ConfigError(fmt::format(
+        "searcher.bracket_rungs: {} rungs make {} brackets whose shares of max_trials ({}) add "
+        "up to {}, leaving the {}-rung bracket no trial; give fewer rungs, more trials or mode "
+        "aggressive",
+        r, counts.size(), o.max_trials, others, counts.front()));
+  }
+  out.front().trials = o.max_trials - others;
 
   const auto n = static_cast<int64_t>(out.size());
   if (o.max_concurrent_trials == 0) {

@@ -81,6 +81,18 @@ class Runner {
 
   SearchResult run() {
     open();
+    try {
+      return search();
+    } catch (...) {
+      stop_all(SIGTERM);  // no trial process outlives the search that started it
+      throw;
+    }
+  }
+
+ private:
+  // Runs the search that open() set up to its end, or until a signal or a closed console stops
+  // it.
+  SearchResult search() {
     launch::SignalCatcher signals;
     while (true) {
       take_results();
@@ -152,7 +164,6 @@ class Runner {
     return r;
   }
 
- private:
   void open() {
     // A requeued job reruns its command: an --output holding this experiment continues it.
     if (options_.resume_dir.empty() && !options_.output_dir.empty()) {
@@ -203,7 +214,9 @@ class Runner {
     std::vector<nlohmann::json> unrecorded =
         scheduler_.replay(rows, util::join(dir_, "experiment.jsonl"));
     for (const auto& row : rows) {
-      if (row.value("event", "") == "restarted") ++restarts_[row.value("trial", int64_t{0})];
+      if (row.value("event", "") == "restarted" && !row.value("stopped", false)) {
+        ++restarts_[row.value("trial", int64_t{0})];
+      }
     }
     if (!unrecorded.empty()) write(std::move(unrecorded));
   }
@@ -321,6 +334,12 @@ class Runner {
     }
     int64_t& restarts = restarts_[trial];
     const std::string why = fmt::format("{}: {}", launch::describe(status), error);
+    if (code == kExitStopped) {
+      // Stopped from outside the search (a signal to the trial alone, a job step's), with a
+      // checkpoint: no failure, so it continues without using up a restart.
+      write({{{"event", "restarted"}, {"trial", trial}, {"stopped", true}, {"error", why}}});
+      return;
+    }
     if (restarts < config_.max_restarts) {
       ++restarts;
       write({{{"event", "restarted"},

@@ -32,8 +32,10 @@ struct SearchOptions {
 //
 // A trial that fails is restarted from its last checkpoint up to max_restarts times, then
 // recorded as failed; one that throws InvalidHyperparameters is recorded as invalid and
-// replaced. A trial process that fails with a config or trial-library error ends the search
-// with that error (Error with its exit code), after stopping the others. SIGTERM, SIGUSR1,
+// replaced; one stopped by a signal sent to it alone (exit 4, after its checkpoint) is continued
+// without using up a restart. A trial process that fails with a config or trial-library error
+// ends the search with that error (Error with its exit code), after stopping the others, as any
+// exception that ends the search does. SIGTERM, SIGUSR1,
 // SIGINT and SIGHUP (passed on as SIGTERM), and a console line that fails because the console's
 // reader went away (util::Logger::console_lost), stop every trial after its checkpoint, start no
 // other, and return with `interrupted`. With resume_dir,

@@ -47,9 +47,26 @@ double rank_key(double metric, bool smaller_is_better) {
   return smaller_is_better ? metric : -metric;
 }
 
+namespace {
+
+// The length adaptive ASHA's older form gives (searcher.max_length, else the trials' own), its
+// records converted to batches of global_batch_size, rounded up as a run counts them.
+Length asha_length(const ExperimentConfig& config) {
+  const SearcherConfig& s = config.searcher;
+  Length length = s.max_length.value > 0 ? s.max_length : config.max_length;
+  if (length.unit == LengthUnit::kRecords) {
+    const int64_t batch = config.global_batch_size();
+    length = {LengthUnit::kBatches, (length.value + batch - 1) / batch};
+  }
+  return length;
+}
+
+}  // namespace
+
 LengthUnit search_unit(const ExperimentConfig& config) {
   const SearcherConfig& s = config.searcher;
-  if (s.name == "adaptive_asha" && s.max_time > 0) {
+  if (s.name == "adaptive_asha") {
+    if (s.max_time <= 0) return asha_length(config).unit;
     const auto unit = config::names<LengthUnit>().parse(s.time_metric);
     TORCH_INTERNAL_ASSERT(unit, "time_metric ", s.time_metric, " passed config validation");
     return *unit;
@@ -99,8 +116,7 @@ Scheduler::Scheduler(const ExperimentConfig& config)
   if (s.max_time > 0) {
     o.max_time = s.max_time;
   } else {
-    // Determined's older form, or else the trials' own length.
-    o.max_time = (s.max_length.value > 0 ? s.max_length : config.max_length).value;
+    o.max_time = asha_length(config).value;
   }
   std::vector<AshaBracket> planned;
   try {
@@ -247,9 +263,13 @@ std::vector<nlohmann::json> Scheduler::replay(const std::vector<nlohmann::json>&
   std::vector<nlohmann::json> decided = start();
   size_t recorded = 0;  // decided[0, recorded) are in the log or were passed over
   const auto check_recorded = [&](const nlohmann::json& row, size_t line) {
+    // A created row's first length too: a search planned otherwise (another unit or other
+    // rungs) does not match it.
     const auto same = [&](const nlohmann::json& d) {
       return d.value("event", "") == row.value("event", "") &&
-             d.value("trial", int64_t{-1}) == row.value("trial", int64_t{-1});
+             d.value("trial", int64_t{-1}) == row.value("trial", int64_t{-1}) &&
+             (d.value("event", "") != "created" || !row.contains("length") ||
+              d.value("length", int64_t{-1}) == row.value("length", int64_t{-2}));
     };
     size_t k = recorded;
     while (k < decided.size() && !same(decided[k])) ++k;

@@ -82,7 +82,8 @@ class Scheduler {
 
   // Starts this scheduler (instead of start()), feeds the results that `log` (the rows of a
   // search's experiment.jsonl, which `where` names) holds back to it, and checks that the log's
-  // rows are rows it decided, in its order. Rows of event "restarted" are no decision
+  // rows are rows it decided, in its order (a created row with the same first length). Rows of
+  // event "restarted" are no decision
   // and are passed over. A log that lacks rows before others (written by a version without this
   // check) is taken as it is. Returns the rows it decided after the log's last one and the log
   // lacks (the search stopped before it recorded them), for the caller to record. Throws
@@ -145,7 +146,8 @@ class Scheduler {
 double rank_key(double metric, bool smaller_is_better);
 
 // The unit a search counts trial lengths in: adaptive ASHA's time_metric when it has max_time,
-// else that of searcher.max_length when set (Determined's older form), else that of max_length.
+// else that of searcher.max_length when set (Determined's older form), else that of max_length;
+// adaptive ASHA counts records as batches of global_batch_size.
 LengthUnit search_unit(const ExperimentConfig& config);
 
 // A trial state as experiment.jsonl and the table spell it.

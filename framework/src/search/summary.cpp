@@ -44,9 +44,10 @@ std::string describe_row(const nlohmann::json& row, const std::string& metric,
   }
   if (event == "failed" || event == "invalid" || event == "restarted") {
     const std::string what =
-        event == "failed" ? "failed"
-        : event == "invalid"
-            ? "rejected its hyperparameters (replaced)"
+        event == "failed"    ? "failed"
+        : event == "invalid" ? "rejected its hyperparameters (replaced)"
+        : row.value("stopped", false)
+            ? std::string("restarted after a stop from outside the search (no restart used up)")
             : fmt::format("restarted ({} of {})", row.contains("restart") ? integer("restart") : 0,
                           row.contains("max_restarts") ? integer("max_restarts") : 0);
     return fmt::format("trial {} {}: {}", trial, what, row.value("error", ""));

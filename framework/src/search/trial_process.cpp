@@ -124,7 +124,8 @@ SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const 
   try {
     const double trained = validation.at(unit).get<double>();
     if (!(trained >= 0 && trained < 1e15)) throw TrainingError("its length is no count");
-    r.length = std::llround(trained);
+    // Whole units reached, as Determined counts them: 0.6 epochs has not reached epoch 1.
+    r.length = static_cast<int64_t>(trained);
     const nlohmann::json& metrics = validation.at("metrics");
     if (!metrics.is_object()) throw TrainingError("its metrics are not a mapping");
     for (const auto& [name, value] : metrics.items()) {
@@ -162,7 +163,7 @@ int64_t reached_length(const TrialFiles& files, LengthUnit unit) {
     const auto it = row.find(field);
     if (it != row.end() && it->is_number()) reached = std::max(reached, it->get<double>());
   }
-  return reached < 1e15 ? std::llround(reached) : 0;
+  return reached < 1e15 ? static_cast<int64_t>(reached) : 0;
 }
 
 std::string last_error(const std::string& log_file) {

@@ -376,10 +376,7 @@ class FitLoop {
       const util::CrashScope crash_scope("in build_training_data_loader");
       return trial.build_training_data_loader();
     });
-    if (!train_loader_.dataset()) {
-      throw TrainingError("build_training_data_loader returned an empty DataLoader");
-    }
-    if (!train_loader_.options().seed()) train_loader_.set_seed(session_->state().trial_seed);
+    adopt_loader(train_loader_, "build_training_data_loader", session_->state());
     train_loader_.shard(dist_.rank(), dist_.size(), ShardMode::kSplitBatches);
     train_loader_.set_device(session_->state().device);
     schedule_ = Schedule::make(config_, train_loader_.batches_per_epoch());

@@ -120,9 +120,7 @@ int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& o
   Trial& trial = session.trial();
   DataLoader loader = train::call_trial(train::named("build_predict_data_loader"),
                                         [&] { return trial.build_predict_data_loader(); });
-  if (!loader.dataset()) {
-    throw TrainingError("build_predict_data_loader returned an empty DataLoader");
-  }
+  train::adopt_loader(loader, "build_predict_data_loader", session.state());
   loader.shard(dist.rank(), dist.size(), ShardMode::kStrideBatches);
   loader.set_device(session.state().device);
   std::vector<torch::Tensor> outputs;

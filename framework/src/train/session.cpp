@@ -41,6 +41,13 @@ class RewindAtEnd {
 
 }  // namespace
 
+void adopt_loader(DataLoader& loader, const char* method, const detail::TrialState& state) {
+  if (!loader.dataset()) {
+    throw TrainingError(fmt::format("{} returned an empty DataLoader", method));
+  }
+  if (!loader.options().seed()) loader.set_seed(state.trial_seed);
+}
+
 TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& factory,
                            const DistributedContext& dist)
     : config_(config), factory_(factory) {
@@ -140,9 +147,7 @@ MetricValues TrialSession::validate(int64_t max_batches) {
       const util::CrashScope crash_scope("in build_validation_data_loader");
       return trial_->build_validation_data_loader();
     });
-    if (!built.dataset()) {
-      throw TrainingError("build_validation_data_loader returned an empty DataLoader");
-    }
+    adopt_loader(built, "build_validation_data_loader", state_);
     if (!factory_.overrides_evaluate_full_dataset) {
       built.shard(dist.rank(), dist.size(), ShardMode::kStrideBatches);
       built.set_device(state_.device);

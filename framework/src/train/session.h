@@ -33,6 +33,11 @@ inline auto named(const char* name) {
   return [name] { return name; };
 }
 
+// Makes `loader`, as the trial's method `method` returned it, one the trainer reads: refuses it
+// when it is empty (TrainingError naming the method), and gives it the trial seed when it has no
+// seed of its own.
+void adopt_loader(DataLoader& loader, const char* method, const detail::TrialState& state);
+
 // One trial, constructed: its state, its context, and the checkpointable contents it wrapped.
 class TrialSession {
  public:

@@ -1,0 +1,32 @@
+// What the search reads back from a trial's run: the length a segment reached and its metric.
+#include "catch.h"
+
+#include "files.h"
+#include "search/trial_process.h"
+#include "util/file_system.h"
+
+using crucible::LengthUnit;
+using namespace crucible::testing;
+namespace search = crucible::search;
+
+TEST_CASE("a segment's length counts the whole units its run reached", "[search]") {
+  TempDir tmp;
+  const search::TrialFiles files(tmp.path(), 1);
+  crucible::util::create_directories(files.run_dir);
+  // A run that stopped itself 0.6 epochs in, at batch 6.
+  write_file(files.run_dir + "/metrics.jsonl",
+             R"({"type":"validation","batches":6,"epochs":0.6,"records":192,"metrics":{"loss":0.5}}
+{"type":"stopped","reason":"early stopping: loss did not improve"}
+)");
+  const auto in_epochs =
+      search::read_segment_result(files, 1, {LengthUnit::kEpochs, 1}, "loss", true);
+  CHECK(in_epochs.length == 0);  // it has not reached epoch 1: a rung of 1 epoch is not its
+  CHECK(in_epochs.ended_early == "early stopping: loss did not improve");
+  CHECK(in_epochs.metric == 0.5);
+  const auto in_batches =
+      search::read_segment_result(files, 1, {LengthUnit::kBatches, 6}, "loss", true);
+  CHECK(in_batches.length == 6);
+  CHECK(in_batches.ended_early.empty());
+  CHECK(search::reached_length(files, LengthUnit::kEpochs) == 0);
+  CHECK(search::reached_length(files, LengthUnit::kBatches) == 6);
+}
