@@ -275,7 +275,8 @@ TEST_CASE("a closed console stops a fit as SIGTERM does: checkpointed, exit 4, r
   CHECK_THAT(piped.output,
              Catch::Contains("warning: the console was closed (standard output: Broken pipe): "
                              "checkpointing at batch"));
-  // Stopped at a line after 35 (the checkpoint at 40 when sed was quick), before the end (128).
+  // Stopped at a line after 35 (at the checkpoint at 40 or a batch after it when sed was quick),
+  // before the end (128).
   CHECK(latest(run) >= "batch-0000000040");
   CHECK(latest(run) < "batch-0000000128");
   resume_and_compare(run);
@@ -401,4 +402,29 @@ TEST_CASE("one process at a time writes a run: a second is refused, a killed one
   INFO(rerun.output);
   REQUIRE(rerun.exit_code == 0);
   check_same_end(reference().run, run);
+}
+
+TEST_CASE("a stop requested at the batch a signal stops is kept: the resumed run stops there too",
+          "[checkpoint][resume]") {
+  TempDir tmp;
+  const std::string config = tmp / "stop.yaml";
+  write_file(config, recording_yaml("stop", "stop_at: 5",
+                                    "searcher: {metric: validation_avg_x}\n"
+                                    "max_length: {batches: 20}\n"
+                                    "min_validation_period: {batches: 3}\n"));
+  const auto fit = [&](const std::string& run, const std::string& args) {
+    return run_command(kTrainer + " fit " + config + " --quiet --output " + run + args);
+  };
+  const auto reference = fit(tmp / "reference", "");
+  INFO(reference.output);
+  REQUIRE(reference.exit_code == 0);
+  // SIGTERM in the batch whose end agrees the trial's stop: the signal wins that vote, and the
+  // checkpoint it takes holds the request, which the resumed run acts on before training more.
+  const auto signalled = fit(tmp / "signalled", " --set hyperparameters.sigterm_at=5");
+  INFO(signalled.output);
+  CHECK(signalled.exit_code == crucible::kExitStopped);
+  const auto resumed = run_command(kTrainer + " fit --resume " + (tmp / "signalled") + " --quiet");
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK(read_file(tmp / "signalled/metrics.jsonl") == read_file(tmp / "reference/metrics.jsonl"));
 }

@@ -20,6 +20,13 @@ TEST_CASE("retention keeps the union of the newest and the best", "[checkpoint]"
   CHECK(to_delete(entries, 0, 0, true) == S{"d", "c", "a"});   // newest and best survive 0
   CHECK(to_delete(entries, 10, 10, true).empty());
   CHECK(to_delete({}, 1, 1, true).empty());
+  // The newest validated to NaN (metadata.json reads any non-finite value back so) or, held in
+  // memory, to an infinite loss: the best stays; NaN ranks nowhere, an infinity as what it is.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK(to_delete({{"a", 10, 0.3}, {"b", 20, 0.5}, {"c", 30, nan}}, 1, 1, true) == S{"b"});
+  CHECK(to_delete({{"a", 10, 0.3}, {"b", 20, 0.5}, {"c", 30, inf}}, 1, 1, true) == S{"b"});
+  CHECK(to_delete({{"a", 10, 0.3}, {"b", 20, 0.5}, {"c", 30, inf}}, 1, 1, false) == S{"b", "a"});
 }
 
 TEST_CASE("a run keeps exactly the configured checkpoints, the best among them", "[checkpoint]") {

@@ -18,11 +18,15 @@
 //                layer, with and without overlap
 // CRUCIBLE_TEST_TIMEOUT_S sets the run's timeout (default 30).
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <thread>
+
+#include <unistd.h>
 
 #include <crucible/crucible.h>
 
@@ -61,6 +65,17 @@ nlohmann::json collectives(const crucible::DistributedContext& ctx) {
   out["broadcast_object"] =
       ctx.broadcast_object(ctx.rank() == 1 ? nlohmann::json{{"from", 1}} : nlohmann::json(), 1);
   out["gather_object"] = ctx.gather_object(ctx.rank() * ctx.rank(), 0);
+  // Non-finite numbers arrive as they were sent (JSON text would make them null), here as text.
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::string> non_finite;
+  for (const auto& v :
+       ctx.allgather_object({{"nan", std::nan("")}, {"inf", ctx.rank() % 2 == 0 ? inf : -inf}})) {
+    non_finite.push_back(std::to_string(v.at("nan").get<double>()) + " " +
+                         std::to_string(v.at("inf").get<double>()));
+  }
+  out["non_finite"] = non_finite;
+  out["broadcast_non_finite"] =
+      std::to_string(ctx.broadcast_object({{"inf", -inf}}, 0).at("inf").get<double>());
   ctx.barrier();
   return out;
 }
@@ -312,6 +327,15 @@ nlohmann::json sparse_grad_sync(const crucible::DistributedContext& ctx) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "collectives";
+  if (mode == "orphan") {
+    // Leaves a child running for 30 s that holds this process's stdout and stderr.
+    if (::fork() == 0) {
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+      std::_Exit(0);
+    }
+    std::cout << "left a child behind" << std::endl;
+    return 0;
+  }
   if (mode == "interrupted") {
     // As `trainer fit` does: the first SIGINT asks for a graceful stop, the second ends the
     // process at once with kExitInterrupted.

@@ -122,6 +122,8 @@ TEST_CASE("collectives across 2 and 3 ranks give exact results", "[dist]") {
       CHECK(j["allgather_object"][i]["pad"] == std::string(static_cast<size_t>(i * 5 + 1), 'x'));
     }
     CHECK(j["broadcast_object"] == nlohmann::json{{"from", 1}});
+    for (int i = 0; i < n; ++i) CHECK(j["non_finite"][i] == (i % 2 == 0 ? "nan inf" : "nan -inf"));
+    CHECK(j["broadcast_non_finite"] == "-inf");
     if (r == 0) {
       CHECK(j["gather_object"] == (n == 2 ? nlohmann::json{0, 1} : nlohmann::json{0, 1, 4}));
     } else {

@@ -429,18 +429,29 @@ max_length: {batches: 5}
 
 TEST_CASE("a rank that throws stops the run: the launcher names it", "[dist][fit]") {
   TempDir tmp;
-  auto r = fit_yaml(tmp, R"(name: fail
-entrypoint: crucible_test_trials:RecordingTrial
-hyperparameters: {global_batch_size: 8, records: 100, validation_records: 20,
-                  validation_batch_size: 4, fail_at: 5, fail_rank: 1}
-max_length: {batches: 20}
-resources: {slots_per_trial: 2}
-)");
+  auto r = fit_yaml(tmp, recording_yaml("fail", "fail_at: 5, fail_rank: 1",
+                                        "max_length: {batches: 20}\n"
+                                        "resources: {slots_per_trial: 2}\n"));
   INFO(r.output);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("error: rank 1 exited with code 1; the other ranks were "
                                        "stopped") &&
                            Catch::Contains("train_batch (batch 5) threw: injected failure"));
+}
+
+TEST_CASE("a NaN loss on 2 ranks stops the run with the error one rank gives", "[dist][fit]") {
+  TempDir tmp;
+  // The ranks' means travel between them as they are: NaN, not null.
+  auto r = fit_yaml(tmp, recording_yaml("nan", "nan_at: 3",
+                                        "max_length: {batches: 20}\n"
+                                        "min_checkpoint_period: {batches: 2}\n"
+                                        "scheduling_unit: 100\n"
+                                        "resources: {slots_per_trial: 2}\n"));
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("training metric 'loss' is nan at batch 3 (epoch 0) "
+                                       "(optimizations.non_finite: stop); stopping"));
+  CHECK(util::exists(tmp / "run/checkpoints/batch-0000000002/metadata.json"));
 }
 
 TEST_CASE("a stop one rank's trial requests ends every rank one batch later, cleanly",
@@ -470,6 +481,41 @@ resources: {{slots_per_trial: 2}}
     CHECK(rows.back()["type"] == "validation");
     CHECK(rows.back()["batches"] == 8);
     CHECK(util::exists(tmp / "run/checkpoints/batch-0000000008/metadata.json"));
+  }
+}
+
+TEST_CASE("a stop still in the ranks' vote at a checkpoint is acted on by the resumed run",
+          "[dist][fit]") {
+  TempDir tmp;
+  const std::string config = tmp / "stop.yaml";
+  write_file(config, recording_yaml("stop", "stop_at: 6, fail_rank: 1",
+                                    "max_length: {batches: 40}\n"
+                                    "searcher: {metric: validation_avg_x}\n"));
+  // Rank 1 asks during batch 6; the vote started after it stops both ranks after batch 7.
+  const std::string whole = tmp / "whole";
+  fitted(config, whole, 2);
+  // Every rank gets SIGTERM during batch 6 (the vote read after batch 7 holds the signal and the
+  // request: the signal wins) or during batch 5 (the vote read after batch 6 holds the signal
+  // alone, and rank 1's request has no vote yet). Each stops with a checkpoint, which keeps the
+  // request; resumed, the run stops where the unsignalled one does.
+  for (const int signal_at : {6, 5}) {
+    INFO("SIGTERM in batch " << signal_at);
+    const std::string run = tmp / fmt::format("signalled-{}", signal_at);
+    const auto r =
+        fit_slots(config, run, 2, fmt::format(" --set hyperparameters.sigterm_at={}", signal_at));
+    INFO(r.output);
+    REQUIRE(r.exit_code == crucible::kExitStopped);
+    resumed_to(run, 40);
+    for (const std::string& each : {whole, run}) {
+      INFO(each);
+      const auto rows = read_metrics(each + "/metrics.jsonl");
+      REQUIRE(rows.size() >= 2);
+      const auto& stopped = rows[rows.size() - 2];
+      CHECK(stopped["type"] == "stopped");
+      CHECK(stopped["batches"] == 8);
+      CHECK(stopped["reason"] == "another rank's trial requested a stop");
+    }
+    CHECK(final_validation(run) == final_validation(whole));
   }
 }
 
@@ -669,7 +715,12 @@ TEST_CASE("bad distributed flags and settings exit 2 naming them", "[dist][fit]"
   check(fit("--slots 2 --nnodes 2 --node-rank 2"), "--node-rank 2 is outside --nnodes 2");
   check(fit("--slots 4 --nnodes 3"),
         "resources.slots_per_trial (4) must be a multiple of --nnodes (3)");
-  check(fit("--slots 2 --nnodes 2 --node-rank 1"), "needs --master-port");
+  check(fit("--slots 2 --nnodes 2 --node-rank 1 --master-addr 127.0.0.1"), "needs --master-port");
+  // Node 0 too: without it, its workers would give the other nodes a loopback address.
+  for (const std::string node : {"0", "1"}) {
+    check(fit("--slots 2 --nnodes 2 --node-rank " + node + " --master-port 29500"),
+          "a run over several nodes needs --master-addr: node 0's address");
+  }
   check(fit("--slots 2 --nnodes 2 --master-port 70000"),
         "--master-port 70000: expected an integer from 1 to 65535");
   check(

@@ -97,6 +97,13 @@ TEST_CASE("Slurm's variables in an srun step", "[dist]") {
   CHECK(r->topology.cross_rank == 1);
   CHECK(r->master_addr == "10.1.2.3");
   CHECK(r->master_port == 23456);
+  // Another step of the same job, run at the same time, meets at a port of its own.
+  const Env env = {{"SLURM_PROCID", "0"},
+                   {"SLURM_NTASKS", "2"},
+                   {"SLURM_STEP_ID", "1"},
+                   {"SLURM_JOB_ID", "123456"},
+                   {"SLURM_LAUNCH_NODE_IPADDR", "10.1.2.3"}};
+  CHECK(from_environment(env)->master_port == 20000 + (123456 + 1009) % 10000);
   CHECK_THAT(error_of({{"SLURM_PROCID", "0"},
                        {"SLURM_NTASKS", "3"},
                        {"SLURM_STEP_ID", "0"},

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <sstream>
 #include <thread>
 
@@ -92,6 +93,20 @@ TEST_CASE("a worker that dies stops the others: the launcher names it", "[launch
   CHECK_THAT(result.failure, Catch::StartsWith("rank 1 exited with code 3; the other ranks were "
                                                "stopped. Rank 1's last lines:"));
   CHECK(live_workers().empty());
+}
+
+TEST_CASE("a process a worker leaves running does not keep the launcher waiting", "[launch]") {
+  std::ostringstream out, err;
+  const auto started = std::chrono::steady_clock::now();
+  const auto result = launch(workers(1, "orphan"), out, err);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  INFO(out.str() << err.str());
+  // Its child holds the pipes for 30 s; the launcher reads them 2 s more after the worker ends.
+  CHECK(result.exit_code == 0);
+  CHECK(seconds < 15);
+  CHECK_THAT(out.str(), Catch::Contains("[rank 0] left a child behind"));
+  for (const auto& pid : live_workers()) ::kill(std::stoi(pid), SIGKILL);
 }
 
 TEST_CASE("two SIGINTs to the launcher are the user's stop, not a rank's failure", "[launch]") {

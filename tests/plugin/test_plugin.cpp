@@ -80,6 +80,12 @@ TEST_CASE("an ABI stamp mismatch is refused, showing both stamps", "[plugin]") {
              Catch::Contains(std::string("trainer: ") + crucible::plugin::own_abi_stamp()));
 }
 
+TEST_CASE("a class name registered twice in one library is refused, not picked", "[plugin]") {
+  CHECK_THAT(plugin_error("crucible_duplicate_names:Net"),
+             Catch::Contains("trial class 'Net' is registered more than once in") &&
+                 Catch::Contains("give the classes distinct names"));
+}
+
 TEST_CASE("an unknown class lists the classes the library registers", "[plugin]") {
   CHECK_THAT(plugin_error("crucible_test_trials:RecordngTrial"),
              Catch::Contains("trial class 'RecordngTrial' is not registered in") &&

@@ -20,6 +20,18 @@
 
 namespace crucible::testing {
 
+// An experiment file of RecordingTrial (the test trials' library) named `name`: 100 records in
+// global batches of 8, 20 validation records in batches of 4, the hyperparameters `extra`
+// ("key: value, ..."; may be empty) and the top-level keys `rest` (whole lines).
+inline std::string recording_yaml(const std::string& name, const std::string& extra,
+                                  const std::string& rest) {
+  return "name: " + name +
+         "\nentrypoint: crucible_test_trials:RecordingTrial\n"
+         "hyperparameters: {global_batch_size: 8, records: 100, validation_records: 20, "
+         "validation_batch_size: 4" +
+         (extra.empty() ? "" : ", " + extra) + "}\n" + rest;
+}
+
 // 512 records in batches of 16 (32 per epoch), 4 epochs; checkpoints every 20 batches and after
 // every validation; training reports every 7 batches, so reports straddle checkpoints.
 inline std::string resumable_config(const TempDir& dir, int64_t sleep_ms,

@@ -52,8 +52,9 @@ inline std::shared_ptr<TensorDataset> index_dataset(int64_t n) {
 }
 
 // Records what the fit loop asks of it. Hyperparameters: records, validation_records,
-// validation_batch_size, and optional fail_at / hang_at / nan_at / stop_at (batch indices, -1 =
-// never: throw, sleep forever, report a NaN loss, call ctx.set_stop_requested), nan_grad_at and
+// validation_batch_size, and optional fail_at / hang_at / nan_at / stop_at / sigterm_at (batch
+// indices, -1 = never: throw, sleep forever, report a NaN loss, call ctx.set_stop_requested,
+// send the process SIGTERM, after stop_at's request when both are at one batch), nan_grad_at and
 // nan_grad_from (a NaN loss before backward on that batch, or on every batch from it) and
 // fail_rank (the only rank that fails, hangs or requests a stop; default every rank).
 class RecordingTrial : public Trial {
@@ -136,6 +137,7 @@ class RecordingTrial : public Trial {
     if (batch_idx == ctx_.hparam<int64_t>("stop_at", -1) && failing_rank) {
       ctx_.set_stop_requested("stop_at reached");
     }
+    if (batch_idx == ctx_.hparam<int64_t>("sigterm_at", -1)) ::raise(SIGTERM);
     ctx_.step_optimizer(opt_);
     if (batch_idx == ctx_.hparam<int64_t>("nan_at", -1)) loss = loss * std::nan("");
     return {{"loss", loss}};
@@ -150,8 +152,14 @@ class RecordingTrial : public Trial {
                  {"sum_len", x.size(0)},  // a plain number
                  {"max_x", x.max()},
                  {"min_x", x.min()}};
-    // Optional hyperparameter also_report: one more metric's name (its value 0).
-    if (ctx_.hparams().contains("also_report")) m[ctx_.hparam<std::string>("also_report")] = 0.0;
+    // Optional hyperparameter also_report: one more metric's name (its value 0, or NaN while
+    // fewer batches than hyperparameter also_report_nan_until were trained).
+    if (ctx_.hparams().contains("also_report")) {
+      m[ctx_.hparam<std::string>("also_report")] =
+          ctx_.current_train_batch() < ctx_.hparam<int64_t>("also_report_nan_until", 0)
+              ? std::nan("")
+              : 0.0;
+    }
     return m;
   }
   EvaluationReducer evaluation_reducer() override {

@@ -1,3 +1,6 @@
+#include <map>
+#include <sstream>
+
 #include <fmt/format.h>
 
 #include "catch.h"
@@ -192,6 +195,51 @@ TEST_CASE("test mode trains one batch, validates one batch and round-trips a che
   CHECK(batches_of(rows, "validation") == V{1});
   // One validation batch of 4 records: indices 0..3.
   CHECK(last_validation(rows)["validation_sum_len"] == 4.0);
+}
+
+TEST_CASE("a checkpoint follows every row of its batch: none is written twice at one batch",
+          "[train]") {
+  // (a) A periodic checkpoint due at the last batch, where the end reports, validates and
+  // checkpoints; (b) a stop the trial asks for in batch 5, agreed after batch 6,
+  // whose validation checkpoints (policy all) before the stop's rows. Either first checkpoint,
+  // taken, would make a run resumed from it report its batch's rows a second time.
+  const std::vector<std::pair<std::vector<std::string>, int64_t>> runs = {
+      {{"min_checkpoint_period.batches=5"}, 10},
+      {{"checkpoint_policy=all", "min_validation_period.batches=2", "hyperparameters.stop_at=5"},
+       6}};
+  for (const auto& [overrides, last] : runs) {
+    INFO(last);
+    TempDir tmp;
+    fit_recording(recording_config("max_length: {batches: 10}\n", overrides), tmp / "run");
+    std::map<int64_t, int> saves;
+    std::istringstream log(read_file(tmp / "run/trainer.log"));
+    for (std::string line; std::getline(log, line);) {
+      const auto at = line.find("[checkpoint] batch");
+      if (at != std::string::npos) ++saves[std::stoll(line.substr(at + 18))];
+    }
+    REQUIRE(saves.count(last) == 1);
+    for (const auto& [batch, count] : saves) {
+      INFO("batch " << batch);
+      CHECK(count == 1);
+    }
+    // The last checkpoint holds the end: its validation, and the stop.
+    const auto meta = nlohmann::json::parse(
+        read_file(tmp / fmt::format("run/checkpoints/batch-{:010d}/metadata.json", last)));
+    INFO(meta.dump());
+    CHECK(meta["validation"].contains("validation_avg_x"));
+    if (last == 6) CHECK(meta["trainer_state"].value("stopped", "") == "stop_at reached");
+  }
+}
+
+TEST_CASE("a NaN searcher metric is never the best: the first finite one is", "[train]") {
+  TempDir tmp;
+  // Validations after batches 2 (NaN), 4, 6, 8 and 10 (0 each): the best is the one at 4.
+  const auto config = recording_config(
+      "max_length: {batches: 10}\nmin_validation_period: {batches: 2}\n",
+      {"checkpoint_policy=best", "searcher.metric=validation_z", "hyperparameters.also_report=z",
+       "hyperparameters.also_report_nan_until=3"});
+  fit_recording(config, tmp / "run");
+  CHECK(checkpoint_batches(tmp / "run") == V{4, 10});
 }
 
 TEST_CASE("a NaN loss stops training with a clear error: the last good checkpoint loads",

@@ -134,7 +134,7 @@ struct Args {
   std::optional<int64_t> slots;
   int64_t nnodes = 1;
   int64_t node_rank = 0;
-  std::string master_addr = "127.0.0.1";
+  std::string master_addr;
   int master_port = 0;
   bool allow_safe_changes = false;
   bool test_mode = false;

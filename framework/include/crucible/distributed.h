@@ -64,7 +64,8 @@ class DistributedContext {
   // Returns when every rank has called it.
   void barrier() const;
 
-  // Rank `root`'s value on every rank.
+  // Rank `root`'s value on every rank. Numbers travel exactly, NaN and infinities included (a
+  // non-negative integer may arrive as an unsigned one, as JSON text would make it).
   nlohmann::json broadcast_object(const nlohmann::json& value, int64_t root = 0) const;
   // Every rank's value, in rank order.
   std::vector<nlohmann::json> allgather_object(const nlohmann::json& value) const;

@@ -26,11 +26,12 @@ struct ExperimentOptions {
   // resources.slots_per_trial, in place of the file's.
   TORCH_ARG(std::optional<int64_t>, slots);
   // A run over `nnodes` machines: each runs run_experiment with its own node_rank and runs
-  // slots_per_trial / nnodes workers; node 0 serves the rendezvous at master_addr:master_port
-  // (port 0: a free one, only with one node).
+  // slots_per_trial / nnodes workers; node 0 serves the rendezvous at master_addr:master_port,
+  // both required with several nodes, on node 0 too (its workers tell the others that address);
+  // with one node, an empty address is 127.0.0.1 and port 0 a free one.
   TORCH_ARG(int64_t, nnodes) = 1;
   TORCH_ARG(int64_t, node_rank) = 0;
-  TORCH_ARG(std::string, master_addr) = "127.0.0.1";
+  TORCH_ARG(std::string, master_addr);
   TORCH_ARG(int, master_port) = 0;
   // How each process fits (output_dir, resume_dir, test_mode, console, allow_safe_changes,
   // warm_start). Its distributed() is ignored: run_experiment sets it.

@@ -42,6 +42,10 @@ nlohmann::json Metadata::to_json() const {
   // Only where set: the metadata of every other checkpoint stays as before.
   if (t.test_mode) out["trainer_state"]["test_mode"] = true;
   if (!t.stopped.empty()) out["trainer_state"]["stopped"] = t.stopped;
+  if (!t.stop_requests.empty()) {
+    out["trainer_state"]["stop_requests"] = t.stop_requests;
+    out["trainer_state"]["stop_agreed"] = t.stop_agreed;
+  }
   return out;
 }
 
@@ -117,6 +121,8 @@ Metadata Metadata::from_json(const nlohmann::json& json, const std::string& path
   }
   if (state.contains("test_mode")) read(state, "test_mode", t.test_mode, path);
   if (state.contains("stopped")) read(state, "stopped", t.stopped, path);
+  if (state.contains("stop_requests")) read(state, "stop_requests", t.stop_requests, path);
+  if (state.contains("stop_agreed")) read(state, "stop_agreed", t.stop_agreed, path);
   read(json, "schedulers", m.schedulers, path);
   if (!json.contains("schedulers") && json.contains("scheduler_steps")) {
     // Checkpoints before scheduler states held step counts only.

@@ -27,6 +27,12 @@ struct TrainerState {
   // Why a trial's request or early stopping ended the run before max_length; "" while it goes
   // on. A run that stopped so is never trained further.
   std::string stopped;
+  // A stop requested and not yet acted on (its reason; "": none), one entry per rank, so that the
+  // resumed run stops where the run without the interruption stops: at once when
+  // `stop_agreed` (the ranks' vote at this batch held it), else after the next batch. Empty
+  // when no rank has one.
+  std::vector<std::string> stop_requests;
+  bool stop_agreed = false;
 };
 
 // Everything metadata.json holds. The fit fills the first group; save() fills the second from

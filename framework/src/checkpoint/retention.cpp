@@ -1,6 +1,7 @@
 #include "checkpoint/retention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace crucible::checkpoint {
@@ -18,7 +19,8 @@ std::vector<std::string> to_delete(const std::vector<Entry>& entries, int64_t ke
   }
   std::vector<const Entry*> ranked;
   for (const auto* e : by_age) {
-    if (e->metric) ranked.push_back(e);
+    // A NaN is no measure (and would stop the sort from moving anything ahead of it).
+    if (e->metric && !std::isnan(*e->metric)) ranked.push_back(e);
   }
   // Stable on age: among equal metrics the newer checkpoint ranks first.
   std::stable_sort(ranked.begin(), ranked.end(), [&](const Entry* a, const Entry* b) {

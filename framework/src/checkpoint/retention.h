@@ -12,6 +12,8 @@ struct Entry {
   std::string dir;
   int64_t batches = 0;
   std::optional<double> metric;  // searcher.metric, when validated at exactly these weights
+                                 // (NaN: validated, but ranks as no metric; metadata.json
+                                 // reads back any non-finite value as NaN)
 };
 
 // Which checkpoints to delete so that the union of the `keep_latest` newest and the `keep_best`

@@ -1,7 +1,9 @@
 #include <crucible/distributed.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <crucible/errors.h>
 
@@ -17,6 +19,14 @@ torch::Tensor to_tensor(const std::string& bytes, int64_t size) {
   std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
   return t;
 }
+
+// `value` as bytes that decode() reads back exactly: CBOR, which keeps NaN and infinities (JSON
+// text writes them as null) and every number's type.
+std::string encode(const nlohmann::json& value) {
+  const std::vector<uint8_t> bytes = nlohmann::json::to_cbor(value);
+  return std::string(bytes.begin(), bytes.end());
+}
+nlohmann::json decode(const std::string& bytes) { return nlohmann::json::from_cbor(bytes); }
 
 // The first `length` bytes of kUInt8 CPU tensor `t`.
 std::string first_bytes(const torch::Tensor& t, int64_t length) {
@@ -58,12 +68,12 @@ void DistributedContext::barrier() const {
 nlohmann::json DistributedContext::broadcast_object(const nlohmann::json& value,
                                                     int64_t root) const {
   if (!collectives_) return value;
-  const std::string text = rank() == root ? value.dump() : std::string();
+  const std::string text = rank() == root ? encode(value) : std::string();
   auto length = torch::tensor({static_cast<int64_t>(text.size())}, torch::kLong);
   broadcast(length, root);
   torch::Tensor bytes = to_tensor(text, length.item<int64_t>());
   broadcast(bytes, root);
-  return nlohmann::json::parse(first_bytes(bytes, bytes.numel()));
+  return decode(first_bytes(bytes, bytes.numel()));
 }
 
 std::vector<std::string> DistributedContext::allgather_bytes(const std::string& bytes) const {
@@ -83,8 +93,7 @@ std::vector<nlohmann::json> DistributedContext::allgather_object(
     const nlohmann::json& value) const {
   if (!collectives_) return {value};
   std::vector<nlohmann::json> out;
-  for (const auto& bytes : allgather_bytes(value.dump()))
-    out.push_back(nlohmann::json::parse(bytes));
+  for (const auto& bytes : allgather_bytes(encode(value))) out.push_back(decode(bytes));
   return out;
 }
 

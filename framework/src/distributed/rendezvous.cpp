@@ -143,7 +143,11 @@ Rendezvous slurm(const Env& env) {
   t.cross_size = integer_or(env, "SLURM_NNODES", 1, r.source);
   if (has(env, "SLURM_LAUNCH_NODE_IPADDR")) r.master_addr = env.at("SLURM_LAUNCH_NODE_IPADDR");
   if (has(env, "SLURM_JOB_ID")) {
-    r.master_port = static_cast<int>(20000 + integer(env, "SLURM_JOB_ID", r.source) % 10000);
+    // The step too: concurrent steps of one job (`srun ... &` twice) each get a port of their
+    // own, not each other's store.
+    const int64_t step = integer_or(env, "SLURM_STEP_ID", 0, r.source);
+    r.master_port =
+        static_cast<int>(20000 + (integer(env, "SLURM_JOB_ID", r.source) + 1009 * step) % 10000);
   }
   master_from(env, r);
   return r;

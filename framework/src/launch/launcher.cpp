@@ -110,9 +110,27 @@ class Supervisor {
   }
 
  private:
-  bool all_finished() const {
+  // Whether every worker was reaped and its output read to its end. A process a worker started
+  // and left running keeps the worker's pipes open: its output is read for kDrainTime more at
+  // most, then the pipes are closed (its last unfinished line written out), so that the launcher
+  // ends with its workers.
+  bool all_finished() {
+    bool open = false;
     for (const auto& w : workers_) {
-      if (!w.reaped || w.fds[0] >= 0 || w.fds[1] >= 0) return false;
+      if (!w.reaped) return false;
+      open = open || w.fds[0] >= 0 || w.fds[1] >= 0;
+    }
+    if (!open) return true;
+    if (!all_reaped_at_) all_reaped_at_ = Clock::now();
+    if (Clock::now() - *all_reaped_at_ < kDrainTime) return false;
+    for (auto& w : workers_) {
+      for (size_t s = 0; s < 2; ++s) {
+        if (w.fds[s] < 0) continue;
+        if (!w.partial[s].empty()) emit(w, s, w.partial[s]);
+        w.partial[s].clear();
+        ::close(w.fds[s]);
+        w.fds[s] = -1;
+      }
     }
     return true;
   }
@@ -241,6 +259,8 @@ class Supervisor {
   static constexpr std::chrono::milliseconds kBlameWindow{1000};
   // How long a rank asked what it is doing has to answer before it is stopped.
   static constexpr std::chrono::milliseconds kAnswerTime{1000};
+  // How long output is read after the last worker was reaped, from processes it left running.
+  static constexpr std::chrono::milliseconds kDrainTime{2000};
 
   // Whether the worker gave up on its peers (PeerLostError) rather than failing on its own.
   static bool gave_up_on_peers(const Worker& w) { return exit_code_of(w.status) == kExitPeerLost; }
@@ -287,6 +307,7 @@ class Supervisor {
   int interrupts_ = 0;                        // SIGINTs passed on to the ranks
   std::optional<Clock::time_point> term_at_;  // when to stop the ranks still running
   std::optional<Clock::time_point> kill_at_;
+  std::optional<Clock::time_point> all_reaped_at_;  // when the last worker was reaped
 };
 
 }  // namespace

@@ -152,6 +152,7 @@ const Loaded& open_library(const std::string& path) {
 TrialFactory pick(const std::vector<Registration>& registrations, const std::string& class_name,
                   const std::string& library) {
   std::string names;
+  const Registration* found = nullptr;
   for (const auto& r : registrations) {
     if (r.abi_stamp != own_abi_stamp()) {
       throw PluginError(fmt::format(
@@ -159,9 +160,19 @@ TrialFactory pick(const std::vector<Registration>& registrations, const std::str
           "by this trainer; rebuild it against this installation.\n  library: {}\n  trainer: {}",
           library, r.abi_stamp, own_abi_stamp()));
     }
-    if (r.class_name == class_name) return *r.factory;
+    if (r.class_name == class_name) {
+      if (found) {
+        throw PluginError(fmt::format(
+            "trial class '{}' is registered more than once in {} (CRUCIBLE_REGISTER_TRIAL "
+            "drops namespaces: ns1::{} and ns2::{} are both '{}'); give the classes distinct "
+            "names",
+            class_name, library, class_name, class_name, class_name));
+      }
+      found = &r;
+    }
     names += (names.empty() ? "" : ", ") + r.class_name;
   }
+  if (found) return *found->factory;
   throw PluginError(fmt::format("trial class '{}' is not registered in {}; it registers: {}",
                                 class_name, library, names));
 }

@@ -36,7 +36,12 @@ ExperimentResult launch_workers(const ExperimentOptions& o, int64_t slots) {
   options.slots = slots / o.nnodes();
   options.nnodes = o.nnodes();
   options.node_rank = o.node_rank();
-  options.master_addr = o.master_addr();
+  if (o.nnodes() > 1 && o.master_addr().empty()) {
+    throw UsageError(
+        "a run over several nodes needs --master-addr: node 0's address, which every node "
+        "reaches (on node 0 too: its workers give it to the other nodes' workers)");
+  }
+  options.master_addr = o.master_addr().empty() ? "127.0.0.1" : o.master_addr();
   options.master_port = o.master_port();
   const launch::LaunchResult launched = launch::launch(options, std::cout, std::cerr);
   ExperimentResult result;

@@ -78,6 +78,21 @@ checkpoint::Metadata Checkpointer::metadata(TrialSession& session, const FitStat
   t.best_metric = state.best_metric;
   t.test_mode = state.test_mode;
   t.stopped = state.stopped;
+  if (state.record_stop_requests) {  // the same on every rank
+    const std::string mine =
+        trial.stop_requested
+            ? (trial.stop_reason.empty() ? "the trial requested a stop" : trial.stop_reason)
+            : "";
+    std::vector<std::string> requests = {mine};
+    if (dist_.distributed()) {
+      requests.clear();
+      for (const auto& r : dist_.allgather_object(mine)) requests.push_back(r.get<std::string>());
+    }
+    if (std::any_of(requests.begin(), requests.end(), [](const auto& r) { return !r.empty(); })) {
+      t.stop_requests = requests;
+      t.stop_agreed = state.stop_agreed;
+    }
+  }
   m.optimizer_steps = t.optimizer_counters["optimizer_steps"];
   return m;
 }

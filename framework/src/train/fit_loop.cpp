@@ -116,22 +116,34 @@ class FitLoop {
                                state_.batches, state_.stopped));
       return false;
     }
+    if (stop_pending_) {
+      finish_early();
+      return false;
+    }
     if (config_.perform_initial_validation && state_.batches == 0 && state_.validated_at != 0) {
       validate();
     }
     while (state_.batches < max_batches_) {
       train_one();
       if (state_.batches % config_.scheduling_unit == 0) report_training();
+      bool checkpoint_due = false;
       if (schedule_.fires(config_.min_validation_period, state_.batches)) {
         const bool best = validate();
-        if (config_.checkpoint_policy == CheckpointPolicy::kAll ||
-            (config_.checkpoint_policy == CheckpointPolicy::kBest && best)) {
-          save_checkpoint();
-        }
+        checkpoint_due = config_.checkpoint_policy == CheckpointPolicy::kAll ||
+                         (config_.checkpoint_policy == CheckpointPolicy::kBest && best);
       }
-      if (schedule_.fires(config_.min_checkpoint_period, state_.batches)) save_checkpoint();
+      checkpoint_due =
+          checkpoint_due || schedule_.fires(config_.min_checkpoint_period, state_.batches);
+      // A checkpoint follows every row of its batch: where a stop or the end writes rows and
+      // checkpoints after this point, the checkpoint due here is that one, taken once. (Taken
+      // here too, a resume from it would report those rows a second time.)
       const std::string console_lost = logger_.console_lost();
       const int why = stop_vote_.agreed(session_->state().stop_requested, !console_lost.empty());
+      checkpoint_owed_ = checkpoint_due && (why != 0 || state_.batches == max_batches_);
+      if (checkpoint_due && !checkpoint_owed_) {
+        // A request of this batch waits for the next vote (in a distributed run).
+        save_recording_stop_requests(false);
+      }
       if (why == StopVote::kRequested) {
         stop_vote_.finish();
         finish_early();
@@ -149,15 +161,51 @@ class FitLoop {
         } else {
           logger_.info(line);
         }
-        save_checkpoint();
+        save_recording_stop_requests(stop_vote_.held_request());
         return true;
       }
     }
     stop_vote_.finish();
     report_training();
-    if (state_.validated_at != state_.batches) validate();
-    save_checkpoint();
+    validate_and_checkpoint();
     return false;
+  }
+
+  // Takes the checkpoint of this batch recording the trial's stop requests not acted on yet;
+  // `agreed`: the vote read at this batch held one.
+  void save_recording_stop_requests(bool agreed) {
+    state_.record_stop_requests = true;
+    state_.stop_agreed = agreed;
+    try {
+      save_checkpoint();
+    } catch (...) {
+      state_.record_stop_requests = false;
+      throw;
+    }
+    state_.record_stop_requests = false;
+  }
+
+  // Validates, unless this batch is validated, and checkpoints, as training ends. When the
+  // validation of the end of training (not of a stop) fails before it completes, in one
+  // process, and the loop left this batch's checkpoint to here, that checkpoint is taken first
+  // (without the validation, which a resume then makes; best effort), so that the error loses no
+  // training. (Across ranks a rank that fails is not in step with the others' collectives.)
+  void validate_and_checkpoint() {
+    if (state_.validated_at != state_.batches) {
+      try {
+        validate();
+      } catch (...) {
+        if (checkpoint_owed_ && !dist_.distributed() && state_.stopped.empty() &&
+            state_.validated_at != state_.batches) {
+          try {
+            save_checkpoint();
+          } catch (...) {  // the first error is the one to report
+          }
+        }
+        throw;
+      }
+    }
+    save_checkpoint();
   }
 
   // Ends training before max_length at a trial's or early stopping's request: reports why, then
@@ -171,8 +219,7 @@ class FitLoop {
     report_training();
     logger_.info(fmt::format("stopping at batch {}: {}", state_.batches, reason));
     reporter_.report_stop(progress(), reason);
-    if (state_.validated_at != state_.batches) validate();
-    save_checkpoint();
+    validate_and_checkpoint();
   }
 
   // Trains batch number state_.batches and advances the counters.
@@ -412,6 +459,25 @@ class FitLoop {
     state_.validated_at = saved.validated_at;
     state_.best_metric = saved.best_metric;
     state_.stopped = saved.stopped;
+    if (!saved.stop_requests.empty()) {
+      // A stop requested at the checkpoint's batch and not acted on: the run without the
+      // interruption stopped there (the vote held it and a signal won) or, across ranks, stops
+      // after the next batch (the next vote holds it).
+      if (saved.stop_requests.size() != static_cast<size_t>(dist_.size())) {
+        throw checkpoint::DamagedCheckpoint(fmt::format(
+            "checkpoint {}: metadata.json holds the stop requests of {} rank(s), the run has {}",
+            dir, saved.stop_requests.size(), dist_.size()));
+      }
+      detail::TrialState& trial = session_->state();
+      const std::string& mine = saved.stop_requests[static_cast<size_t>(dist_.rank())];
+      trial.stop_requested = !mine.empty();
+      trial.stop_reason = mine;
+      if (saved.stop_agreed || !dist_.distributed()) {
+        stop_pending_ = true;
+      } else {
+        stop_vote_.carry_request();
+      }
+    }
     // Each rank's pending training metrics (one entry per rank in a distributed run).
     reporter_.restore_training(saved.training.is_array() ? saved.training.at(dist_.rank())
                                                          : saved.training);
@@ -481,6 +547,11 @@ class FitLoop {
   StopVote stop_vote_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::string stop_reason_;
+  // A checkpoint due at this batch that the loop left to the end or stop that follows it.
+  bool checkpoint_owed_ = false;
+  // Resumed at a batch whose vote held a stop request (or, in one process, where a request was
+  // pending): the run stops before training more.
+  bool stop_pending_ = false;
 };
 
 }  // namespace

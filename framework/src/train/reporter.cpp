@@ -126,8 +126,11 @@ bool Reporter::record_best(FitState& state) const {
   const double metric =
       configured_metric(config_, state.last_validation, config_.searcher.metric, "searcher.metric");
   const bool smaller = config_.searcher.smaller_is_better;
+  // A NaN is no measure: never the best, so that a later validation can be (a checkpoint stores
+  // it as null, which a resumed run reads as no best, and does the same).
   const bool best =
-      !state.best_metric || (smaller ? metric < *state.best_metric : metric > *state.best_metric);
+      !std::isnan(metric) &&
+      (!state.best_metric || (smaller ? metric < *state.best_metric : metric > *state.best_metric));
   if (best) state.best_metric = metric;
   return best;
 }

@@ -70,9 +70,9 @@ class Reporter {
   void report_profile(const metrics::Progress& progress, const MetricValues& values);
   // Reports that training stops before max_length, and why.
   void report_stop(const metrics::Progress& progress, const std::string& reason);
-  // Whether state.last_validation is the best so far by searcher.metric; if so, records it as
-  // state.best_metric. Throws ConfigError naming the metrics present when searcher.metric is not
-  // among them.
+  // Whether state.last_validation is the best so far by searcher.metric (a NaN never is); if so,
+  // records it as state.best_metric. Throws ConfigError naming the metrics present when
+  // searcher.metric is not among them.
   bool record_best(FitState& state) const;
   // Throws ConfigError naming the metrics present when the experiment file's early_stopping
   // metric is not among `values`, the metrics of a validation.

@@ -29,12 +29,20 @@ class StopVote {
   int agreed(bool requested, bool console_lost);
   // Completes a vote still in flight.
   void finish();
+  // Whether the decision the last agreed() returned counted a rank's request (whatever it
+  // returned: a signal wins over a request).
+  bool held_request() const { return held_request_; }
+  // Makes the next agreed() return kRequested on every rank, as the vote a checkpoint was taken
+  // during would have: for a distributed run resumed from it (every rank calls it, or none).
+  void carry_request() { carried_ = true; }
 
  private:
   const DistributedContext& dist_;
   torch::Tensor vote_;  // this rank's {signal, console lost, requested} (CPU), all-reduced (MAX) in
                         // the background
   c10::intrusive_ptr<c10d::Work> work_;
+  bool carried_ = false;
+  bool held_request_ = false;
 };
 
 }  // namespace crucible::train
