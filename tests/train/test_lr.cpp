@@ -1,3 +1,6 @@
+#include <cmath>
+#include <limits>
+
 #include "catch.h"
 
 #include <crucible/crucible.h>
@@ -146,6 +149,47 @@ TEST_CASE("reduce-on-plateau drops the rate after patience validations without i
       lr::PlateauOptions().smaller_is_better(false).patience(0).cooldown(2).factor(0.5));
   for (double v : {1.0, 0.9, 0.9, 0.9, 0.9}) cooled.observe_validation({{"validation_loss", v}});
   CHECK(cooled.drops() == 2);  // a drop, two validations of cooldown, a drop
+}
+
+TEST_CASE("reduce-on-plateau lowers rates as PyTorch does: never up to min_lr, not by 1e-8 or less",
+          "[train][lr]") {
+  // Rates 1 and 0.5 with min_lr 0.6: a drop takes the first to 0.6; the second keeps its 0.5.
+  lr::ReduceLROnPlateau floored(
+      two_group_optimizer(),
+      lr::PlateauOptions().metric("loss").patience(0).factor(0.5).min_lr(0.6));
+  CHECK(floored.get_last_lr() == std::vector<double>{1.0, 0.5});
+  for (double v : {1.0, 1.0}) floored.observe_validation({{"validation_loss", v}});
+  CHECK(floored.drops() == 1);
+  CHECK(floored.get_last_lr() == std::vector<double>{0.6, 0.5});
+  // Ten drops by 0.1: the first group stops at 1e-8 (to 1e-9 is a change of 9e-9), the second
+  // at 5e-9 (its last drop, from 5e-8, changed it by 4.5e-8).
+  lr::ReduceLROnPlateau tiny(two_group_optimizer(),
+                             lr::PlateauOptions().metric("loss").patience(0).factor(0.1));
+  for (int i = 0; i < 11; ++i) tiny.observe_validation({{"validation_loss", 1.0}});
+  CHECK(tiny.drops() == 10);
+  CHECK(tiny.get_last_lr()[0] == Approx(1e-8));
+  CHECK(tiny.get_last_lr()[1] == Approx(5e-9));
+}
+
+TEST_CASE("reduce-on-plateau: NaN never improves, and an infinite best survives its state",
+          "[train][lr]") {
+  const auto options = lr::PlateauOptions().metric("loss").patience(1).factor(0.5);
+  // A NaN first is a bad validation, not the best: the values after it improve.
+  lr::ReduceLROnPlateau first_nan(two_group_optimizer(), options);
+  for (double v : {std::nan(""), 1.0, 0.9, 0.8}) {
+    first_nan.observe_validation({{"validation_loss", v}});
+  }
+  CHECK(first_nan.drops() == 0);
+  // A best of -inf, through the JSON of a checkpoint: -inf again improves on neither.
+  const double inf = std::numeric_limits<double>::infinity();
+  lr::ReduceLROnPlateau a(two_group_optimizer(), options), b(two_group_optimizer(), options);
+  a.observe_validation({{"validation_loss", -inf}});
+  b.load_state(nlohmann::json::parse(a.state().dump()));
+  for (auto* s : {&a, &b}) {
+    for (int i = 0; i < 2; ++i) s->observe_validation({{"validation_loss", -inf}});
+  }
+  CHECK(a.drops() == 1);
+  CHECK(b.drops() == 1);
 }
 
 TEST_CASE("every built-in scheduler's state round-trips exactly", "[train][lr]") {

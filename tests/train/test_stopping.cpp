@@ -67,6 +67,23 @@ TEST_CASE("non_finite: skip skips the step, counts it, and trains on", "[train][
   CHECK(calls[25].lr == 0.001 * (1.0 / 25));
 }
 
+TEST_CASE("non_finite: skip holds a schedule in batches, which counts the skipped batch after",
+          "[train][non_finite]") {
+  TempDir tmp;
+  auto config = recording_config(
+      "max_length: {batches: 26}\nscheduling_unit: 13\noptimizations: {non_finite: skip}\n",
+      {"hyperparameters.nan_grad_at=3", "hyperparameters.step_mode=every_batch"});
+  fit_recording(config, tmp / "run");
+  // lr = 0.001 / (1 + batches counted). Batch 3's step is skipped: batch 4 trains at batch 3's
+  // rate; its step counts both, so from batch 5 on the rate is the unskipped schedule's.
+  const auto& calls = RecordingTrial::calls();
+  REQUIRE(calls.size() == 26);
+  CHECK(calls[3].lr == Approx(0.001 / 4));
+  CHECK(calls[4].lr == calls[3].lr);
+  CHECK(calls[5].lr == Approx(0.001 / 6));
+  CHECK(calls[25].lr == Approx(0.001 / 26));
+}
+
 TEST_CASE("non_finite: skip fails after max_consecutive_skips skips in a row",
           "[train][non_finite]") {
   TempDir tmp;

@@ -223,13 +223,16 @@ struct PlateauOptions {
   TORCH_ARG(double, threshold) = 1e-4;
   // Validations to wait after a drop before counting bad ones again.
   TORCH_ARG(int64_t, cooldown) = 0;
-  // No group's rate goes below min_lr.
+  // No drop takes a group's rate below min_lr; a group that starts below it keeps its rate.
   TORCH_ARG(double, min_lr) = 0.0;
 };
 
 // Multiplies the rate by factor when the watched validation metric has not improved for more
 // than `patience` validations. It is fed by validations, not by steps: wrap it with any
-// StepMode; its step count does not change its rate. rate = max(base * factor^drops, min_lr).
+// StepMode; its step count does not change its rate. As PyTorch's: each drop makes a group's
+// rate max(rate * factor, min_lr), and is not made when it would lower the rate by 1e-8 or less;
+// before a first improvement the best is the worst value (+inf, or -inf when larger is better),
+// and a NaN never improves.
 class ReduceLROnPlateau : public LRScheduler {
  public:
   ReduceLROnPlateau(Optimizer optimizer, PlateauOptions options = {});

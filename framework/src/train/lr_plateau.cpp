@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -18,16 +19,49 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer optimizer, PlateauOptions options
   }
 }
 
+namespace {
+
+// PyTorch's eps: a drop that would change a rate by this much or less is not made.
+constexpr double kEps = 1e-8;
+
+// A best value as state() writes it: a number, or "inf" / "-inf" (JSON has no infinities).
+nlohmann::json best_json(double best) {
+  if (std::isinf(best)) return best > 0 ? "inf" : "-inf";
+  return best;
+}
+
+double best_from_json(const nlohmann::json& best) {
+  if (best.is_string()) {
+    const double inf = std::numeric_limits<double>::infinity();
+    if (best == "inf") return inf;
+    if (best == "-inf") return -inf;
+    throw Error(fmt::format("ReduceLROnPlateau state: best {} is no number", best.dump()));
+  }
+  return best.get<double>();
+}
+
+}  // namespace
+
 double ReduceLROnPlateau::rate(double base_lr, int64_t) const {
-  return std::max(base_lr * std::pow(options_.factor(), static_cast<double>(drops_)),
-                  options_.min_lr());
+  // One drop at a time, as PyTorch lowers a group's rate: never raised to min_lr.
+  double rate = base_lr;
+  for (int64_t i = 0; i < drops_; ++i) {
+    const double lowered = std::max(rate * options_.factor(), options_.min_lr());
+    if (rate - lowered <= kEps) break;  // every later drop would leave it here too
+    rate = lowered;
+  }
+  return rate;
 }
 
 void ReduceLROnPlateau::on_validation(const MetricValues& metrics) {
   const double value = validation_metric(metrics, options_.metric(), "ReduceLROnPlateau");
   const double margin = options_.threshold();
-  const bool improved = !best_ || (options_.smaller_is_better() ? value < *best_ * (1.0 - margin)
-                                                                : value > *best_ * (1.0 + margin));
+  // Before the first improvement the best is the worst value (PyTorch's ±inf), so neither NaN nor
+  // that infinity improves on it; NaN never improves.
+  const double inf = std::numeric_limits<double>::infinity();
+  const double best = best_ ? *best_ : options_.smaller_is_better() ? inf : -inf;
+  const bool improved =
+      options_.smaller_is_better() ? value < best * (1.0 - margin) : value > best * (1.0 + margin);
   if (improved) {
     best_ = value;
     bad_validations_ = 0;
@@ -47,7 +81,7 @@ void ReduceLROnPlateau::on_validation(const MetricValues& metrics) {
 
 nlohmann::json ReduceLROnPlateau::state() const {
   nlohmann::json out = LRScheduler::state();
-  out["best"] = best_ ? nlohmann::json(*best_) : nlohmann::json();
+  out["best"] = best_ ? best_json(*best_) : nlohmann::json();
   out["bad_validations"] = bad_validations_;
   out["cooldown_left"] = cooldown_left_;
   out["drops"] = drops_;
@@ -60,7 +94,8 @@ void ReduceLROnPlateau::load_state(const nlohmann::json& state) {
       throw Error(fmt::format("ReduceLROnPlateau state {} lacks {}", state.dump(), key));
     }
   }
-  best_ = state["best"].is_null() ? std::nullopt : std::optional<double>(state["best"]);
+  best_ =
+      state["best"].is_null() ? std::nullopt : std::optional<double>(best_from_json(state["best"]));
   bad_validations_ = state["bad_validations"].get<int64_t>();
   cooldown_left_ = state["cooldown_left"].get<int64_t>();
   drops_ = state["drops"].get<int64_t>();

@@ -27,8 +27,9 @@ class OptimizerSteps {
   void end_epoch() { this_epoch_.clear(); }
   // Records a step of `optimizer` on batch `batch_idx`, the batch being trained.
   void record(const torch::optim::Optimizer* optimizer, int64_t batch_idx);
-  // Records that `optimizer`'s step on batch `batch_idx` was skipped (non-finite gradients): the
-  // batches since its previous step are used up without a step.
+  // Records that `optimizer`'s step on batch `batch_idx` was skipped (non-finite gradients): its
+  // batches count toward the next step taken (batches_in_step), so that a schedule in batches
+  // keeps its length.
   void record_skip(const torch::optim::Optimizer* optimizer, int64_t batch_idx);
   // Skipped steps since the last step that was taken (over all optimizers).
   int64_t consecutive_skips() const { return consecutive_skips_; }
@@ -42,13 +43,13 @@ class OptimizerSteps {
   // Steps `optimizer` took since the trial began.
   int64_t total(const torch::optim::Optimizer* optimizer) const;
   // The batches the step of `optimizer` on this batch closes: those trained since its previous
-  // step or skipped step (1 without accumulation). 0 when it did not step on this batch.
+  // step, skipped steps' batches included (1 without accumulation or skips). 0 when it did not
+  // step on this batch.
   int64_t batches_in_step(const torch::optim::Optimizer* optimizer) const;
 
   // The record by index in `optimizers` (the trial's wrapped optimizers, in wrap order):
   // {"optimizer_steps": [n, ...], "stepped_this_epoch": [i, ...], "last_step_end": [b, ...],
-  // "consecutive_skips": n} (last_step_end: batches trained when each optimizer last stepped or
-  // skipped a step).
+  // "consecutive_skips": n} (last_step_end: batches trained when each optimizer last stepped).
   nlohmann::json to_json(const std::vector<Optimizer>& optimizers) const;
   // Restores what to_json returned, after `batches` batches (which stands for last_step_end when
   // the record lacks it). Throws TrainingError when it counts the steps of another number of
