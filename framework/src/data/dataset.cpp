@@ -36,8 +36,12 @@ Batch TensorDataset::get_batch(const std::vector<int64_t>& indices) const {
   const auto index = torch::from_blob(const_cast<int64_t*>(indices.data()),
                                       {static_cast<int64_t>(indices.size())}, torch::kLong);
   std::vector<Batch> items;
+  torch::Tensor on_device;  // the index copied to the last device a tensor was on
   for (const auto& t : tensors_) {
-    items.emplace_back(t.index_select(0, t.is_cpu() ? index : index.to(t.device())));
+    if (!t.is_cpu() && !(on_device.defined() && on_device.device() == t.device())) {
+      on_device = index.to(t.device());
+    }
+    items.emplace_back(t.index_select(0, t.is_cpu() ? index : on_device));
   }
   return Batch::list(std::move(items));
 }

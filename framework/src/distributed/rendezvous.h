@@ -39,9 +39,10 @@ Env process_environment();
 // address is 127.0.0.1 for a one-node run (SLURM_LAUNCH_NODE_IPADDR under Slurm: the node srun
 // ran on, which must be rank 0's; from a login node's shell, set MASTER_ADDR) and the port
 // 20000 + the job id % 10000 (Open MPI: OMPI_MCA_ess_base_jobid; Slurm: (SLURM_JOB_ID + 1009 x
-// SLURM_STEP_ID) % 10000, so that concurrent steps of a job differ), 29500 without one. Returns nullopt when no launcher's variables are
-// present. Throws UsageError naming the variable when one is malformed or they disagree (a rank
-// outside the world, a multi-node Open MPI run without MASTER_ADDR).
+// SLURM_STEP_ID) % 10000, so that concurrent steps of a job differ), 29500 without one. Returns
+// nullopt when no launcher's variables are present. Throws UsageError naming the variable when one
+// is malformed or they disagree (a rank outside the world, a multi-node Open MPI run without
+// MASTER_ADDR).
 std::optional<Rendezvous> from_environment(const Env& env);
 
 }  // namespace crucible::dist

@@ -125,14 +125,18 @@ class Supervisor {
     if (Clock::now() - *all_reaped_at_ < kDrainTime) return false;
     for (auto& w : workers_) {
       for (size_t s = 0; s < 2; ++s) {
-        if (w.fds[s] < 0) continue;
-        if (!w.partial[s].empty()) emit(w, s, w.partial[s]);
-        w.partial[s].clear();
-        ::close(w.fds[s]);
-        w.fds[s] = -1;
+        if (w.fds[s] >= 0) close_stream(w, s);
       }
     }
     return true;
+  }
+
+  // Writes out the unfinished last line of `w`'s stream `s` and closes its pipe.
+  void close_stream(Worker& w, size_t s) {
+    if (!w.partial[s].empty()) emit(w, s, w.partial[s]);
+    w.partial[s].clear();
+    ::close(w.fds[s]);
+    w.fds[s] = -1;
   }
 
   void signal_running(int sig) {
@@ -166,10 +170,7 @@ class Supervisor {
       const ssize_t n = ::read(w.fds[s], buf, sizeof(buf));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        if (!w.partial[s].empty()) emit(w, s, w.partial[s]);
-        w.partial[s].clear();
-        ::close(w.fds[s]);
-        w.fds[s] = -1;
+        close_stream(w, s);
         continue;
       }
       w.partial[s].append(buf, static_cast<size_t>(n));

@@ -56,7 +56,8 @@ void Checkpointer::forget(const std::string& dir) {
 checkpoint::Metadata Checkpointer::metadata(TrialSession& session, const FitState& state,
                                             const metrics::Progress& progress,
                                             const DataPosition& position,
-                                            const nlohmann::json& training) const {
+                                            const nlohmann::json& training,
+                                            PendingStops stops) const {
   const detail::TrialState& trial = session.state();
   checkpoint::Metadata m;
   m.crucible_version = CRUCIBLE_VERSION_STRING;
@@ -78,11 +79,8 @@ checkpoint::Metadata Checkpointer::metadata(TrialSession& session, const FitStat
   t.best_metric = state.best_metric;
   t.test_mode = state.test_mode;
   t.stopped = state.stopped;
-  if (state.record_stop_requests) {  // the same on every rank
-    const std::string mine =
-        trial.stop_requested
-            ? (trial.stop_reason.empty() ? "the trial requested a stop" : trial.stop_reason)
-            : "";
+  if (stops != PendingStops::kOmit) {  // the same on every rank
+    const std::string mine = trial.stop_requested ? trial.stop_reason : "";
     std::vector<std::string> requests = {mine};
     if (dist_.distributed()) {
       requests.clear();
@@ -90,7 +88,7 @@ checkpoint::Metadata Checkpointer::metadata(TrialSession& session, const FitStat
     }
     if (std::any_of(requests.begin(), requests.end(), [](const auto& r) { return !r.empty(); })) {
       t.stop_requests = requests;
-      t.stop_agreed = state.stop_agreed;
+      t.stop_agreed = stops == PendingStops::kAgreed;
     }
   }
   m.optimizer_steps = t.optimizer_counters["optimizer_steps"];
@@ -193,9 +191,10 @@ checkpoint::AccumulatedGradients Checkpointer::accumulated_gradients(TrialSessio
 }
 
 void Checkpointer::save(TrialSession& session, FitState& state, const metrics::Progress& progress,
-                        const DataPosition& position, const nlohmann::json& training) {
+                        const DataPosition& position, const nlohmann::json& training,
+                        PendingStops stops) {
   if (state.checkpoint_current()) return;
-  checkpoint::Metadata meta = metadata(session, state, progress, position, training);
+  checkpoint::Metadata meta = metadata(session, state, progress, position, training, stops);
   const auto started = std::chrono::steady_clock::now();
   // Every rank's generators (CPU, and its GPU's): the chief writes them all.
   checkpoint::RankGenerators generators;

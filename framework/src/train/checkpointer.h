@@ -26,6 +26,13 @@ namespace crucible::train {
 std::optional<checkpoint::Entry> retention_entry(const std::string& dir, const std::string& metric,
                                                  std::string* damage = nullptr);
 
+// What a checkpoint keeps of the stops trials requested and the ranks' vote has not acted on.
+enum class PendingStops {
+  kOmit,      // nothing: the end of training, a stop already recorded, a failure
+  kNextVote,  // the requests, which the vote after the next batch acts on (several ranks)
+  kAgreed,    // the requests, which the vote read at this batch held (a signal won it)
+};
+
 // Writes the checkpoints of one run (the chief writes, every rank takes part) and deletes those
 // that checkpoint_storage's retention counts no longer keep.
 class Checkpointer {
@@ -47,13 +54,16 @@ class Checkpointer {
   // falls inside a gradient-accumulation window, every rank's accumulated gradients. Returns when
   // the checkpoint exists for every rank. Throws TrainingError naming the path when writing fails;
   // existing checkpoints stay.
+  // `stops`: whether the checkpoint keeps the ranks' stop requests not acted on yet
+  // (checkpoint::TrainerState::stop_requests), and whether the vote read at this batch held one.
   void save(TrialSession& session, FitState& state, const metrics::Progress& progress,
-            const DataPosition& position, const nlohmann::json& training);
+            const DataPosition& position, const nlohmann::json& training,
+            PendingStops stops = PendingStops::kOmit);
 
  private:
   checkpoint::Metadata metadata(TrialSession& session, const FitState& state,
                                 const metrics::Progress& progress, const DataPosition& position,
-                                const nlohmann::json& training) const;
+                                const nlohmann::json& training, PendingStops stops) const;
   // Every rank's gradients of checkpoint::gradient_parameters(session.contents()), on the CPU,
   // on the chief (empty lists on the other ranks); every rank takes part. Each optimizer's
   // gradient sync is first brought up to date (detail::gradient_sync: a frozen or unfrozen layer

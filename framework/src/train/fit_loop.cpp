@@ -123,10 +123,11 @@ class FitLoop {
     if (config_.perform_initial_validation && state_.batches == 0 && state_.validated_at != 0) {
       validate();
     }
+    bool checkpoint_due = false;  // at the batch just trained
     while (state_.batches < max_batches_) {
       train_one();
       if (state_.batches % config_.scheduling_unit == 0) report_training();
-      bool checkpoint_due = false;
+      checkpoint_due = false;
       if (schedule_.fires(config_.min_validation_period, state_.batches)) {
         const bool best = validate();
         checkpoint_due = config_.checkpoint_policy == CheckpointPolicy::kAll ||
@@ -139,10 +140,9 @@ class FitLoop {
       // here too, a resume from it would report those rows a second time.)
       const std::string console_lost = logger_.console_lost();
       const int why = stop_vote_.agreed(session_->state().stop_requested, !console_lost.empty());
-      checkpoint_owed_ = checkpoint_due && (why != 0 || state_.batches == max_batches_);
-      if (checkpoint_due && !checkpoint_owed_) {
+      if (checkpoint_due && why == 0 && state_.batches < max_batches_) {
         // A request of this batch waits for the next vote (in a distributed run).
-        save_recording_stop_requests(false);
+        save_checkpoint(PendingStops::kNextVote);
       }
       if (why == StopVote::kRequested) {
         stop_vote_.finish();
@@ -161,42 +161,28 @@ class FitLoop {
         } else {
           logger_.info(line);
         }
-        save_recording_stop_requests(stop_vote_.held_request());
+        save_checkpoint(stop_vote_.held_request() ? PendingStops::kAgreed
+                                                  : PendingStops::kNextVote);
         return true;
       }
     }
     stop_vote_.finish();
     report_training();
-    validate_and_checkpoint();
+    validate_and_checkpoint(checkpoint_due);
     return false;
   }
 
-  // Takes the checkpoint of this batch recording the trial's stop requests not acted on yet;
-  // `agreed`: the vote read at this batch held one.
-  void save_recording_stop_requests(bool agreed) {
-    state_.record_stop_requests = true;
-    state_.stop_agreed = agreed;
-    try {
-      save_checkpoint();
-    } catch (...) {
-      state_.record_stop_requests = false;
-      throw;
-    }
-    state_.record_stop_requests = false;
-  }
-
-  // Validates, unless this batch is validated, and checkpoints, as training ends. When the
-  // validation of the end of training (not of a stop) fails before it completes, in one
-  // process, and the loop left this batch's checkpoint to here, that checkpoint is taken first
-  // (without the validation, which a resume then makes; best effort), so that the error loses no
-  // training. (Across ranks a rank that fails is not in step with the others' collectives.)
-  void validate_and_checkpoint() {
+  // Validates, unless this batch is validated, and checkpoints, as training ends. When that
+  // validation fails before it completes, in one process, and `owed` (the loop left a checkpoint
+  // due at this batch to here), that checkpoint is taken first (without the validation, which a
+  // resume then makes; best effort), so that the error loses no training. (Across ranks a rank
+  // that fails is not in step with the others' collectives.)
+  void validate_and_checkpoint(bool owed) {
     if (state_.validated_at != state_.batches) {
       try {
         validate();
       } catch (...) {
-        if (checkpoint_owed_ && !dist_.distributed() && state_.stopped.empty() &&
-            state_.validated_at != state_.batches) {
+        if (owed && !dist_.distributed() && state_.validated_at != state_.batches) {
           try {
             save_checkpoint();
           } catch (...) {  // the first error is the one to report
@@ -219,7 +205,7 @@ class FitLoop {
     report_training();
     logger_.info(fmt::format("stopping at batch {}: {}", state_.batches, reason));
     reporter_.report_stop(progress(), reason);
-    validate_and_checkpoint();
+    validate_and_checkpoint(false);  // the stop's rows are written: no checkpoint without them
   }
 
   // Trains batch number state_.batches and advances the counters.
@@ -338,7 +324,8 @@ class FitLoop {
     if (!profile.empty()) reporter_.report_profile(progress(), profile);
   }
 
-  void save_checkpoint() {
+  // `stops`: what the checkpoint keeps of stop requests not acted on yet.
+  void save_checkpoint(PendingStops stops = PendingStops::kOmit) {
     if (state_.checkpoint_current()) return;
     const auto started = std::chrono::steady_clock::now();
     // Never a checkpoint of a model whose loss already diverged.
@@ -346,7 +333,7 @@ class FitLoop {
     {
       const util::CrashScope crash_scope("while writing the checkpoint", "batch", state_.batches);
       checkpointer_->save(*session_, state_, progress(), train_loader_.position(),
-                          reporter_.training_state());
+                          reporter_.training_state(), stops);
     }
     each_callback("on_checkpoint_end",
                   [&](Callback& c) { c.on_checkpoint_end(state_.last_checkpoint); });
@@ -547,8 +534,6 @@ class FitLoop {
   StopVote stop_vote_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::string stop_reason_;
-  // A checkpoint due at this batch that the loop left to the end or stop that follows it.
-  bool checkpoint_owed_ = false;
   // Resumed at a batch whose vote held a stop request (or, in one process, where a request was
   // pending): the run stops before training more.
   bool stop_pending_ = false;

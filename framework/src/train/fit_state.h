@@ -22,12 +22,6 @@ struct FitState {
   // Why a trial's request or early stopping ended the run early ("" while it goes on): its
   // checkpoints say so, and a resume trains no further.
   std::string stopped;
-  // Set by the fit loop for the checkpoint it takes next, where a stop a trial requested may be
-  // pending: whether that checkpoint records the ranks' requests, and whether the vote read at
-  // this batch already held one (the run without a signal stops at this batch; otherwise a
-  // distributed run's next vote does, a batch later).
-  bool record_stop_requests = false;
-  bool stop_agreed = false;
   std::string last_checkpoint;   // the newest checkpoint written or restored; "" before
   int64_t checkpointed_at = -1;  // `batches` at last_checkpoint
 

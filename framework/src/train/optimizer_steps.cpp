@@ -15,7 +15,7 @@ void OptimizerSteps::record(const torch::optim::Optimizer* optimizer, int64_t ba
   consecutive_skips_ = 0;
 }
 
-void OptimizerSteps::record_skip(const torch::optim::Optimizer*, int64_t) { ++consecutive_skips_; }
+void OptimizerSteps::record_skip() { ++consecutive_skips_; }
 
 int64_t OptimizerSteps::batches_in_step(const torch::optim::Optimizer* optimizer) const {
   const auto it = batches_in_step_.find(optimizer);

@@ -27,10 +27,9 @@ class OptimizerSteps {
   void end_epoch() { this_epoch_.clear(); }
   // Records a step of `optimizer` on batch `batch_idx`, the batch being trained.
   void record(const torch::optim::Optimizer* optimizer, int64_t batch_idx);
-  // Records that `optimizer`'s step on batch `batch_idx` was skipped (non-finite gradients): its
-  // batches count toward the next step taken (batches_in_step), so that a schedule in batches
-  // keeps its length.
-  void record_skip(const torch::optim::Optimizer* optimizer, int64_t batch_idx);
+  // Records that an optimizer's step was skipped (non-finite gradients). Its batches count
+  // toward the next step taken (batches_in_step), so that a schedule in batches keeps its length.
+  void record_skip();
   // Skipped steps since the last step that was taken (over all optimizers).
   int64_t consecutive_skips() const { return consecutive_skips_; }
 

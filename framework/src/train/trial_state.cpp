@@ -108,7 +108,7 @@ void step_optimizer(TrialState& state, const Optimizer& optimizer,
     state.step_metrics[grad_norm_name(state, optimizer)] = train::clip_gradients(params, clipping);
   }
   if (skip) {
-    state.steps.record_skip(optimizer.get(), state.batch_idx);
+    state.steps.record_skip();
     ++state.skipped_steps;
   } else {
     optimizer->step();
