@@ -428,3 +428,43 @@ TEST_CASE("a stop requested at the batch a signal stops is kept: the resumed run
   CHECK(resumed.exit_code == 0);
   CHECK(read_file(tmp / "signalled/metrics.jsonl") == read_file(tmp / "reference/metrics.jsonl"));
 }
+
+TEST_CASE(
+    "a validation that fails as training ends leaves the checkpoint the loop owed: the resumed "
+    "run validates there and ends as an uninterrupted one",
+    "[checkpoint][resume]") {
+  TempDir tmp;
+  const std::string config = tmp / "end.yaml";
+  write_file(config,
+             "name: end\nentrypoint: crucible_test_trials:SearchTrial\n"
+             "hyperparameters: {global_batch_size: 16, records: 256, lr: 0.05}\n"
+             "searcher: {metric: validation_loss}\n"
+             "max_length: {batches: 20}\n"
+             "min_validation_period: {batches: 8}\n"
+             "min_checkpoint_period: {batches: 10}\n"
+             "reproducibility: {experiment_seed: 5}\n");
+  const auto fit = [&](const std::string& run, const std::string& args) {
+    return run_command(kTrainer + " fit " + config + " --quiet --output " + run + args);
+  };
+  const auto reference = fit(tmp / "reference", "");
+  INFO(reference.output);
+  REQUIRE(reference.exit_code == 0);
+  // The validation after batch 20 (not on the period of 8) throws; batch 20's checkpoint was due.
+  const std::string run = tmp / "failed";
+  const auto failed = fit(run,
+                          " --set hyperparameters.fail_validation_at=20 --set "
+                          "hyperparameters.fail_once=" +
+                              (tmp / "once"));
+  INFO(failed.output);
+  CHECK(failed.exit_code == crucible::kExitTrainingFailed);
+  CHECK_THAT(failed.output, Catch::Contains("injected failure in the validation after batch 20"));
+  const std::string last = run + "/checkpoints/batch-0000000020";
+  REQUIRE(crucible::util::exists(last + "/metadata.json"));
+  CHECK(crucible::checkpoint::metadata(last).validation.empty());
+  const auto resumed = run_command(kTrainer + " fit --resume " + run + " --quiet");
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK(read_file(run + "/metrics.jsonl") == read_file(tmp / "reference/metrics.jsonl"));
+  CHECK(crucible::checkpoint::metadata(last).validation ==
+        crucible::checkpoint::metadata(tmp / "reference/checkpoints/batch-0000000020").validation);
+}

@@ -16,6 +16,9 @@
 //   sparse_grad_sync  GradientSync of sparse embeddings (each rank's rows, one used on rank 0
 //                only or on none, one that is dense on one rank, one unused) beside a dense
 //                layer, with and without overlap
+//   backend      joins under distributed_backend $CRUCIBLE_TEST_BACKEND (auto, gloo, nccl), this
+//                rank naming the GPU $CRUCIBLE_TEST_GPU (unset: none), and prints the backend that
+//                carries CUDA tensors: {"rank": r, "cuda_backend": "gloo" or "nccl"}
 // CRUCIBLE_TEST_TIMEOUT_S sets the run's timeout (default 30).
 #include <chrono>
 #include <cmath>
@@ -30,6 +33,7 @@
 
 #include <crucible/crucible.h>
 
+#include "config/enum_names.h"
 #include "distributed/collectives.h"
 #include "distributed/grad_sync.h"
 
@@ -353,6 +357,20 @@ int main(int argc, char** argv) {
     namespace dist = crucible::dist;
     const auto rendezvous = dist::from_environment(dist::process_environment());
     if (!rendezvous) throw crucible::UsageError("no launcher variables in the environment");
+    if (mode == "backend") {
+      const char* gpu = std::getenv("CRUCIBLE_TEST_GPU");
+      const crucible::DistributedContext ctx =
+          dist::connect(*rendezvous, timeout,
+                        crucible::config::names<crucible::DistributedBackend>()
+                            .parse(std::getenv("CRUCIBLE_TEST_BACKEND"))
+                            .value(),
+                        std::string(gpu ? gpu : ""));
+      const std::string cuda_backend =
+          crucible::detail::DistributedAccess::collectives(ctx)->backend_for(torch::kCUDA);
+      std::cout << nlohmann::json{{"rank", ctx.rank()}, {"cuda_backend", cuda_backend}}.dump()
+                << std::endl;
+      return 0;
+    }
     const crucible::DistributedContext ctx = dist::connect(*rendezvous, timeout);
     if (mode == "collectives" || mode == "grad_sync" || mode == "sparse_grad_sync") {
       const auto out = mode == "collectives" ? collectives(ctx)

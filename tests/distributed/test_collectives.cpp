@@ -143,6 +143,45 @@ TEST_CASE("Open MPI's variables join the same kind of run", "[dist]") {
   for (int r = 0; r < 2; ++r) CHECK(result_of(ranks[static_cast<size_t>(r)])["sum"][0] == 3.0);
 }
 
+// Runs dist_worker backend under distributed_backend `backend`, rank r naming the GPU gpus[r]
+// ("" none).
+std::vector<Finished> choose_backend(const std::string& backend,
+                                     const std::vector<std::string>& gpus) {
+  const int n = static_cast<int>(gpus.size());
+  const int port = free_port();
+  return run_world(n, "backend", [&](int rank) {
+    return fmt::format("{} CRUCIBLE_TEST_BACKEND={} CRUCIBLE_TEST_GPU='{}'",
+                       crucible::testing::torchrun_env(rank, n, port), backend,
+                       gpus[static_cast<size_t>(rank)]);
+  });
+}
+
+TEST_CASE("ranks that share a GPU, whichever index each gives it, agree on Gloo under auto",
+          "[dist]") {
+  for (const auto& gpus : std::vector<std::vector<std::string>>{
+           {"node/0000:3B:00.0", "node/0000:3B:00.0"}, {"a/1", "b/1", "a/1"}, {"a/1", "", "a/2"}}) {
+    const auto ranks = choose_backend("auto", gpus);
+    for (size_t r = 0; r < gpus.size(); ++r) {
+      CHECK(result_of(ranks[r])["cuda_backend"] == "gloo");
+    }
+  }
+  const auto ranks = choose_backend("gloo", {"a/1", "a/2"});  // no NCCL wanted: none built
+  for (size_t r = 0; r < 2; ++r) CHECK(result_of(ranks[r])["cuda_backend"] == "gloo");
+}
+
+TEST_CASE("an explicit nccl that the ranks' GPUs cannot carry is refused on every rank", "[dist]") {
+  const auto check_refused = [](const std::vector<Finished>& ranks, const std::string& why) {
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      INFO(ranks[r].log);
+      CHECK(ranks[r].exit_code == crucible::kExitBadUsage);
+      CHECK_THAT(ranks[r].log, Catch::Contains(fmt::format("error: rank {}: rendezvous", r)) &&
+                                   Catch::Contains(why));
+    }
+  };
+  check_refused(choose_backend("nccl", {"a/1", "b/1", "a/1"}), "ranks 0, 2 share the GPU a/1");
+  check_refused(choose_backend("nccl", {"a/1", ""}), "rank 1 has no GPU with NCCL");
+}
+
 TEST_CASE("a rank that dies makes the others fail, each naming itself and the operation",
           "[dist]") {
   const auto ranks =

@@ -4,6 +4,7 @@
 // the cause, and `trainer fit --resume` (or, before config.yaml exists, the same `trainer fit`)
 // must end it with the trials, decisions and best checkpoint of a search that met no fault.
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,48 @@ TEST_CASE(
     "search resumes to the same trials and best",
     "[search][faults]") {
   fault_search(stat_error());
+}
+
+TEST_CASE("a search that fails while a trial trains stops that trial before it exits",
+          "[search][faults]") {
+  TempDir tmp;
+  // Two trials at once on the CPUs (not one per GPU): the first is done in a moment, the second
+  // trains for 16 x 300 ms.
+  const std::string config =
+      search_config(tmp, "{name: grid, metric: validation_loss, max_concurrent_trials: 2}",
+                    "lr: 0.05, sleep_ms: {type: categorical, vals: [0, 300]}");
+  const auto command = [&](const std::string& exp) {
+    return "CUDA_VISIBLE_DEVICES= " + kTrainer + " fit " + config + " --output " + exp;
+  };
+  const Fault full{"create,write", ENOSPC, true};
+  const std::string reference = tmp / "reference";
+  const auto traced =
+      run_command(with_faults(command(reference), reference, full, reference + ".trace"));
+  INFO(traced.output);
+  REQUIRE(traced.exit_code == 0);
+  // The first row the search writes after it started trial 2: trial 1's result.
+  const std::vector<TracedCall> calls = read_trace(reference + ".trace");
+  const auto started = std::find_if(calls.begin(), calls.end(), [&](const TracedCall& c) {
+    return c.kind == "create" && c.path == reference + "/trials/2.log";
+  });
+  REQUIRE(started != calls.end());
+  const auto row = std::find_if(started, calls.end(), [&](const TracedCall& c) {
+    return c.kind == "write" && c.path == reference + "/experiment.jsonl";
+  });
+  REQUIRE(row != calls.end());
+  Fault fault = full;
+  fault.at = row->number;
+  const std::string exp = tmp / "exp";
+  const auto r = run_command(with_faults(command(exp), exp, fault, exp + ".trace"));
+  INFO(r.output);
+  CHECK(failed_call(exp + ".trace") == "write " + exp + "/experiment.jsonl");
+  check_fault_outcome(r, exp, fault, exp + "/experiment.log");
+  CHECK(r.exit_code != 0);
+  // Trial 2 was told to stop (SIGTERM: a checkpoint, exit 4) and waited for: nothing of the
+  // search runs on ("[t]" keeps the pattern from matching the shell that runs pgrep), and the
+  // trial's log tells of the stop.
+  CHECK(run_command("pgrep -f '" + exp + "/[t]rials'").exit_code == 1);
+  CHECK_THAT(read_file(exp + "/trials/2/trainer.log"), Catch::Contains("received Terminated"));
 }
 
 }  // namespace crucible::testing

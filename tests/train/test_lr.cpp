@@ -79,6 +79,8 @@ TEST_CASE("cosine annealing, with and without warm restarts", "[train][lr]") {
   lr::CosineAnnealingWarmRestarts fixed(two_group_optimizer(), 3);
   CHECK(rate_at(fixed, 3) == 1.0);
   CHECK(rate_at(fixed, 7) == rate_at(fixed, 1));
+  // Fixed cycles in closed form: a step count no loop over cycles would reach in time.
+  CHECK(rate_at(fixed, 3'000'000'000'001) == rate_at(fixed, 1));
 }
 
 TEST_CASE("one-cycle rises to the peak then falls to its floor", "[train][lr]") {
@@ -169,6 +171,33 @@ TEST_CASE("reduce-on-plateau lowers rates as PyTorch does: never up to min_lr, n
   CHECK(tiny.drops() == 10);
   CHECK(tiny.get_last_lr()[0] == Approx(1e-8));
   CHECK(tiny.get_last_lr()[1] == Approx(5e-9));
+}
+
+TEST_CASE("reduce-on-plateau measures improvements relative to the best or absolute",
+          "[train][lr]") {
+  // From a best of 10, with threshold 0.5: 9 improves by more than 0.5 but not below 10 * 0.5.
+  const auto options = lr::PlateauOptions().metric("loss").patience(0).factor(0.5).threshold(0.5);
+  lr::ReduceLROnPlateau relative(two_group_optimizer(), options);
+  lr::ReduceLROnPlateau absolute(two_group_optimizer(), lr::PlateauOptions(options).threshold_mode(
+                                                            lr::ThresholdMode::kAbsolute));
+  for (auto* s : {&relative, &absolute}) {
+    for (double v : {10.0, 9.0}) s->observe_validation({{"validation_loss", v}});
+  }
+  CHECK(relative.drops() == 1);
+  CHECK(absolute.drops() == 0);
+  // Larger is better: from 10, 10.4 is within the margin either way; 10.6 beats only best + 0.5.
+  auto larger = lr::PlateauOptions(options).smaller_is_better(false);
+  lr::ReduceLROnPlateau up_relative(two_group_optimizer(), larger);
+  lr::ReduceLROnPlateau up_absolute(two_group_optimizer(),
+                                    larger.threshold_mode(lr::ThresholdMode::kAbsolute));
+  for (auto* s : {&up_relative, &up_absolute}) {
+    for (double v : {10.0, 10.4, 10.6}) s->observe_validation({{"validation_loss", v}});
+  }
+  CHECK(up_relative.drops() == 2);
+  CHECK(up_absolute.drops() == 1);
+  CHECK_THROWS_WITH(
+      lr::ReduceLROnPlateau(two_group_optimizer(), lr::PlateauOptions(options).threshold(-1)),
+      Catch::Contains("threshold must not be negative"));
 }
 
 TEST_CASE("reduce-on-plateau: NaN never improves, and an infinite best survives its state",

@@ -158,7 +158,9 @@ class CosineAnnealingWarmRestarts : public LRScheduler {
   double eta_min_;
 };
 
-// The 1cycle policy, as PyTorch's OneCycleLR with cosine annealing and two phases: the group's
+// The 1cycle policy, as PyTorch's OneCycleLR with cosine annealing, two phases and
+// cycle_momentum=False (momentum stays as the optimizer has it; PyTorch cycles it by default,
+// between 0.95 and 0.85, in SGD's momentum or Adam's first beta): the group's
 // rate at construction is the peak; the rate starts at peak / div_factor, rises to the peak at
 // step pct_start * total_steps - 1, then falls to peak / (div_factor * final_div_factor) at step
 // total_steps - 1, and stays there. Throws crucible::Error unless total_steps > 0, 0 < pct_start
@@ -211,6 +213,12 @@ class LinearWarmup : public LRScheduler {
   double start_factor_;
 };
 
+// How ReduceLROnPlateau's threshold measures an improvement on the best value.
+enum class ThresholdMode {
+  kRelative,  // better than best * (1 - threshold), or best * (1 + threshold) when larger is better
+  kAbsolute,  // better than best - threshold, or best + threshold when larger is better
+};
+
 // Options of ReduceLROnPlateau, with PyTorch's defaults.
 struct PlateauOptions {
   // The validation metric to watch, as evaluate_batch names it or with its "validation_" prefix.
@@ -219,8 +227,9 @@ struct PlateauOptions {
   TORCH_ARG(double, factor) = 0.1;
   // Validations without improvement after which the rate drops.
   TORCH_ARG(int64_t, patience) = 10;
-  // An improvement is better than best * (1 -/+ threshold) (relative).
+  // The margin by which a value must beat the best to improve on it, as threshold_mode says.
   TORCH_ARG(double, threshold) = 1e-4;
+  TORCH_ARG(ThresholdMode, threshold_mode) = ThresholdMode::kRelative;
   // Validations to wait after a drop before counting bad ones again.
   TORCH_ARG(int64_t, cooldown) = 0;
   // No drop takes a group's rate below min_lr; a group that starts below it keeps its rate.

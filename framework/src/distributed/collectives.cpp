@@ -10,6 +10,9 @@
 
 #include <crucible/errors.h>
 
+#include "distributed/backend.h"
+#include "distributed/backend_choice.h"
+#include "distributed/gpu_name.h"
 #include "distributed/roll_call.h"
 #include "util/broken_pipes.h"
 #include "util/error_text.h"
@@ -149,7 +152,8 @@ c10::intrusive_ptr<dist::Group> nccl_group(const Rendezvous& r,
 
 }  // namespace
 
-DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeout, bool nccl) {
+DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeout,
+                           DistributedBackend backend, const std::optional<std::string>& gpu) {
   const Topology& t = r.topology;
   if (t.size == 1) return DistributedContext();
   util::survive_broken_pipes();
@@ -176,6 +180,11 @@ DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeou
   }
   const std::string prefix = r.store_prefix + "crucible/";
   roll_call(*store, prefix, t, timeout, where, serves_store);
+  const bool nccl =
+      backend != DistributedBackend::kGloo &&
+      agree_on_nccl(*store, prefix, t, backend,
+                    gpu ? *gpu : (nccl_built() ? gpu_name(rank_device(t.local_rank)) : ""), where,
+                    serves_store);
   c10::intrusive_ptr<dist::Group> group;
   try {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);

@@ -4,11 +4,13 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <crucible/config.h>
 #include <crucible/distributed.h>
 
 #include "distributed/c10d_compat.h"
@@ -74,14 +76,19 @@ struct DistributedAccess {
 namespace crucible::dist {
 
 // Joins the run `rendezvous` describes: connects to (rank 0: serves) the TCPStore at
-// master_addr:master_port, holds the roll call (every rank must come within `timeout`) and builds
-// a Gloo process group over the store, and with `nccl` an NCCL process group for CUDA tensors too
-// (requires nccl_built()). Every wait (the rendezvous, each collective) fails after `timeout`. A
-// peer that closes its connections makes the collective that writes to them fail, not this
-// process die of SIGPIPE (util::survive_broken_pipes). Throws PeerLostError naming the rank, the
-// address and the cause when the store does not answer or a rank does not come (roll_call), and
-// TrainingError when this rank cannot serve the store or build its groups.
+// master_addr:master_port, holds the roll call (every rank must come within `timeout`), agrees
+// with the other ranks on the backend of CUDA tensors under `backend` (agree_on_nccl; this rank
+// names `gpu`, by default gpu_name of the device rank_device gives it, "" without NCCL; a `gpu`
+// given, as tests do, must be "" without NCCL too) and
+// builds a Gloo process group over the store, and when they agree on NCCL an NCCL process group
+// for CUDA tensors too. Every wait (the rendezvous, each collective) fails after `timeout`. A peer
+// that closes its connections makes the collective that writes to them fail, not this process
+// die of SIGPIPE (util::survive_broken_pipes). Throws PeerLostError naming the rank, the address
+// and the cause when the store does not answer or a rank does not come (roll_call), UsageError
+// when the ranks cannot take the nccl asked for, and TrainingError when this rank cannot serve
+// the store or build its groups.
 DistributedContext connect(const Rendezvous& rendezvous, std::chrono::milliseconds timeout,
-                           bool nccl = false);
+                           DistributedBackend backend = DistributedBackend::kGloo,
+                           const std::optional<std::string>& gpu = std::nullopt);
 
 }  // namespace crucible::dist

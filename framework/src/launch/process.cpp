@@ -1,5 +1,6 @@
 #include "launch/process.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -73,10 +74,28 @@ pid_t spawn(const std::vector<std::string>& command, std::vector<std::string> en
   CPU_ZERO(&set);
   for (const int cpu : cpus) CPU_SET(cpu, &set);
   const pid_t parent = ::getpid();
+  // The stop signals wait until the child has dropped the handlers it inherits (see below).
+  sigset_t stops, previous;
+  sigemptyset(&stops);
+  for (const int sig : util::kStopSignals) sigaddset(&stops, sig);
+  ::pthread_sigmask(SIG_BLOCK, &stops, &previous);
   const pid_t pid = ::fork();
-  if (pid < 0) throw Error(fmt::format("cannot start {}: {}", what, std::strerror(errno)));
   if (pid == 0) {
     // Only async-signal-safe calls from here to exec.
+    // A stop signal that came before exec would run the parent's handler, which keeps it in this
+    // copy of the parent's memory, lost at exec: the default action ends the child instead. An
+    // ignored one (nohup's SIGHUP) stays ignored.
+    for (const int sig : util::kStopSignals) {
+      struct sigaction current = {};
+      ::sigaction(sig, nullptr, &current);
+      if ((current.sa_flags & SA_SIGINFO) != 0 || current.sa_handler != SIG_IGN) {
+        struct sigaction fallback = {};
+        fallback.sa_handler = SIG_DFL;
+        sigemptyset(&fallback.sa_mask);
+        ::sigaction(sig, &fallback, nullptr);
+      }
+    }
+    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     // Not the parent's handler (exec would make it the default action, which ends a process).
@@ -91,6 +110,9 @@ pid_t spawn(const std::vector<std::string>& command, std::vector<std::string> en
     [[maybe_unused]] auto n = ::write(STDERR_FILENO, exec_failed.data(), exec_failed.size());
     ::_exit(127);
   }
+  const int fork_error = errno;
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (pid < 0) throw Error(fmt::format("cannot start {}: {}", what, std::strerror(fork_error)));
   ::setpgid(pid, pid);  // also here: no window in which a terminal's signal reaches it
   return pid;
 }

@@ -41,7 +41,10 @@ std::vector<std::string> environment_with(const std::map<std::string, std::strin
 // Forks and execs `command` (a program path and its arguments) with environment `env`, its
 // stdout on `out_fd` and its stderr on `err_fd`, in a process group of its own, and with
 // PR_SET_PDEATHSIG SIGKILL so that it never outlives this process, and util::kWhereSignal ignored
-// until it handles it (a question the parent passes on never ends it). When `cpus` is not empty the
+// until it handles it (a question the parent passes on never ends it). Stop signals
+// (util::kStopSignals) that reach the child before the program it runs handles them take their
+// default action (it ends), whatever handler this process has, except one this process ignores,
+// which stays ignored. When `cpus` is not empty the
 // child runs on those CPUs only. A program that cannot be executed exits 127 after the line
 // "cannot exec <what>: <program>" on `err_fd`. Returns its pid; throws crucible::Error
 // "cannot start <what>: <reason>" when it cannot be forked.

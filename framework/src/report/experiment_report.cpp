@@ -70,7 +70,7 @@ std::map<int64_t, Trial> trials_of(const std::vector<json>& rows, bool smaller_i
       }
       t.validations.push_back(v);
     } else if (event == "restarted") {
-      if (!row.value("stopped", false)) ++t.restarts;  // a stop from outside uses up none
+      if (search::uses_a_restart(row)) ++t.restarts;
     } else if (event != "created" && !event.empty()) {
       t.state = event;
       t.error = text_in(row, "error");

@@ -28,10 +28,9 @@ std::chrono::milliseconds dist_timeout(const ExperimentConfig& config) {
 std::optional<DistributedContext> join_launched_run(const ExperimentConfig& config) {
   const auto rendezvous = dist::from_environment(dist::process_environment());
   if (!rendezvous) return std::nullopt;
-  const bool nccl = dist::use_nccl(config.resources.distributed_backend,
-                                   dist::rank_device(rendezvous->topology.local_rank),
-                                   rendezvous->topology.local_size);
-  return dist::connect(*rendezvous, dist_timeout(config), nccl);
+  // Whether NCCL carries the ranks' CUDA tensors is decided when they meet, for all of them; an
+  // nccl that cannot work is refused there on every rank.
+  return dist::connect(*rendezvous, dist_timeout(config), config.resources.distributed_backend);
 }
 
 }  // namespace crucible

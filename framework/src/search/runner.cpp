@@ -214,9 +214,7 @@ class Runner {
     std::vector<nlohmann::json> unrecorded =
         scheduler_.replay(rows, util::join(dir_, "experiment.jsonl"));
     for (const auto& row : rows) {
-      if (row.value("event", "") == "restarted" && !row.value("stopped", false)) {
-        ++restarts_[row.value("trial", int64_t{0})];
-      }
+      if (uses_a_restart(row)) ++restarts_[row.value("trial", int64_t{0})];
     }
     if (!unrecorded.empty()) write(std::move(unrecorded));
   }

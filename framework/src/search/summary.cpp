@@ -46,13 +46,17 @@ std::string describe_row(const nlohmann::json& row, const std::string& metric,
     const std::string what =
         event == "failed"    ? "failed"
         : event == "invalid" ? "rejected its hyperparameters (replaced)"
-        : row.value("stopped", false)
+        : !uses_a_restart(row)
             ? std::string("restarted after a stop from outside the search (no restart used up)")
             : fmt::format("restarted ({} of {})", row.contains("restart") ? integer("restart") : 0,
                           row.contains("max_restarts") ? integer("max_restarts") : 0);
     return fmt::format("trial {} {}: {}", trial, what, row.value("error", ""));
   }
   return fmt::format("trial {} {}", trial, event);
+}
+
+bool uses_a_restart(const nlohmann::json& row) {
+  return row.value("event", "") == "restarted" && !row.value("stopped", false);
 }
 
 std::string summary_table(const Scheduler& scheduler, const std::string& metric) {

@@ -18,6 +18,10 @@ namespace crucible::search {
 std::string describe_row(const nlohmann::json& row, const std::string& metric,
                          const std::string& unit);
 
+// Whether `row` records a restart that used up one of its trial's max_restarts: a "restarted"
+// row but one marked `stopped` (a stop from outside the search, which uses up none).
+bool uses_a_restart(const nlohmann::json& row);
+
 // The trials as a table: id, state, best metric, length trained and hyperparameters; the trials
 // that validated first, best metric first, then the others by id.
 std::string summary_table(const Scheduler& scheduler, const std::string& metric);

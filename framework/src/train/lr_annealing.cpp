@@ -38,7 +38,11 @@ CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer optimizer, in
 }
 
 double CosineAnnealingWarmRestarts::rate(double base_lr, int64_t step) const {
-  int64_t cycle = t_0_;
+  if (t_mult_ == 1) {
+    return cosine_between(base_lr, eta_min_,
+                          static_cast<double>(step % t_0_) / static_cast<double>(t_0_));
+  }
+  int64_t cycle = t_0_;  // cycles grow geometrically: at most 63 of them
   while (step >= cycle) {
     step -= cycle;
     cycle *= t_mult_;

@@ -14,6 +14,8 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer optimizer, PlateauOptions options
   if (!(options_.factor() > 0 && options_.factor() < 1)) {
     throw Error("ReduceLROnPlateau: factor must be in (0, 1)");
   }
+  if (!(options_.threshold() >= 0))
+    throw Error("ReduceLROnPlateau: threshold must not be negative");
   if (options_.patience() < 0 || options_.cooldown() < 0) {
     throw Error("ReduceLROnPlateau: patience and cooldown must not be negative");
   }
@@ -60,8 +62,10 @@ void ReduceLROnPlateau::on_validation(const MetricValues& metrics) {
   // that infinity improves on it; NaN never improves.
   const double inf = std::numeric_limits<double>::infinity();
   const double best = best_ ? *best_ : options_.smaller_is_better() ? inf : -inf;
-  const bool improved =
-      options_.smaller_is_better() ? value < best * (1.0 - margin) : value > best * (1.0 + margin);
+  const bool relative = options_.threshold_mode() == ThresholdMode::kRelative;
+  const bool improved = options_.smaller_is_better()
+                            ? value < (relative ? best * (1.0 - margin) : best - margin)
+                            : value > (relative ? best * (1.0 + margin) : best + margin);
   if (improved) {
     best_ = value;
     bad_validations_ = 0;
