@@ -115,6 +115,33 @@ TEST_CASE("resume falls back from a damaged newest checkpoint, with a warning", 
   CHECK(ckpt::verify(run + "/checkpoints/batch-0000000128").batches == 128);
 }
 
+TEST_CASE(
+    "a replacement cut short after the old checkpoint went is moved into place and one cut "
+    "short while written is removed",
+    "[checkpoint]") {
+  TempDir tmp;
+  const std::string run = finished_run(tmp);
+  // As a file system without RENAME_EXCHANGE leaves a re-save killed between its removal of
+  // batch 128 and its rename of the new one.
+  const std::string dirs = run + "/checkpoints/";
+  crucible::util::rename(dirs + "batch-0000000128", dirs + ".tmp-batch-0000000128");
+  // A copy of 120 cut short while written (no metadata yet), where nothing was removed.
+  REQUIRE(run_command("cp -r " + dirs + "batch-0000000120 " + dirs + ".tmp-batch-0000000136")
+              .exit_code == 0);
+  REQUIRE(::unlink((dirs + ".tmp-batch-0000000136/metadata.json").c_str()) == 0);
+  std::vector<std::string> warnings;
+  const auto removed =
+      ckpt::remove_unfinished(run, [&](const std::string& w) { warnings.push_back(w); });
+  CHECK(removed == std::vector<std::string>{dirs + ".tmp-batch-0000000136"});
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], Catch::Contains("moved " + dirs + ".tmp-batch-0000000128 into place"));
+  CHECK(ckpt::verify(dirs + "batch-0000000128").batches == 128);
+  CHECK_FALSE(crucible::util::exists(dirs + ".tmp-batch-0000000136"));
+  auto r = run_command(kTrainer + " fit --resume " + run);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+}
+
 TEST_CASE("no good checkpoint is a clear error, not a crash loop", "[checkpoint]") {
   TempDir tmp;
   const std::string run = finished_run(tmp);

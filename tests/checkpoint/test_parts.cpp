@@ -2,6 +2,7 @@
 #include "catch.h"
 
 #include "checkpoint/checkpoint.h"
+#include "optim/param_state.h"
 #include "process.h"
 
 using namespace crucible::testing;
@@ -111,4 +112,48 @@ TEST_CASE("part names are unique and not the callbacks'", "[checkpoint]") {
   CHECK_THROWS_WITH(contents.add_part({"half", tensor_part("x", &t).save, nullptr}),
                     Catch::Contains("'half': it needs both a save and a load function"));
   CHECK(contents.parts().size() == 1);
+}
+
+TEST_CASE("an optimizer's state is restored onto its parameters' device, the CPU and each GPU",
+          "[checkpoint]") {
+  // A checkpoint written on one device loads where the parameters are now (a rank's own GPU, or
+  // the CPU for a GPU run's checkpoint): here every pair of the CPU and the GPUs present.
+  std::vector<torch::Device> devices = {torch::kCPU};
+  if (torch::cuda::is_available()) {
+    for (int i = 0; i < static_cast<int>(torch::cuda::device_count()); ++i) {
+      devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(i));
+    }
+  }
+  for (const auto& from : devices) {
+    for (const auto& to : devices) {
+      INFO(from.str() << " to " << to.str());
+      TempDir tmp;
+      auto written = torch::nn::Linear(2, 1);
+      written->to(from);
+      auto adam = std::make_shared<torch::optim::Adam>(written->parameters(), 0.1);
+      written->forward(torch::ones({3, 2}, from)).sum().backward();
+      adam->step();
+      ckpt::Contents saving;
+      saving.models = {written.ptr()};
+      saving.optimizers = {adam};
+      const std::string dir = ckpt::save(tmp / "run", 1, saving, ckpt::Metadata{});
+
+      auto read = torch::nn::Linear(2, 1);
+      read->to(to);
+      auto restored = std::make_shared<torch::optim::Adam>(read->parameters(), 0.1);
+      ckpt::Contents loading;
+      loading.models = {read.ptr()};
+      loading.optimizers = {restored};
+      ckpt::load(dir, loading, 0, to);
+      for (const auto& p : read->parameters()) {
+        const auto& state = static_cast<const torch::optim::AdamParamState&>(
+            *restored->state().at(crucible::optim::detail::state_key(p)));
+        CHECK(state.exp_avg().device() == to);
+        CHECK(state.exp_avg_sq().device() == to);
+      }
+      // It trains on: a step with state and parameters on one device.
+      read->forward(torch::ones({3, 2}, to)).sum().backward();
+      CHECK_NOTHROW(restored->step());
+    }
+  }
 }

@@ -29,6 +29,17 @@ TEST_CASE("retention keeps the union of the newest and the best", "[checkpoint]"
   CHECK(to_delete({{"a", 10, 0.3}, {"b", 20, 0.5}, {"c", 30, inf}}, 1, 1, false) == S{"b", "a"});
 }
 
+TEST_CASE("retention leaves checkpoints past the run's batch alone and keeps the one just written",
+          "[checkpoint]") {
+  // Resumed from batch 100 as batch 200's model file was damaged, the run is stopped at 120: 200
+  // is an earlier attempt's, newer by batch only; counted, it would make 120 and 100 go.
+  const std::vector<Entry> entries = {
+      {"b100", 100, std::nullopt}, {"b120", 120, std::nullopt}, {"b200", 200, std::nullopt}};
+  CHECK(to_delete(entries, 1, 1, true) == S{"b120", "b100"});
+  CHECK(to_delete(entries, 1, 1, true, 120) == S{"b100"});
+  CHECK(to_delete(entries, 1, 1, true, 200) == S{"b120", "b100"});  // reached: replaced
+}
+
 TEST_CASE("a run keeps exactly the configured checkpoints, the best among them", "[checkpoint]") {
   TempDir tmp;
   auto r = run_command(kTrainer + " fit " + resumable_config(tmp, 0, "") + " --quiet --output " +

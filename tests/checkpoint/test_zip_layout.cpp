@@ -1,5 +1,8 @@
 // check_zip_layout and check_pickle: the extents of torch.save's zip archives and of their
 // pickles, checked before LibTorch reads them.
+#include <caffe2/serialize/in_memory_adapter.h>
+#include <caffe2/serialize/inline_container.h>
+
 #include "catch.h"
 
 #include <crucible/errors.h>
@@ -138,6 +141,40 @@ TEST_CASE(
   CHECK(refusal("N.X\xff\xff\xff\xff"s) == "");
   CHECK(refusal("\xffX\xff\xff\xff\xff"s) == "");
   CHECK(refusal("ctorch"s) == "");
+  // Objects nested deeper than 1000 (destroyed recursively, they would overflow the C++ stack):
+  // by lists on the stack appended into each other, or by one list put in the memo and appended
+  // to a new one over and over. A flat list of many appends, or of many items, is 2 deep.
+  const auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  CHECK_THAT(refusal("\x80\x02" + repeat("]", 1100) + repeat("a", 1099) + "."),
+             Catch::Contains("nests objects more than 1000 deep"));
+  CHECK(refusal("\x80\x02" + repeat("]", 900) + repeat("a", 899) + ".") == "");
+  CHECK_THAT(refusal("\x80\x02]q\x00"s +
+                     repeat("]h\x00"
+                            "aq\x00"s,
+                            1100) +
+                     "."),
+             Catch::Contains("nests objects more than 1000 deep"));
+  CHECK_THAT(refusal("\x80\x02]p0\n" + repeat("]g0\naq\x00"s, 1100) + "."),
+             Catch::Contains("nests objects more than 1000 deep"));
+  // Lists that each gain one item, all put in the memo first, then appended into each other
+  // through it: the second takes items after it went inside the first.
+  const auto le32 = [](uint32_t v) {
+    std::string out;
+    for (int i = 0; i < 4; ++i) out += static_cast<char>((v >> (8 * i)) & 0xFF);
+    return out;
+  };
+  std::string aliased = "\x80\x02";
+  for (uint32_t i = 0; i < 1100; ++i) aliased += "]r" + le32(i) + "0";
+  for (uint32_t i = 0; i + 1 < 1100; ++i) aliased += "j" + le32(i) + "j" + le32(i + 1) + "a0";
+  CHECK_THAT(refusal(aliased + "N."),
+             Catch::Contains("opcode 0x61 at offset") &&
+                 Catch::Contains("adds items to an object already inside another"));
+  CHECK(refusal("\x80\x02]" + repeat("Na", 5000) + "(" + repeat("N", 5000) + "e.") == "");
+  CHECK(refusal("\x80\x02}" + repeat("NNs", 5000) + "(" + repeat("NN", 5000) + "u.") == "");
 
   // In an archive: the zip check finds data.pkl and checks it (its CRC is not read).
   const auto written = ckpt::torch_dict_bytes({{"w", torch::ones({3})}, {"b", torch::zeros(2)}});
@@ -149,4 +186,58 @@ TEST_CASE(
              Catch::StartsWith("f.pt: a damaged pickle: opcode 0x58 at offset 4 declares "
                                "4294967295 bytes"));
   CHECK_THROWS_WITH(ckpt::read_torch_dict(bad, "f.pt"), Catch::Contains("a damaged pickle"));
+}
+
+TEST_CASE("a tensor whose pickled sizes, strides or offset reach past its storage is refused",
+          "[checkpoint]") {
+  using namespace std::string_literals;
+  // A whole archive of w = ones(3) and b = zeros(2) whose data.pkl is then edited, with its zip
+  // rewritten (CRCs and all) as a crafted file would be.
+  const auto written = ckpt::torch_dict_bytes({{"w", torch::ones({3})}, {"b", torch::zeros(2)}});
+  caffe2::serialize::PyTorchStreamReader reader(
+      std::make_unique<caffe2::serialize::MemoryReadAdapter>(written.data(), written.size()));
+  const auto record = [&](const std::string& name) {
+    const auto [data, size] = reader.getRecord(name);
+    return std::string(static_cast<const char*>(data.get()), size);
+  };
+  const std::string pickle = record("data.pkl");
+  const auto rewritten = [&](const std::string& from, const std::string& to) {
+    std::string edited = pickle;
+    const size_t at = edited.find(from);
+    REQUIRE(at != std::string::npos);
+    edited.replace(at, from.size(), to);
+    std::string out;
+    caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t size) -> size_t {
+      out.append(static_cast<const char*>(bytes), size);
+      return size;
+    });
+    writer.writeRecord("data.pkl", edited.data(), edited.size());
+    for (const char* name : {"byteorder", "data/0", "data/1"}) {
+      const std::string bytes = record(name);
+      writer.writeRecord(name, bytes.data(), bytes.size());
+    }
+    writer.writeEndOfFile();
+    return out;
+  };
+  const auto refusal = [](const std::string& bytes) {
+    try {
+      ckpt::read_torch_dict(bytes, "f.pt");
+    } catch (const crucible::TrainingError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // Unedited, through the same rewriting: read whole.
+  CHECK(refusal(rewritten("(K\x03t"s, "(K\x03t"s)) == "");
+  // w's sizes (3,) become (1000000,), then (4,): past its 3 elements either way.
+  CHECK_THAT(refusal(rewritten("(K\x03t"s, "(J\x40\x42\x0f\x00t"s)),
+             Catch::Contains("f.pt: tensor 'w' (sizes [1000000], strides [1], offset 0) reaches "
+                             "element 999999 of a storage of 3"));
+  CHECK_THAT(refusal(rewritten("(K\x03t"s, "(K\x04t"s)),
+             Catch::Contains("reaches element 3 of a storage of 3"));
+  // Sizes (3,) with stride 2.
+  CHECK_THAT(refusal(rewritten("(K\x01t"s, "(K\x02t"s)),
+             Catch::Contains("tensor 'w' (sizes [3], strides [2], offset 0) reaches element 4"));
+  // An empty view anywhere is fine.
+  CHECK(refusal(rewritten("(K\x03t"s, "(K\x00t"s)) == "");
 }

@@ -162,6 +162,44 @@ TEST_CASE("a bad --set names the override, not the file", "[config]") {
              Catch::Contains("'name' is not a mapping"));
 }
 
+TEST_CASE(
+    "an override changes the key it names: not an alias's other keys, and one unit of a length",
+    "[config]") {
+  using crucible::Length;
+  using crucible::LengthUnit;
+  const auto c = parse_experiment_config(
+      R"(name: a
+entrypoint: l:T
+hyperparameters: {global_batch_size: 8, lr: &lr 0.1, warmup_lr: *lr}
+max_length: {batches: 100}
+min_validation_period: &p {epochs: 1}
+min_checkpoint_period: *p
+)",
+      "a.yaml", {"hyperparameters.lr=0.2", "min_validation_period.batches=7"});
+  CHECK(c.hyperparameters.at("lr").value == 0.2);
+  CHECK(c.hyperparameters.at("warmup_lr").value == 0.1);
+  CHECK(c.min_validation_period == Length{LengthUnit::kBatches, 7});
+  CHECK(c.min_checkpoint_period == Length{LengthUnit::kEpochs, 1});
+  // Determined's searcher.max_length: a unit set replaces the other there too, and max_length
+  // follows it; a max_length that the search's own length would override is refused.
+  const std::string older = R"(name: d
+entrypoint: l:T
+hyperparameters: {global_batch_size: 8}
+searcher: {metric: loss, max_length: {batches: 937}}
+)";
+  const auto d = parse_experiment_config(older, "d.yaml", {"searcher.max_length.epochs=1"});
+  CHECK(d.searcher.max_length == Length{LengthUnit::kEpochs, 1});
+  CHECK(d.max_length == Length{LengthUnit::kEpochs, 1});
+  CHECK_THAT(
+      error_of([&] { parse_experiment_config(older, "d.yaml", {"max_length.batches=100"}); }),
+      Catch::StartsWith("--set max_length.batches=100: max_length: 100 batches disagrees with "
+                        "searcher.max_length (937 batches)"));
+  // An empty value (an unset shell variable) is no length.
+  CHECK_THAT(error_of([] { parse_experiment_config(kMinimal, "m.yaml", {"max_length.epochs="}); }),
+             Catch::StartsWith("--set max_length.epochs=: max_length.epochs: expected an integer, "
+                               "got nothing (null)"));
+}
+
 TEST_CASE("search spaces parse, and a single trial refuses them by name", "[config]") {
   auto c = parse_experiment_config(R"(name: s
 entrypoint: l:T
@@ -303,7 +341,7 @@ crucible::ExperimentConfig every_member_set() {
   bracket_rungs = 1;
   max_time = 600;
   time_metric = "batches";
-  searcher_length = {crucible::LengthUnit::kEpochs, 3};
+  searcher_length = {crucible::LengthUnit::kRecords, 1000};  // as max_length: they must agree
   source_trial_id = "/tmp/source run";
   source_checkpoint_uuid = "";  // one of the two
   max_length = {crucible::LengthUnit::kRecords, 1000};
@@ -441,6 +479,58 @@ TEST_CASE("profiling selects the batches of its window, both ends included", "[c
 TEST_CASE("the defaults written out read back as the defaults", "[config]") {
   const auto c = parse_experiment_config(kMinimal, "mem.yaml");
   CHECK((parse_experiment_config(crucible::to_yaml(c), "again.yaml") == c));
+  // Larger is better, no early stopping: its {} reads back with the searcher's direction too.
+  const auto larger =
+      parse_experiment_config(kMinimal, "mem.yaml", {"searcher.smaller_is_better=false"});
+  CHECK((parse_experiment_config(crucible::to_yaml(larger), "again.yaml") == larger));
+}
+
+TEST_CASE("free-form mappings refuse repeated keys and merge keys, naming the place", "[config]") {
+  const std::string base = std::string(kMinimal);
+  CHECK_THAT(error_of([&] {
+               parse_experiment_config(base + "data: {path: /a, size: 3, path: /b}\n", "d.yaml");
+             }),
+             Catch::Contains("d.yaml:") && Catch::Contains("data.path: duplicate key 'path'"));
+  CHECK_THAT(error_of([&] {
+               parse_experiment_config(base + "data: {<<: {path: /a}, size: 3}\n", "d.yaml");
+             }),
+             Catch::Contains("data.<<: a YAML merge key (<<), which is not supported"));
+  // Quoted, "<<" is a key like any other.
+  CHECK(parse_experiment_config(base + "data: {\"<<\": 1}\n", "d.yaml").data["<<"] == 1);
+  CHECK_THAT(error_of([&] {
+               parse_experiment_config(
+                   "name: h\nentrypoint: l:T\nmax_length: {batches: 1}\n"
+                   "hyperparameters: {global_batch_size: 8, opt: {a: 1, a: 2}}\n",
+                   "d.yaml");
+             }),
+             Catch::Contains("hyperparameters.opt.a: duplicate key 'a'"));
+}
+
+TEST_CASE("hyperparameter mistakes are named as what they are", "[config]") {
+  const std::string head = "name: h\nentrypoint: l:T\nmax_length: {batches: 1}\n";
+  CHECK_THAT(error_of([&] {
+               parse_experiment_config(
+                   head + "hyperparameters: {global_batch_size: 8, opt: {type: adam, lr: 0.1}}\n",
+                   "h.yaml");
+             }),
+             Catch::Contains("hyperparameters.opt.type: 'adam' is not a hyperparameter type") &&
+                 Catch::Contains("{type: const, val: {type: adam, ...}}"));
+  CHECK_THAT(error_of([&] {
+               parse_experiment_config(
+                   head +
+                       "hyperparameters: {global_batch_size: {type: categorical, vals: [32, "
+                       "64]}}\n",
+                   "h.yaml");
+             }),
+             Catch::Contains("hyperparameters.global_batch_size: is a search space"));
+  CHECK_THAT(error_of([&] {
+               parse_experiment_config(
+                   head +
+                       "hyperparameters: {global_batch_size: 8, n: {type: int, minval: 0, "
+                       "maxval: 9223372036854775807}}\n",
+                   "h.yaml");
+             }),
+             Catch::Contains("hyperparameters.n.maxval: 9223372036854775808 is beyond 2^53"));
 }
 
 TEST_CASE("the keys safe on resume are those the schema marks", "[config]") {

@@ -199,6 +199,14 @@ nlohmann::json grad_sync_case(const crucible::DistributedContext& ctx,
                  {"unused_has_grad", net.unused->weight.grad().defined()},
                  {"rank0_has_grad", net.rank0->weight.grad().defined()}};
   }
+  // A step with no backward since the gradients were cleared, as step_optimizer takes it: no rank
+  // has a gradient, so none is left, not the cleared zeros (an optimizer would step on those).
+  sync.clear_gradients();
+  const bool changed = sync.changed_since_finish();
+  if (changed) sync.finish();
+  bool any_gradient = false;
+  for (const auto& p : net.parameters()) any_gradient = any_gradient || p.grad().defined();
+  out["no_backward"] = {{"changed", changed}, {"any_gradient", any_gradient}};
   return out;
 }
 

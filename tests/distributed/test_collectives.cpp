@@ -258,6 +258,8 @@ TEST_CASE("gradient buckets are all-reduced during backward and give the exact m
       // A second finish() after a pass outside the window averages again what the ranks hold:
       // the first finish()'s mean counts as a gradient on every rank, rank 1's of the rank0
       // layer included (else that mean would be halved).
+      CHECK(m["no_backward"]["changed"].get<bool>());
+      CHECK_FALSE(m["no_backward"]["any_gradient"].get<bool>());
       CHECK(m["step6"]["error"].get<double>() <= 1e-6);
       CHECK(m["step6"]["rank0_has_grad"].get<bool>());
       // Two backward passes in one window.

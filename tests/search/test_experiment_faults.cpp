@@ -72,11 +72,11 @@ TEST_CASE(
 TEST_CASE("a search that fails while a trial trains stops that trial before it exits",
           "[search][faults]") {
   TempDir tmp;
-  // Two trials at once on the CPUs (not one per GPU): the first is done in a moment, the second
-  // trains for 16 x 300 ms.
+  // Two trials at once on the CPUs (not one per GPU), started together: the first trains for
+  // 16 x 100 ms, the second for 16 x 600 ms, so it is well into training when the first ends.
   const std::string config =
       search_config(tmp, "{name: grid, metric: validation_loss, max_concurrent_trials: 2}",
-                    "lr: 0.05, sleep_ms: {type: categorical, vals: [0, 300]}");
+                    "lr: 0.05, sleep_ms: {type: categorical, vals: [100, 600]}");
   const auto command = [&](const std::string& exp) {
     return "CUDA_VISIBLE_DEVICES= " + kTrainer + " fit " + config + " --output " + exp;
   };

@@ -15,9 +15,12 @@ using nlohmann::json;
 
 namespace {
 
+// A search of 10 batches, unless `searcher` gives its own max_length (Determined's older form).
 crucible::ExperimentConfig config(const std::string& hyperparameters, const std::string& searcher) {
+  const bool own_length = searcher.find("max_length") != std::string::npos;
   return parse_experiment_config("name: s\nentrypoint: lib:T\nhyperparameters: " + hyperparameters +
-                                     "\nsearcher: " + searcher + "\nmax_length: {batches: 10}\n",
+                                     "\nsearcher: " + searcher +
+                                     (own_length ? "\n" : "\nmax_length: {batches: 10}\n"),
                                  "search.yaml");
 }
 

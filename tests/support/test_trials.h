@@ -55,7 +55,8 @@ inline std::shared_ptr<TensorDataset> index_dataset(int64_t n) {
 // validation_batch_size, and optional fail_at / hang_at / nan_at / stop_at / sigterm_at (batch
 // indices, -1 = never: throw, sleep forever, report a NaN loss, call ctx.set_stop_requested,
 // send the process SIGTERM, after stop_at's request when both are at one batch), nan_grad_at and
-// nan_grad_from (a NaN loss before backward on that batch, or on every batch from it) and
+// nan_grad_from (a NaN loss before backward on that batch, or on every batch from it),
+// inf_grad_at (a finite loss whose weight gradient is NaN on that batch) and
 // fail_rank (the only rank that fails, hangs or requests a stop; default every rank).
 class RecordingTrial : public Trial {
  public:
@@ -132,6 +133,10 @@ class RecordingTrial : public Trial {
     if (batch_idx == ctx_.hparam<int64_t>("nan_grad_at", -1) ||
         (nan_from >= 0 && batch_idx >= nan_from)) {
       loss = loss * std::nan("");
+    }
+    // A term of value 0 whose gradient is not finite (sqrt's at 0): the loss stays finite.
+    if (batch_idx == ctx_.hparam<int64_t>("inf_grad_at", -1)) {
+      loss = loss + torch::sqrt(model_->weight * 0).sum();
     }
     ctx_.backward(loss);
     if (batch_idx == ctx_.hparam<int64_t>("stop_at", -1) && failing_rank) {

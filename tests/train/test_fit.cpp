@@ -242,20 +242,20 @@ TEST_CASE("a NaN searcher metric is never the best: the first finite one is", "[
   CHECK(checkpoint_batches(tmp / "run") == V{4, 10});
 }
 
-TEST_CASE("a NaN loss stops training with a clear error: the last good checkpoint loads",
-          "[train]") {
-  TempDir tmp;
+namespace {
+
+// A 20-batch fit with checkpoints every 2 batches and `fault` (a hyperparameter setting) that
+// diverges at batch 3: returns its error after requiring exit 1, a message naming checkpoint 2 as
+// the last good one, and checkpoint 2 alone on disk, loadable.
+std::string diverged_fit(const TempDir& tmp, const std::string& fault) {
   auto config = recording_config(R"(max_length: {batches: 20}
 min_checkpoint_period: {batches: 2}
 scheduling_unit: 100
 )",
-                                 {"hyperparameters.nan_at=3"});
+                                 {fault});
   int code = 0;
   const std::string message = error_of([&] { fit_recording(config, tmp / "run"); }, &code);
   CHECK(code == crucible::kExitTrainingFailed);
-  // Found when checkpoint 4 is due, which the pending report covers.
-  CHECK_THAT(message, Catch::Contains("training metric 'loss' is nan at batch 3 (epoch 0) "
-                                      "(optimizations.non_finite: stop); stopping"));
   CHECK_THAT(message, Catch::Contains("checkpoints/batch-0000000002"));
   CHECK(checkpoint_batches(tmp / "run") == V{2});
   auto model = torch::nn::Linear(1, 1);
@@ -264,6 +264,28 @@ scheduling_unit: 100
   contents.optimizers = {std::make_shared<torch::optim::SGD>(model->parameters(), 0.1)};
   auto meta = crucible::checkpoint::load(tmp / "run/checkpoints/batch-0000000002", contents);
   CHECK(meta.batches == 2);
+  return message;
+}
+
+}  // namespace
+
+TEST_CASE("a NaN loss stops training with a clear error: the last good checkpoint loads",
+          "[train]") {
+  TempDir tmp;
+  // Found when checkpoint 4 is due, which the pending report covers.
+  CHECK_THAT(diverged_fit(tmp, "hyperparameters.nan_at=3"),
+             Catch::Contains("training metric 'loss' is nan at batch 3 (epoch 0) "
+                             "(optimizations.non_finite: stop); stopping"));
+}
+
+TEST_CASE(
+    "weights a non-finite gradient stepped are never checkpointed, though the loss was finite",
+    "[train]") {
+  TempDir tmp;
+  // Batch 3's loss is finite, its weight gradient NaN: the step after it leaves the weight NaN
+  // just as checkpoint 4 is due, a batch before any loss shows it.
+  CHECK_THAT(diverged_fit(tmp, "hyperparameters.inf_grad_at=3"),
+             Catch::Contains("model 0 parameter 'weight' holds a NaN or an infinity at batch 4"));
 }
 
 TEST_CASE("a trial that throws in train_batch fails naming the method and batch", "[train]") {

@@ -120,11 +120,29 @@ void restore_gradients(const Contents& contents, torch::serialize::InputArchive&
   }
 }
 
-// Loads the archive file `path` into `archive`, reading its bytes here: a read error is thrown as
-// "cannot read <path>: <reason>" rather than as LibTorch's report of its fopen.
-void load_archive(torch::serialize::InputArchive& archive, const std::string& path) {
+// Loads the archive file `path` into `archive`, its tensors onto `device` when given (else the
+// device each was saved from), reading its bytes here: a read error is thrown as "cannot read
+// <path>: <reason>" rather than as LibTorch's report of its fopen.
+void load_archive(torch::serialize::InputArchive& archive, const std::string& path,
+                  c10::optional<torch::Device> device = c10::nullopt) {
   const std::vector<char> bytes = util::read_file_bytes(path);
-  archive.load_from(bytes.data(), bytes.size());
+  archive.load_from(bytes.data(), bytes.size(), device);
+}
+
+// The device every parameter of `optimizer` is on; nullopt when they are on several or it has
+// none.
+c10::optional<torch::Device> parameters_device(const torch::optim::Optimizer& optimizer) {
+  c10::optional<torch::Device> device;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      if (!device) {
+        device = p.device();
+      } else if (*device != p.device()) {
+        return c10::nullopt;
+      }
+    }
+  }
+  return device;
 }
 
 // Restores the generators, Trial::load_state and the parts. CUDA generators only when
@@ -411,7 +429,9 @@ Metadata load(const std::string& dir, const Contents& contents, int64_t rank,
     const std::string name = indexed("optimizer", i);
     try {
       torch::serialize::InputArchive archive;
-      load_archive(archive, util::join(dir, name));
+      // Its state where its parameters are now, as PyTorch's load_state_dict puts it: another
+      // rank's GPU than the writer's, or the CPU for a checkpoint written on a GPU.
+      load_archive(archive, util::join(dir, name), parameters_device(*contents.optimizers[i]));
       contents.optimizers[i]->load(archive);
     } catch (const Error&) {
       throw;
@@ -440,7 +460,7 @@ Metadata load(const std::string& dir, const Contents& contents, int64_t rank,
   if (meta.files.contains("gradients.pt")) {
     try {
       torch::serialize::InputArchive archive;
-      load_archive(archive, util::join(dir, "gradients.pt"));
+      load_archive(archive, util::join(dir, "gradients.pt"), device);
       restore_gradients(contents, archive, rank);
     } catch (const std::exception& e) {
       throw TrainingError(
@@ -488,12 +508,33 @@ void remove(const std::string& dir) {
   util::remove_all(doomed);
 }
 
-std::vector<std::string> remove_unfinished(const std::string& run_dir) {
+std::vector<std::string> remove_unfinished(const std::string& run_dir,
+                                           const std::function<void(const std::string&)>& warn) {
   std::vector<std::string> out;
   const std::string dir = checkpoints_dir(run_dir);
   if (!util::is_directory(dir)) return out;
   for (const auto& name : util::list_directory(dir)) {
-    if (name.rfind(".tmp-", 0) == 0) out.push_back(util::join(dir, name));
+    if (name.rfind(".tmp-", 0) != 0) continue;
+    const std::string path = util::join(dir, name);
+    const std::string final_dir = util::join(dir, name.substr(5));
+    // Written whole, but its move into place was cut short after the checkpoint it replaced was
+    // removed (a file system that cannot exchange two names): it is the checkpoint.
+    if (name.rfind(".tmp-batch-", 0) == 0 && !util::exists(final_dir)) {
+      try {
+        verify(path);
+        util::rename(path, final_dir);
+        fsync_path(dir);
+        if (warn)
+          warn(
+              fmt::format("moved {} into place: a checkpoint written whole whose move "
+                          "into place was cut short",
+                          path));
+        continue;
+      } catch (const std::exception&) {
+        // Cut short while being written, or unreadable: removed below.
+      }
+    }
+    out.push_back(path);
   }
   for (const auto& path : out) util::remove_all(path);
   return out;

@@ -118,7 +118,9 @@ Metadata verify(const std::string& dir);
 // DamagedCheckpoint, or TrainingError when the checkpoint does not fit the trial (another trial
 // class, other model or optimizer count, parameter names or shapes, other callback or part
 // names), a part's load throws (naming the part) or a file cannot be read (naming it).
-// `rank` picks this process's generator states when the checkpoint holds one per rank; `device`
+// An optimizer's state goes to the device of its parameters (when they share one; else to the
+// devices it was saved from). `rank` picks this process's generator states when the checkpoint
+// holds one per rank; `device`
 // is the device this rank computes on. CUDA generators are restored only when the process sees
 // as many GPUs as the writer did (metadata "cuda_devices"); otherwise they start afresh. When the
 // checkpoint holds gradients.pt (written inside an accumulation window), every tensor of
@@ -140,8 +142,12 @@ std::vector<std::string> list(const std::string& run_dir);
 void remove(const std::string& dir);
 
 // Removes the temporary directories of checkpoints whose writing (or deletion) was cut short (a
-// killed process); returns their paths. Only the process that owns the run may call it.
-std::vector<std::string> remove_unfinished(const std::string& run_dir);
+// killed process); returns their paths. A temporary checkpoint that verifies and whose final name
+// is free (a replacement cut short between removing the old one and renaming the new) is moved
+// into place instead, and reported through `warn`. Only the process that owns the run may call
+// it.
+std::vector<std::string> remove_unfinished(
+    const std::string& run_dir, const std::function<void(const std::string&)>& warn = {});
 
 // The newest checkpoint of the run that verifies. Each damaged newer one is reported through
 // `warn` and skipped. Throws TrainingError listing them when none verifies, and UsageError when

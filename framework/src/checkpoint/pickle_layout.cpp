@@ -1,9 +1,12 @@
 #include "checkpoint/pickle_layout.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
+#include <c10/util/Exception.h>
 #include <fmt/format.h>
 
 #include <crucible/errors.h>
@@ -76,11 +79,31 @@ const std::array<Opcode, 256>& opcodes() {
   return table;
 }
 
+// Deeper than any state dict nests (a dict of tensors is about 4 deep).
+constexpr uint32_t kMaxDepth = 1000;
+
 }  // namespace
 
 void check_pickle(std::string_view pickle, const std::string& source) {
   uint64_t height = 0;          // the stack's items, marks not counted
   std::vector<uint64_t> marks;  // the height at each mark, innermost last
+  // How deeply objects nest (an unpickled value is destroyed recursively, so a deep one would
+  // overflow the C++ stack): the object of each stack item and memo entry (DUP, PUT and GET share
+  // one), its depth, and whether it is inside another yet. An object only gains items before it
+  // goes inside another (as every pickler writes them): then each object's depth is final when a
+  // container takes it, and an alias cannot deepen a container after the fact.
+  struct Object {
+    uint32_t depth = 1;
+    bool inside = false;
+  };
+  std::vector<Object> objects;
+  std::vector<uint64_t> stack;  // the object of each item
+  std::unordered_map<uint64_t, uint64_t> memo;
+  uint64_t memoized = 0;  // MEMOIZE's next index
+  const auto fresh = [&](uint32_t depth) {
+    objects.push_back({depth, false});
+    return static_cast<uint64_t>(objects.size() - 1);
+  };
   uint64_t at = 0;
   while (at < pickle.size()) {
     const uint64_t start = at;
@@ -127,17 +150,24 @@ void check_pickle(std::string_view pickle, const std::string& source) {
         for (int line = 0; line < code.width; ++line) {
           const size_t newline = pickle.find('\n', at);
           if (newline == std::string_view::npos) return;
-          if (op == 'p') {  // PUT: the index in decimal
+          if (op == 'p' || op == 'g') {  // PUT, GET: the index in decimal
             const auto index = util::whole_integer(std::string(pickle.substr(at, newline - at)));
-            if (index && *index >= 0) check_memo(static_cast<uint64_t>(*index));
+            if (index && *index >= 0) {
+              value = static_cast<uint64_t>(*index);
+              if (op == 'p') check_memo(value);
+            }
           }
           at = newline + 1;
         }
         break;
     }
 
-    // Its stack effect.
+    // Its stack effect, checked, then applied to the objects.
     const uint64_t above_mark = height - (marks.empty() ? 0 : marks.back());
+    const uint64_t base = code.marks == Marks::kNone
+                              ? height - std::min<uint64_t>(height, code.pops)
+                          : code.marks == Marks::kMark || marks.empty() ? height
+                                                                        : marks.back();
     switch (code.marks) {
       case Marks::kMark:
         marks.push_back(height);
@@ -160,6 +190,53 @@ void check_pickle(std::string_view pickle, const std::string& source) {
         }
         height = height - code.pops + code.pushes;
         break;
+    }
+    // Its effect on the objects. The items taken are those from `base` up; APPEND, SETITEM and
+    // BUILD take the object they add to first, the opcodes that add up to a mark the one below
+    // the mark.
+    const bool memo_put = op == 'p' || op == 'q' || op == 'r' || op == 0x94;
+    const bool memo_get = op == 'h' || op == 'j' || op == 'g';
+    const bool adds = op == 'a' || op == 's' || op == 'b' || code.marks == Marks::kAddToMark;
+    const uint64_t first_item = op == 'a' || op == 's' || op == 'b' ? base + 1 : base;
+    const uint64_t top = stack.empty() ? 0 : stack.back();
+    // Whether the items taken go inside what it adds to or builds (not so for PUT, GET, DUP, POP
+    // and POP_MARK).
+    const bool contains = adds || (code.pushes == 1 && !memo_put && !memo_get);
+    if (adds && objects[stack[first_item - 1]].inside) {
+      damaged("adds items to an object already inside another");
+    }
+    uint32_t deepest = 0;
+    for (uint64_t i = first_item; contains && i < stack.size(); ++i) {
+      deepest = std::max(deepest, objects[stack[i]].depth);
+      objects[stack[i]].inside = true;
+    }
+    uint64_t result = 0;
+    if (adds) {
+      const uint64_t target = stack[first_item - 1];
+      objects[target].depth = std::max(objects[target].depth, deepest + 1);
+      result = target;
+      stack.resize(first_item);
+    } else if (memo_put || op == '2') {  // the same object stays (DUP: twice)
+      result = top;
+      if (op == '2') stack.push_back(top);
+    } else {
+      stack.resize(base);
+      if (memo_get) {
+        const auto found = memo.find(value);
+        if (found != memo.end()) {
+          stack.push_back(found->second);
+        } else {
+          stack.push_back(fresh(1));
+        }
+      } else if (code.pushes == 1) {
+        stack.push_back(fresh(deepest + 1));
+      }
+      result = stack.empty() ? 0 : stack.back();
+    }
+    if (memo_put) memo[op == 0x94 ? memoized++ : value] = top;
+    TORCH_INTERNAL_ASSERT(stack.size() == height, "pickle object bookkeeping out of step");
+    if (!stack.empty() && objects[result].depth > kMaxDepth) {
+      damaged(fmt::format("nests objects more than {} deep", kMaxDepth));
     }
     if (op == '.') return;  // STOP
   }

@@ -7,9 +7,11 @@
 namespace crucible::checkpoint {
 
 std::vector<std::string> to_delete(const std::vector<Entry>& entries, int64_t keep_latest,
-                                   int64_t keep_best, bool smaller_is_better) {
+                                   int64_t keep_best, bool smaller_is_better, int64_t now) {
   std::vector<const Entry*> by_age;
-  for (const auto& e : entries) by_age.push_back(&e);
+  for (const auto& e : entries) {
+    if (e.batches <= now) by_age.push_back(&e);
+  }
   std::sort(by_age.begin(), by_age.end(),
             [](const Entry* a, const Entry* b) { return a->batches > b->batches; });
   std::set<std::string> keep;

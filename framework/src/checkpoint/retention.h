@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,8 +19,11 @@ struct Entry {
 
 // Which checkpoints to delete so that the union of the `keep_latest` newest and the `keep_best`
 // best (by metric; smaller better when `smaller_is_better`) remains. The newest and the single
-// best checkpoint are always kept, whatever the counts.
+// best checkpoint are always kept, whatever the counts. Checkpoints past batch `now` (an earlier
+// attempt's, newer than the one a resume could load, which the run replaces as it reaches their
+// batches) are neither counted nor deleted.
 std::vector<std::string> to_delete(const std::vector<Entry>& entries, int64_t keep_latest,
-                                   int64_t keep_best, bool smaller_is_better);
+                                   int64_t keep_best, bool smaller_is_better,
+                                   int64_t now = std::numeric_limits<int64_t>::max());
 
 }  // namespace crucible::checkpoint

@@ -7,6 +7,7 @@
 
 #include <crucible/errors.h>
 
+#include "checkpoint/tensor_files.h"
 #include "checkpoint/zip_layout.h"
 #include "util/error_text.h"
 
@@ -51,6 +52,7 @@ void load_state_dict(torch::nn::Module& module, const std::vector<char>& bytes,
     if (!kv.key().isString() || !kv.value().isTensor()) {
       throw TrainingError(fmt::format("{}: not a state dict (a dict of name to tensor)", source));
     }
+    check_extent(kv.value().toTensor(), source, kv.key().toStringRef());
     saved[kv.key().toStringRef()] = kv.value().toTensor();
   }
   auto target = named_state(module);

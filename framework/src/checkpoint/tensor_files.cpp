@@ -7,6 +7,7 @@
 
 #include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <crucible/errors.h>
@@ -301,9 +302,37 @@ NamedTensors read_torch_dict(const std::string& bytes, const std::string& source
       throw TrainingError(fmt::format("{}: the dict maps {} to {}; expected names to tensors",
                                       source, entry.key().tagKind(), entry.value().tagKind()));
     }
+    check_extent(entry.value().toTensor(), source, entry.key().toStringRef());
     out.emplace_back(entry.key().toStringRef(), entry.value().toTensor().to(torch::kCPU));
   }
   return out;
+}
+
+void check_extent(const torch::Tensor& t, const std::string& source, const std::string& name) {
+  if (!t.defined() || t.layout() != torch::kStrided || !t.has_storage()) return;
+  const auto outside = [&](const std::string& why) {
+    throw TrainingError(fmt::format("{}: tensor '{}' (sizes {}, strides {}, offset {}) {}", source,
+                                    name, t.sizes(), t.strides(), t.storage_offset(), why));
+  };
+  int64_t last = t.storage_offset();  // the last element the view reaches
+  if (last < 0) outside("starts before its storage");
+  bool empty = false;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) < 0 || t.stride(d) < 0) outside("has a negative size or stride");
+    empty = empty || t.size(d) == 0;
+  }
+  if (empty) return;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    int64_t span = 0;
+    if (__builtin_mul_overflow(t.size(d) - 1, t.stride(d), &span) ||
+        __builtin_add_overflow(last, span, &last)) {
+      outside("reaches past any storage");
+    }
+  }
+  const auto elements = static_cast<int64_t>(t.storage().nbytes() / t.element_size());
+  if (last >= elements) {
+    outside(fmt::format("reaches element {} of a storage of {}", last, elements));
+  }
 }
 
 }  // namespace crucible::checkpoint

@@ -43,8 +43,15 @@ bool looks_like_safetensors(const std::string& bytes);
 NamedTensors read_safetensors(const std::string& bytes, const std::string& source);
 
 // The tensors of a torch.save'd dict of name -> tensor (the zip format), in the dict's order.
-// Throws TrainingError naming `source` when the bytes are not that, or, on a LibTorch whose
-// unpickler lacks the SETITEM opcode (1.13), when the dict has a single entry.
+// Throws TrainingError naming `source` when the bytes are not that, when a tensor's view reaches
+// outside its storage (check_extent), or, on a LibTorch whose unpickler lacks the SETITEM opcode
+// (1.13), when the dict has a single entry.
 NamedTensors read_torch_dict(const std::string& bytes, const std::string& source);
+
+// Requires the unpickled tensor `t` (named `name` in `source`) to stay inside its storage: sizes,
+// strides and offset not negative, and the last element it reaches within the storage. LibTorch's
+// unpickler applies a pickle's sizes, strides and offset unchecked, so a damaged or crafted file
+// would read past the storage's memory. Throws TrainingError naming the file and the tensor.
+void check_extent(const torch::Tensor& t, const std::string& source, const std::string& name);
 
 }  // namespace crucible::checkpoint

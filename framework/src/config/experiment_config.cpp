@@ -48,6 +48,20 @@ namespace {
 using config::MapReader;
 using config::Source;
 
+// How many times `target` occurs in the tree `node` (an alias makes a node occur again), up to
+// nesting `depth`.
+int occurrences(const YAML::Node& node, const YAML::Node& target, int depth = 0) {
+  if (node.is(target)) return 1;
+  int n = 0;
+  if (depth < 64 && (node.IsMap() || node.IsSequence())) {
+    for (const auto& item : node) {
+      n += node.IsMap() ? occurrences(item.second, target, depth + 1)
+                        : occurrences(item, target, depth + 1);
+    }
+  }
+  return n;
+}
+
 void apply_override(YAML::Node& root, const std::string& text, Source& source) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0) {
@@ -74,24 +88,36 @@ void apply_override(YAML::Node& root, const std::string& text, Source& source) {
     parts.push_back(part);
   }
   // A length or period has exactly one unit: setting one unit replaces the other.
-  if (parts.size() == 2) {
-    const config::Key* length = config::find_key(parts[0]);
-    if (length != nullptr && length->is_length) root[parts[0]] = YAML::Node(YAML::NodeType::Map);
-  }
+  std::string parent;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) parent += (i == 0 ? "" : ".") + parts[i];
+  const config::Key* length = parent.empty() ? nullptr : config::find_key(parent);
+  const bool sets_a_unit = length != nullptr && length->is_length;
+  // yaml-cpp's assignment writes into the node itself, which an alias (*name) may share with
+  // other keys: a mapping on the way that occurs more than once is replaced by a copy of its own
+  // (the others keep their place in the file for messages), and the key itself is removed and
+  // added again.
   YAML::Node node;
   node.reset(root);
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    YAML::Node child = node[parts[i]];
-    if (!child.IsMap()) {
-      if (child.IsDefined() && !child.IsNull()) {
-        throw ConfigError(fmt::format("--set {}: '{}' is not a mapping, so it has no key '{}'",
-                                      text, parts[i], parts[i + 1]));
-      }
-      node[parts[i]] = YAML::Node(YAML::NodeType::Map);
-      child = node[parts[i]];
+    const YAML::Node child = node[parts[i]];
+    if (child.IsDefined() && !child.IsNull() && !child.IsMap()) {
+      throw ConfigError(fmt::format("--set {}: '{}' is not a mapping, so it has no key '{}'", text,
+                                    parts[i], parts[i + 1]));
     }
-    node.reset(child);
+    const bool replaced = sets_a_unit && i + 2 == parts.size();
+    if (!child.IsMap() || replaced || occurrences(root, child) > 1) {
+      YAML::Node own(YAML::NodeType::Map);
+      if (child.IsMap() && !replaced) {
+        for (const auto& entry : child) own.force_insert(entry.first, entry.second);
+      }
+      node.remove(parts[i]);
+      node[parts[i]] = own;
+      node.reset(own);
+    } else {
+      node.reset(child);
+    }
   }
+  node.remove(parts.back());
   node[parts.back()] = value;
   source.add_override(key, text);
 }
@@ -158,7 +184,7 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
   };
   if ((s.name == "random" || s.name == "adaptive_asha") &&
       !(root["searcher"].IsDefined() && root["searcher"].IsMap() &&
-        root["searcher"]["max_trials"].IsDefined())) {
+        root["searcher"]["max_trials"].IsDefined() && !root["searcher"]["max_trials"].IsNull())) {
     source.fail("searcher.max_trials", at("searcher", "max_trials"),
                 fmt::format("required by searcher {}: how many trials to start", s.name));
   }
@@ -191,7 +217,14 @@ ExperimentConfig parse_experiment_config(const std::string& yaml_text,
   }
   YAML::Node root;
   try {
-    root = YAML::Load(yaml_text);
+    const std::vector<YAML::Node> documents = YAML::LoadAll(yaml_text);
+    for (size_t i = 1; i < documents.size(); ++i) {
+      if (documents[i].IsNull()) continue;  // an empty one: a closing ---
+      throw ConfigError(
+          fmt::format("{}:{}:{}: a second YAML document (after ---); an experiment file holds one",
+                      source_name, documents[i].Mark().line + 1, documents[i].Mark().column + 1));
+    }
+    if (!documents.empty()) root = documents.front();
   } catch (const YAML::Exception& e) {
     throw ConfigError(fmt::format("{}:{}:{}: invalid YAML: {}", source_name, e.mark.line + 1,
                                   e.mark.column + 1, e.msg));
@@ -206,6 +239,14 @@ ExperimentConfig parse_experiment_config(const std::string& yaml_text,
   std::vector<std::string> warnings;
   config::adopt_determined_forms(root, source, warnings);
   ExperimentConfig c = parse_root(source, root);
+  // Determined's searcher.max_length is what a search trains to; max_length what a trial's fit
+  // does. Given both (a file's one and the other from --set), they must agree.
+  if (c.searcher.max_length.value > 0 && !(c.searcher.max_length == c.max_length)) {
+    source.fail("max_length", root["max_length"],
+                fmt::format("{} disagrees with searcher.max_length ({}); give one length, in "
+                            "max_length or in searcher.max_length",
+                            c.max_length.str(), c.searcher.max_length.str()));
+  }
   // Early stopping acts at validations. Without a validation period a single run, or a grid or
   // random search's trial, validates only at its end, where nothing is left to stop (adaptive
   // ASHA validates its trials at every rung).

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "config/enum_names.h"
+#include "config/suggest.h"
 #include "config/yaml_writer.h"
 
 namespace crucible::config {
@@ -53,8 +54,20 @@ HyperparameterSpec read_one(const Source& source, const YAML::Node& node, const 
   HyperparameterSpec spec;
   if (!node.IsMap() || !node["type"].IsDefined()) {
     refuse_nested_specs(source, node, path);
-    spec.value = yaml_to_json(node);
+    spec.value = yaml_to_json(node, source, path);
     return spec;
+  }
+  // A type that is none of the spec types: say so before the keys it does not know.
+  const YAML::Node type = node["type"];
+  if (type.IsScalar() && !names<Type>().parse(type.Scalar())) {
+    std::string types;
+    for (const auto& name : names<Type>().names()) types += (types.empty() ? "" : ", ") + name;
+    source.fail(path + ".type", type,
+                fmt::format("'{}' is not a hyperparameter type (one of {}){}; a constant mapping "
+                            "with a key named type is written {{type: const, val: {{type: {}, "
+                            "...}}}}",
+                            type.Scalar(), types,
+                            did_you_mean(type.Scalar(), names<Type>().names()), type.Scalar()));
   }
   spec.type =
       MapReader(source, node, path, {"type", "val", "minval", "maxval", "base", "count", "vals"})
@@ -66,14 +79,17 @@ HyperparameterSpec read_one(const Source& source, const YAML::Node& node, const 
   if (spec.type == Type::kConst) {
     MapReader r = allowed({"val"});
     if (!r.has("val")) r.fail_missing("val");
-    spec.value = yaml_to_json(node["val"]);
+    spec.value = yaml_to_json(node["val"], source, path + ".val");
   } else if (spec.type == Type::kCategorical) {
     MapReader r = allowed({"vals"});
     if (!r.has("vals")) r.fail_missing("vals");
     if (!node["vals"].IsSequence() || node["vals"].size() == 0) {
       r.fail("vals", "expected a non-empty list of values");
     }
-    for (const auto& v : node["vals"]) spec.vals.push_back(yaml_to_json(v));
+    for (const auto& v : node["vals"]) {
+      spec.vals.push_back(
+          yaml_to_json(v, source, fmt::format("{}.vals[{}]", path, spec.vals.size())));
+    }
   } else {
     const bool is_int = spec.type == Type::kInt;
     const bool is_log = spec.type == Type::kLog;
@@ -84,6 +100,13 @@ HyperparameterSpec read_one(const Source& source, const YAML::Node& node, const 
       const double v =
           is_int ? static_cast<double>(r.integer(key, 0, INT64_MIN)) : r.number(key, 0);
       if (!std::isfinite(v)) r.fail(key, fmt::format("{} is not a finite number", v));
+      // Bounds are kept as doubles: an int space's must be exact in one.
+      constexpr double kExact = 9007199254740992.0;  // 2^53
+      if (is_int && std::abs(v) > kExact) {
+        r.fail(key, fmt::format("{:.0f} is beyond 2^53 (9007199254740992), where an int space's "
+                                "bounds stop being exact",
+                                v));
+      }
       return v;
     };
     spec.minval = bound("minval");
@@ -159,8 +182,12 @@ Hyperparameters read_hyperparameters(const MapReader& top) {
                 "training step over all slots (add it here, or --set "
                 "hyperparameters.global_batch_size=N)");
   }
-  if (gbs->second.type != Type::kConst || !gbs->second.value.is_number_integer() ||
-      gbs->second.value.get<int64_t>() <= 0) {
+  if (gbs->second.type != Type::kConst) {
+    source.fail("hyperparameters.global_batch_size", hp["global_batch_size"],
+                "is a search space; it must be a positive integer constant (search over a "
+                "per-slot batch size of your own instead)");
+  }
+  if (!gbs->second.value.is_number_integer() || gbs->second.value.get<int64_t>() <= 0) {
     source.fail("hyperparameters.global_batch_size", hp["global_batch_size"],
                 "must be a positive integer constant, got " + gbs->second.value.dump());
   }

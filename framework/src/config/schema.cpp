@@ -67,7 +67,9 @@ Key integer(const std::string& path, Access<Int> access, int64_t min_value,
   return key;
 }
 
-// A number; with `positive_unit` set it must be > 0 and the message names the unit.
+// A number; with `positive_unit` set it must be > 0 and at most 1e12 (so that it converts to
+// an integer count of milli-units or bytes; infinity is no timeout or size) and the message
+// names the unit.
 Key number(const std::string& path, Access<double> access, std::string positive_unit,
            std::string description) {
   Key key = make_key(path, std::move(description));
@@ -75,8 +77,8 @@ Key number(const std::string& path, Access<double> access, std::string positive_
                                                                         ExperimentConfig& c) {
     double& value = access(c);
     value = r.number(name, value);
-    if (!unit.empty() && !(value > 0)) {
-      r.fail(name, fmt::format("must be a number of {} > 0, got {}", unit, value));
+    if (!unit.empty() && !(value > 0 && value <= 1e12)) {
+      r.fail(name, fmt::format("must be a number of {} > 0 and at most 1e12, got {}", unit, value));
     }
   };
   key.emit = [access](YAML::Emitter& out, const ExperimentConfig& c) { out << get(access, c); };
@@ -187,7 +189,7 @@ Key data_key() {
   key.read = [](const MapReader& r, ExperimentConfig& c) {
     if (!r.has("data")) return;
     if (!r.node("data").IsMap()) r.fail("data", "expected a mapping");
-    c.data = yaml_to_json(r.node("data"));
+    c.data = yaml_to_json(r.node("data"), r.source(), "data");
   };
   key.emit = [](YAML::Emitter& out, const ExperimentConfig& c) {
     if (c.data.empty()) {
@@ -253,11 +255,11 @@ Key early_stopping_key() {
                      "after n validations in which m did not beat its best by more than x "
                      "(smaller_is_better defaults to searcher's); {} = off");
   key.read = [name = key.name](const MapReader& r, ExperimentConfig& c) {
+    EarlyStoppingConfig& out = c.early_stopping;
+    out.smaller_is_better = c.searcher.smaller_is_better;  // absent, {} and given alike
     if (!r.has(name)) return;
     const MapReader stop(r.source(), r.node(name), r.child_path(name),
                          {"metric", "smaller_is_better", "patience", "min_delta"});
-    EarlyStoppingConfig& out = c.early_stopping;
-    out.smaller_is_better = c.searcher.smaller_is_better;
     if (r.node(name).size() == 0) return;
     out.metric = stop.required_string("metric");
     out.smaller_is_better = stop.boolean("smaller_is_better", out.smaller_is_better);

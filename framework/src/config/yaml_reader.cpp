@@ -99,16 +99,34 @@ std::vector<std::string> sorted_keys(const YAML::Node& node) {
 
 }  // namespace
 
-nlohmann::json yaml_to_json(const YAML::Node& node) {
+nlohmann::json yaml_to_json(const YAML::Node& node, const Source& source, const std::string& path) {
   if (!node.IsDefined() || node.IsNull()) return nullptr;
   if (node.IsScalar()) return scalar_to_json(node);
   if (node.IsSequence()) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& item : node) out.push_back(yaml_to_json(item));
+    size_t i = 0;
+    for (const auto& item : node) {
+      out.push_back(yaml_to_json(item, source, fmt::format("{}[{}]", path, i++)));
+    }
     return out;
   }
   nlohmann::json out = nlohmann::json::object();
-  for (const auto& kv : node) out[kv.first.Scalar()] = yaml_to_json(kv.second);
+  std::map<std::string, YAML::Mark> seen;
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar();
+    const std::string key_path = path + "." + key;
+    if (key == "<<" && kv.first.Tag() != "!") {  // plain, not quoted
+      source.fail(key_path, kv.first,
+                  "a YAML merge key (<<), which is not supported: write the keys out");
+    }
+    const auto [first, inserted] = seen.emplace(key, kv.first.Mark());
+    if (!inserted) {
+      source.fail(
+          key_path, kv.first,
+          fmt::format("duplicate key '{}' (first given at line {})", key, first->second.line + 1));
+    }
+    out[key] = yaml_to_json(kv.second, source, key_path);
+  }
   return out;
 }
 
@@ -264,6 +282,9 @@ Length MapReader::length(const std::string& key, const Length& fallback, int64_t
                   std::to_string(node_[key].size()) + " keys");
   }
   const std::string unit = sorted_keys(node_[key]).front();
+  if (!unit_reader.has(unit)) {
+    unit_reader.fail(unit, "expected an integer, got nothing (null); e.g. {" + unit + ": 5}");
+  }
   Length out;
   out.unit = *units.parse(unit);
   out.value = unit_reader.integer(unit, 0, min_value);

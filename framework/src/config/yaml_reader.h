@@ -19,9 +19,12 @@ enum class ScalarType { kNull, kBool, kInt, kFloat, kString };
 ScalarType classify_scalar(const std::string& text, bool quoted);
 ScalarType classify_scalar(const YAML::Node& node);
 
-// A YAML node as JSON, scalars typed by the core schema. Throws ConfigError (via `where`) for
-// unrepresentable numbers.
-nlohmann::json yaml_to_json(const YAML::Node& node);
+class Source;
+
+// A YAML node as JSON, scalars typed by the core schema. Throws ConfigError for unrepresentable
+// numbers, and through `source` at the key's place (under `path`, the node's dotted key) for a
+// mapping that repeats a key or holds a merge key (<<, which yaml-cpp leaves unexpanded).
+nlohmann::json yaml_to_json(const YAML::Node& node, const Source& source, const std::string& path);
 
 // Where the dotted `key_path` (e.g. "optimizations.mixed_precision") stands in the YAML file
 // `file`: "file:line:col" of its value when the file holds `value` there, else `file` alone (the

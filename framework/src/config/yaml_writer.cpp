@@ -39,7 +39,12 @@ void emit_json(YAML::Emitter& out, const nlohmann::json& v) {
   } else {
     out << YAML::BeginMap;
     for (const auto& [key, item] : v.items()) {
-      out << YAML::Key << key << YAML::Value;
+      // Plain, "<<" would read back as a merge key.
+      if (key == "<<") {
+        out << YAML::Key << YAML::DoubleQuoted << key << YAML::Value;
+      } else {
+        out << YAML::Key << key << YAML::Value;
+      }
       emit_json(out, item);
     }
     out << YAML::EndMap;

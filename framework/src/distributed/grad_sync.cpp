@@ -462,6 +462,8 @@ bool GradientSync::matches(const torch::optim::Optimizer& optimizer) const {
 
 void GradientSync::clear_gradients() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
+  // The zeros are no gradient: a step before the next backward must finish() to leave none.
+  impl_->changed = true;
   torch::NoGradGuard no_grad;
   for (auto& s : impl_->slots) {
     s.fresh = false;

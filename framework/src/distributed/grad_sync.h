@@ -84,7 +84,8 @@ class GradientSync {
   // nothing.
   void open_window();
   // Whether a gradient may have changed since the last finish(): with `overlap`, whether a hook
-  // saw a gradient accumulate outside a window since then; without, always true.
+  // saw a gradient accumulate outside a window, or clear_gradients() ran, since then; without,
+  // always true.
   bool changed_since_finish() const;
   // Completes the averaging described above and closes the window. Throws TrainingError when a
   // peer fails or does not join within the run's timeout, or for a late change (see above).

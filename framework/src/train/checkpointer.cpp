@@ -215,7 +215,7 @@ void Checkpointer::save(TrialSession& session, FitState& state, const metrics::P
                            generators, gradients);
     forget(dir);
     track(dir);
-    apply_retention();
+    apply_retention(state.batches);
   }
   dist_.barrier();  // the checkpoint exists for every rank from here on
   state.last_checkpoint = dir;
@@ -227,12 +227,12 @@ void Checkpointer::save(TrialSession& session, FitState& state, const metrics::P
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));
 }
 
-void Checkpointer::apply_retention() {
+void Checkpointer::apply_retention(int64_t now) {
   const auto& storage = config_.checkpoint_storage;
   for (const auto& dir :
        checkpoint::to_delete(checkpoints_, storage.save_trial_latest,
                              std::max(storage.save_trial_best, storage.save_experiment_best),
-                             config_.searcher.smaller_is_better)) {
+                             config_.searcher.smaller_is_better, now)) {
     try {
       checkpoint::remove(dir);
     } catch (const std::exception& e) {

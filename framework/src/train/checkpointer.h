@@ -72,7 +72,8 @@ class Checkpointer {
   checkpoint::AccumulatedGradients accumulated_gradients(TrialSession& session) const;
   void track(const std::string& dir);
   void forget(const std::string& dir);
-  void apply_retention();
+  // Deletes the checkpoints retention does not keep, of those up to batch `now`.
+  void apply_retention(int64_t now);
 
   const ExperimentConfig& config_;
   const TrialFactory& factory_;

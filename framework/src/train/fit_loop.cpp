@@ -328,8 +328,9 @@ class FitLoop {
   void save_checkpoint(PendingStops stops = PendingStops::kOmit) {
     if (state_.checkpoint_current()) return;
     const auto started = std::chrono::steady_clock::now();
-    // Never a checkpoint of a model whose loss already diverged.
+    // Never a checkpoint of a model whose loss already diverged, or whose weights did.
     reporter_.check_training_finite(state_);
+    check_weights_finite();
     {
       const util::CrashScope crash_scope("while writing the checkpoint", "batch", state_.batches);
       checkpointer_->save(*session_, state_, progress(), train_loader_.position(),
@@ -338,6 +339,43 @@ class FitLoop {
     each_callback("on_checkpoint_end",
                   [&](Callback& c) { c.on_checkpoint_end(state_.last_checkpoint); });
     reporter_.checkpoint_took(std::chrono::steady_clock::now() - started);
+  }
+
+  // Under non_finite: stop, throws TrainingError naming the first model parameter that holds a
+  // NaN or an infinity: a gradient can be infinite while the loss that made it is finite, and the
+  // step then leaves the weights non-finite a batch before the training metrics show it. Every
+  // rank holds the same weights, so all of them throw. One host synchronisation per device.
+  void check_weights_finite() const {
+    if (config_.optimizations.non_finite != NonFinitePolicy::kStop) return;
+    const auto& models = session_->contents().models;
+    std::vector<torch::Tensor> finite;  // per device: whether all its parameters are finite
+    for (const auto& model : models) {
+      for (const auto& p : model->parameters()) {
+        const torch::Tensor all = torch::isfinite(p).all();
+        const auto same = std::find_if(finite.begin(), finite.end(), [&](const torch::Tensor& f) {
+          return f.device() == all.device();
+        });
+        if (same == finite.end()) {
+          finite.push_back(all);
+        } else {
+          *same = same->logical_and(all);
+        }
+      }
+    }
+    if (std::all_of(finite.begin(), finite.end(),
+                    [](const torch::Tensor& f) { return f.item<bool>(); })) {
+      return;
+    }
+    for (size_t m = 0; m < models.size(); ++m) {
+      for (const auto& item : models[m]->named_parameters()) {
+        if (torch::isfinite(item.value()).all().item<bool>()) continue;
+        throw TrainingError(fmt::format(
+            "model {} parameter '{}' holds a NaN or an infinity at batch {} (a gradient was not "
+            "finite, though the loss was; optimizations.non_finite: stop); stopping without a "
+            "checkpoint of it. {}",
+            m, item.key(), state_.batches, state_.last_good_checkpoint()));
+      }
+    }
   }
 
   // One training batch, one validation batch, a checkpoint saved and restored.

@@ -200,7 +200,8 @@ RunStart start_run(const ExperimentConfig& config, const FitOptions& options,
   if (!opened["resuming"].get<bool>()) return start;
   start.resume_from =
       chief_then_broadcast(dist, [&]() -> nlohmann::json {
-        for (const auto& dir : checkpoint::remove_unfinished(start.run.path)) {
+        const auto warn = [&](const std::string& w) { logger.warn(w); };
+        for (const auto& dir : checkpoint::remove_unfinished(start.run.path, warn)) {
           logger.warn("removed " + dir + ", a checkpoint whose writing or deletion was cut short");
         }
         if (checkpoint::list(start.run.path).empty()) {

@@ -220,13 +220,25 @@ void replace_directory(const std::string& from, const std::string& to) {
   }
   const int error = errno;
   if (!is_directory(from)) fail("cannot replace a directory with", from);
-  if (error == EINVAL || error == ENOSYS) {
-    remove_all(to);  // the file system cannot exchange names
-  } else if (error != ENOENT) {
+  if (error == ENOENT) {
+    rename(from, to);
+    return;
+  }
+  if (error != EINVAL && error != ENOSYS) {
     errno = error;
     fail(("cannot exchange " + from + " and").c_str(), to);
   }
+  // The file system cannot exchange names: the old one goes aside whole first, so that a kill
+  // leaves both complete, never `to` half deleted.
+  if (!exists(to)) {
+    rename(from, to);
+    return;
+  }
+  const std::string aside = join(parent_path(to), ".tmp-removed-" + file_name(to));
+  remove_all(aside);
+  rename(to, aside);
   rename(from, to);
+  remove_all(aside);
 }
 
 std::vector<std::string> list_directory(const std::string& path) {

@@ -77,8 +77,11 @@ void rename(const std::string& from, const std::string& to);
 // Moves directory `from` to `to`, replacing a `to` that exists with its contents. Where the file
 // system can exchange two names atomically (renameat2 RENAME_EXCHANGE: ext4, xfs, btrfs, tmpfs),
 // `to` holds either its old contents or `from`'s at every instant, and the old contents are then
-// removed. Elsewhere `to` is removed first, so a crash in between leaves neither. Requires `from`
-// and `to` on one file system. Throws std::runtime_error naming the path on failure.
+// removed. Elsewhere `to` is first renamed to ".tmp-removed-<its name>" beside it, then `from`
+// renamed to `to`, then the old contents removed: a crash in between leaves both whole, `to`'s
+// old contents under that name and `from` under its own (checkpoint::remove_unfinished moves a
+// whole checkpoint into place). Requires `from` and `to` on one file system. Throws
+// std::runtime_error naming the path on failure.
 void replace_directory(const std::string& from, const std::string& to);
 
 // The names in directory `path`, without "." and "..", sorted. Throws when it cannot be read.
