@@ -120,6 +120,18 @@ TEST_CASE(
   const std::string compared = compare_predictions(tmp, tmp / "p.pt", tmp / "p2.pt");
   CHECK_THAT(compared, Catch::Contains("shape [10000, 10]") && Catch::Contains("close True"));
 
+  // A run named for --checkpoint: the checkpoint it resolves to is said once, by the process
+  // the user started, not again by the worker of rank 0.
+  const std::string run = used.checkpoint.substr(0, used.checkpoint.find("/checkpoints/"));
+  auto by_run = run_command(kTrainer + " validate --slots 2 --checkpoint " + run);
+  INFO(by_run.output);
+  REQUIRE(by_run.exit_code == 0);
+  const std::string said = "--checkpoint " + run + ": checkpoint " + used.checkpoint + "\n";
+  const size_t at = by_run.output.find(said);
+  CHECK(at != std::string::npos);
+  CHECK(by_run.output.find(said, at + 1) == std::string::npos);
+  CHECK(by_run.output.find("[rank 0] --checkpoint") == std::string::npos);
+
   auto uneven = run_command(kTrainer + " validate --slots 3 --checkpoint " + used.checkpoint);
   CHECK(uneven.exit_code == 2);
   CHECK_THAT(uneven.output, Catch::Contains("evaluating on 3 slots") &&

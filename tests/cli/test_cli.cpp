@@ -59,6 +59,20 @@ TEST_CASE("trainer --version, --help and bad usage", "[cli]") {
   auto set_equals = trainer("check " + kConfigs + "/linear.yaml --set=hyperparameters.noise=0.25");
   CHECK(set_equals.exit_code == 0);
   CHECK_THAT(set_equals.output, Catch::Contains("noise: 0.25"));
+  // An empty value (an unset shell variable) or another option where a value belongs is refused,
+  // not taken as "none" or as a directory named --quiet.
+  for (const std::string& args : {std::string(" --warm-start ''"), std::string(" --warm-start="),
+                                  std::string(" --output ''")}) {
+    INFO(args);
+    auto empty = trainer("fit " + kConfigs + "/linear.yaml" + args);
+    CHECK(empty.exit_code == 2);
+    CHECK_THAT(empty.output, Catch::Contains("needs a value, and it is empty"));
+  }
+  auto option = trainer("fit " + kConfigs + "/linear.yaml --output --quiet");
+  CHECK(option.exit_code == 2);
+  CHECK_THAT(option.output,
+             Catch::Contains("--output needs a value, and '--quiet' is an option; a value that "
+                             "starts with -- is written --output=--quiet"));
 }
 
 TEST_CASE("trainer fit trains the linear trial to the known weight", "[cli]") {

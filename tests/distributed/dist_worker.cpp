@@ -16,6 +16,9 @@
 //   sparse_grad_sync  GradientSync of sparse embeddings (each rank's rows, one used on rank 0
 //                only or on none, one that is dense on one rank, one unused) beside a dense
 //                layer, with and without overlap
+//   train_metrics  training means across ranks of uneven counts and keys: rank 0's batches return
+//                loss 1, loss 3 and rare 10, rank 1's loss 5 (rank 2's, in a 3-rank run, none);
+//                every rank counted skipped_steps 2: {"rank": r, "means": {...}}
 //   backend      joins under distributed_backend $CRUCIBLE_TEST_BACKEND (auto, gloo, nccl), this
 //                rank naming the GPU $CRUCIBLE_TEST_GPU (unset: none), and prints the backend that
 //                carries CUDA tensors: {"rank": r, "cuda_backend": "gloo" or "nccl"}
@@ -36,6 +39,7 @@
 #include "config/enum_names.h"
 #include "distributed/collectives.h"
 #include "distributed/grad_sync.h"
+#include "metrics/reducer.h"
 
 namespace {
 
@@ -365,6 +369,23 @@ int main(int argc, char** argv) {
     namespace dist = crucible::dist;
     const auto rendezvous = dist::from_environment(dist::process_environment());
     if (!rendezvous) throw crucible::UsageError("no launcher variables in the environment");
+    if (mode == "train_metrics") {
+      const crucible::DistributedContext ctx = dist::connect(*rendezvous, timeout);
+      crucible::metrics::TrainingAccumulator training;
+      if (ctx.rank() == 0) {
+        training.add({{"loss", torch::tensor(1.0)}}, 0);
+        training.add({{"loss", torch::tensor(3.0)}}, 1);
+        training.add({{"rare", torch::tensor(10.0)}}, 2);
+      } else if (ctx.rank() == 1) {
+        training.add({{"loss", torch::tensor(5.0)}}, 0);
+      }
+      training.add_count("skipped_steps", 2);
+      std::cout << nlohmann::json{{"rank", ctx.rank()},
+                                  {"means", crucible::metrics::across_ranks(ctx, training)}}
+                       .dump()
+                << std::endl;
+      return 0;
+    }
     if (mode == "backend") {
       const char* gpu = std::getenv("CRUCIBLE_TEST_GPU");
       const crucible::DistributedContext ctx =

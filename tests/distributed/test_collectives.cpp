@@ -132,6 +132,16 @@ TEST_CASE("collectives across 2 and 3 ranks give exact results", "[dist]") {
   });
 }
 
+TEST_CASE("training means across ranks weigh each value alike and take metrics some ranks lack",
+          "[dist]") {
+  check_each_rank("train_metrics", [](int, int, const nlohmann::json& j) {
+    const auto means = j["means"];
+    CHECK(means["loss"] == 3.0);  // (1 + 3 + 5) / 3, not the mean of the ranks' means
+    CHECK(means["rare"] == 10.0);
+    CHECK(means["skipped_steps"] == 2.0);
+  });
+}
+
 TEST_CASE("Open MPI's variables join the same kind of run", "[dist]") {
   const int port = free_port();
   const auto ranks = run_world(2, "collectives", [&](int rank) {

@@ -726,6 +726,11 @@ TEST_CASE("bad distributed flags and settings exit 2 naming them", "[dist][fit]"
   check(
       run_command("RANK=0 WORLD_SIZE=1 CRUCIBLE_DIST_TIMEOUT=soon " + kTrainer + " fit " + kLinear),
       "CRUCIBLE_DIST_TIMEOUT=soon: expected seconds > 0");
+  for (const char* timeout : {"5min", "inf", "-3"}) {
+    check(run_command(fmt::format("RANK=0 WORLD_SIZE=1 CRUCIBLE_DIST_TIMEOUT={} {} fit {}", timeout,
+                                  kTrainer, kLinear)),
+          fmt::format("CRUCIBLE_DIST_TIMEOUT={}: expected seconds > 0 and at most 1e12", timeout));
+  }
   check(run_command("RANK=0 WORLD_SIZE=1 " + kTrainer + " fit " + kLinear + " --slots 2"),
         "--slots 2 but torchrun started 1 process; give the launcher's count or leave --slots out");
   // NCCL reduces CUDA tensors only: refused before any worker starts, and by a worker that an

@@ -178,3 +178,45 @@ TEST_CASE(
   CHECK(means.at("flag") == 1.0);
   CHECK(means.at("shaped") == 2.5);
 }
+
+TEST_CASE("a metric tensor the trial changes in place after returning it keeps its value",
+          "[metrics]") {
+  // A running counter the trial zeroes and fills again each batch, returned each time.
+  torch::Tensor counter = torch::tensor(1.0);
+  metrics::TrainingAccumulator training;
+  metrics::ValidationAccumulator validation(EvaluationReducer(ReduceOp::kSum));
+  training.add({{"acc", counter}}, 0);
+  validation.add({{"correct", counter}}, 1, 0);
+  counter.fill_(5.0);
+  training.add({{"acc", counter}}, 1);
+  validation.add({{"correct", counter}}, 1, 1);
+  counter.fill_(100.0);
+  CHECK(training.peek().at("acc") == 3.0);
+  CHECK(validation.result().at("correct") == 6.0);
+}
+
+TEST_CASE("a NaN maximum or minimum wins across ranks in either order, as on one rank",
+          "[metrics]") {
+  const EvaluationReducer extremes({{"worst", ReduceOp::kMax}, {"best", ReduceOp::kMin}},
+                                   ReduceOp::kAvg);
+  metrics::ValidationAccumulator finite(extremes), nan(extremes);
+  finite.add({{"worst", torch::tensor(1.0)}, {"best", torch::tensor(1.0)}}, 1, 0);
+  nan.add({{"worst", torch::tensor(std::nan(""))}, {"best", torch::tensor(std::nan(""))}}, 1, 1);
+  for (const auto& partials : {std::vector<nlohmann::json>{finite.partial(), nan.partial()},
+                               std::vector<nlohmann::json>{nan.partial(), finite.partial()}}) {
+    const auto combined = metrics::combine_partials(partials, extremes);
+    CHECK(std::isnan(combined.at("worst")));
+    CHECK(std::isnan(combined.at("best")));
+  }
+}
+
+TEST_CASE("a metric name that is not UTF-8 is refused by name of the method and batch",
+          "[metrics]") {
+  metrics::TrainingAccumulator training;
+  CHECK_THROWS_WITH(training.add({{"pr\xE9"
+                                   "cision",
+                                   torch::tensor(1.0)}},
+                                 7),
+                    Catch::Contains("train_batch returned a metric at batch 7 whose name is not "
+                                    "UTF-8 text (byte 0xE9 at offset 2)"));
+}

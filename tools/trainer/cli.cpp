@@ -161,13 +161,25 @@ Args parse(const std::vector<std::string>& args) {
   Args a;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
+    // The option's value: after '=' or the next argument, which may not be empty (an unset
+    // shell variable) nor, unless given after '=', another option.
     auto value = [&](const std::string& flag) -> std::string {
       const auto eq = arg.find('=');
+      std::string v;
       if (eq != std::string::npos && arg.rfind("--", 0) == 0) {
-        return arg.substr(eq + 1);
+        v = arg.substr(eq + 1);
+      } else {
+        if (i + 1 >= args.size()) throw UsageError(flag + " needs a value");
+        v = args[++i];
+        if (v.rfind("--", 0) == 0) {
+          throw UsageError(fmt::format(
+              "{} needs a value, and '{}' is an option; a value that starts with -- is written "
+              "{}={}",
+              flag, v, flag, v));
+        }
       }
-      if (i + 1 >= args.size()) throw UsageError(flag + " needs a value");
-      return args[++i];
+      if (v.empty()) throw UsageError(flag + " needs a value, and it is empty");
+      return v;
     };
     const std::string flag = arg.substr(0, arg.find('='));
     if (arg == "--help" || arg == "-h") {

@@ -48,18 +48,57 @@ namespace {
 using config::MapReader;
 using config::Source;
 
-// How many times `target` occurs in the tree `node` (an alias makes a node occur again), up to
-// nesting `depth`.
-int occurrences(const YAML::Node& node, const YAML::Node& target, int depth = 0) {
-  if (node.is(target)) return 1;
-  int n = 0;
-  if (depth < 64 && (node.IsMap() || node.IsSequence())) {
-    for (const auto& item : node) {
-      n += node.IsMap() ? occurrences(item.second, target, depth + 1)
-                        : occurrences(item, target, depth + 1);
+// The line (1-based) where a second YAML document of `text` starts its content, if one does: a
+// "---" or "..." line at column 0 after the first document's content, then a line of content. (YAML
+// forbids "---" at column 0 inside a scalar. yaml-cpp's LoadAll is not used: it loops without
+// end on some damaged input.)
+std::optional<int64_t> second_document_line(const std::string& text) {
+  std::istringstream lines(text);
+  bool content = false;    // the first document has content
+  bool separated = false;  // a --- followed it
+  int64_t number = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const bool marker =
+        line.rfind("---", 0) == 0 && (line.size() == 3 || line[3] == ' ' || line[3] == '\t');
+    const size_t first = line.find_first_not_of(" \t", marker ? 3 : 0);
+    const bool blank = first == std::string::npos || line[first] == '#';
+    if (marker) {
+      separated = separated || content;
+      if (separated && !blank) return number;  // "--- value": content on the marker's line
+      continue;
     }
+    if (line.rfind("...", 0) == 0 && (line.size() == 3 || blank)) {  // the end of a document
+      separated = separated || content;
+      continue;
+    }
+    if (blank || (!content && line[0] == '%')) continue;
+    if (separated) return number;
+    content = true;
   }
-  return n;
+  return std::nullopt;
+}
+
+// Whether `target` occurs more than once in the tree `root` (an alias makes a node occur again).
+// A tree too large to walk (aliases of aliases) counts as yes.
+bool shared(const YAML::Node& root, const YAML::Node& target) {
+  int found = 0;
+  int64_t budget = 100000;  // nodes visited
+  const std::function<void(const YAML::Node&)> walk = [&](const YAML::Node& node) {
+    if (found > 1 || --budget < 0) return;
+    if (node.is(target)) {
+      ++found;
+      return;
+    }
+    if (node.IsMap()) {
+      for (const auto& item : node) walk(item.second);
+    } else if (node.IsSequence()) {
+      for (const auto& item : node) walk(item);
+    }
+  };
+  walk(root);
+  return found > 1 || budget < 0;
 }
 
 void apply_override(YAML::Node& root, const std::string& text, Source& source) {
@@ -105,7 +144,7 @@ void apply_override(YAML::Node& root, const std::string& text, Source& source) {
                                     parts[i], parts[i + 1]));
     }
     const bool replaced = sets_a_unit && i + 2 == parts.size();
-    if (!child.IsMap() || replaced || occurrences(root, child) > 1) {
+    if (!child.IsMap() || replaced || shared(root, child)) {
       YAML::Node own(YAML::NodeType::Map);
       if (child.IsMap() && !replaced) {
         for (const auto& entry : child) own.force_insert(entry.first, entry.second);
@@ -217,14 +256,12 @@ ExperimentConfig parse_experiment_config(const std::string& yaml_text,
   }
   YAML::Node root;
   try {
-    const std::vector<YAML::Node> documents = YAML::LoadAll(yaml_text);
-    for (size_t i = 1; i < documents.size(); ++i) {
-      if (documents[i].IsNull()) continue;  // an empty one: a closing ---
+    if (const auto line = second_document_line(yaml_text)) {
       throw ConfigError(
-          fmt::format("{}:{}:{}: a second YAML document (after ---); an experiment file holds one",
-                      source_name, documents[i].Mark().line + 1, documents[i].Mark().column + 1));
+          fmt::format("{}:{}:1: a second YAML document (after ---); an experiment file holds one",
+                      source_name, *line));
     }
-    if (!documents.empty()) root = documents.front();
+    root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(fmt::format("{}:{}:{}: invalid YAML: {}", source_name, e.mark.line + 1,
                                   e.mark.column + 1, e.msg));

@@ -310,6 +310,9 @@ Key profiling_trace_key() {
               "profiling/trace.json (Chrome trace format); needs end_after_batch");
   key.read = [read = key.read, name = key.name](const MapReader& r, ExperimentConfig& c) {
     read(r, c);
+    if (c.profiling.trace && !c.profiling.enabled) {
+      r.fail(name, "needs profiling.enabled: true (the trace is of the profiled batches)");
+    }
     if (c.profiling.trace && c.profiling.end_after_batch < 0) {
       r.fail(name,
              "needs profiling.end_after_batch: the trace of every profiled batch is held in "

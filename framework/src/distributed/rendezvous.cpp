@@ -176,6 +176,7 @@ std::optional<Rendezvous> from_environment(const Env& env) {
   }
   if (r) {
     r->store_hosted = has(env, "CRUCIBLE_STORE_HOSTED") && env.at("CRUCIBLE_STORE_HOSTED") == "1";
+    r->started_by_crucible = r->store_hosted;
     // torchrun's static rendezvous (its default): the agent on node 0 serves the store at
     // MASTER_PORT and the workers meet under a per-restart prefix, as torch.distributed does.
     if (r->source == "torchrun" && has(env, "TORCHELASTIC_USE_AGENT_STORE") &&

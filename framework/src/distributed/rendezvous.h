@@ -21,6 +21,9 @@ struct Rendezvous {
   // Whether the launcher serves the store (CRUCIBLE_STORE_HOSTED=1, set by Crucible's own, or
   // torchrun's TORCHELASTIC_USE_AGENT_STORE=True); otherwise rank 0 serves it.
   bool store_hosted = false;
+  // Whether Crucible's own launcher or search started this process (CRUCIBLE_STORE_HOSTED=1):
+  // then that process speaks to the user, and a worker need not repeat it.
+  bool started_by_crucible = false;
   // The key prefix of this run in the store (torchrun's agent store:
   // "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>").
   std::string store_prefix;

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <ATen/Dispatch.h>
 #include <fmt/format.h>
 
 #include <crucible/errors.h>
+
+#include "util/utf8.h"
 
 namespace crucible::metrics {
 namespace {
@@ -20,6 +23,12 @@ std::string key_list(const Map& m) {
 
 void check_scalar(const std::string& name, const torch::Tensor& t, const char* where,
                   int64_t batch_idx) {
+  if (const auto bad = util::first_invalid_utf8(name)) {
+    throw TrainingError(fmt::format(
+        "{} returned a metric at batch {} whose name is not UTF-8 text (byte 0x{:02X} at offset "
+        "{}); names go into metrics.jsonl and TensorBoard, which take UTF-8",
+        where, batch_idx, static_cast<unsigned char>(name[*bad]), *bad));
+  }
   if (!t.defined() || t.numel() != 1) {
     throw TrainingError(
         fmt::format("{} returned metric '{}' at batch {} with {} elements; a "
@@ -72,8 +81,9 @@ std::vector<double> to_host_doubles(const std::vector<torch::Tensor>& values) {
   return out;
 }
 
-double max_of(double a, double b) { return std::max(a, b); }
-double min_of(double a, double b) { return std::min(a, b); }
+// NaN wins, whichever side it is on, as torch::maximum and torch::minimum have it.
+double max_of(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
+double min_of(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
 torch::Tensor max_of(const torch::Tensor& a, const torch::Tensor& b) {
   return torch::maximum(a, b);
 }
@@ -116,7 +126,7 @@ void ValidationAccumulator::add(const Metrics& batch_metrics, int64_t batch_leng
     if (r == ReduceOp::kAvg) v = v * static_cast<double>(batch_length);
     auto it = acc_.find(name);
     if (it == acc_.end()) {
-      acc_.emplace(name, v);
+      acc_.emplace(name, r == ReduceOp::kAvg ? v : v.clone());  // not the trial's own tensor
       continue;
     }
     it->second = combine(r, it->second, v);
@@ -183,33 +193,36 @@ MetricValues combine_partials(const std::vector<nlohmann::json>& partials,
   return combined;
 }
 
-MetricValues average_across_ranks(const DistributedContext& dist, const MetricValues& values) {
-  if (!dist.distributed()) return values;
-  const auto all = dist.allgather_object(values);
-  MetricValues out;
-  for (size_t r = 0; r < all.size(); ++r) {
-    const auto theirs = all[r].get<MetricValues>();
-    bool same = theirs.size() == values.size();
-    for (const auto& [k, v] : theirs) same = same && values.count(k);
-    if (!same) {
-      throw TrainingError(fmt::format(
-          "ranks report different training metrics: rank {} reports {}, rank {} reports {}; "
-          "every rank must report the same metrics",
-          dist.rank(), nlohmann::json(values).dump(), r, all[r].dump()));
+MetricValues across_ranks(const DistributedContext& dist, const TrainingAccumulator& training) {
+  if (!dist.distributed()) return training.peek();
+  std::map<std::string, std::pair<double, int64_t>> sums;
+  std::map<std::string, double> counts;
+  const auto all = dist.allgather_object(training.partials());
+  for (const auto& rank : all) {
+    for (const auto& [name, sum_count] : rank.at("sums").items()) {
+      auto& [sum, n] = sums[name];
+      sum += sum_count.at(0).get<double>();
+      n += sum_count.at(1).get<int64_t>();
     }
-    for (const auto& [k, v] : theirs) out[k] += v / static_cast<double>(all.size());
+    for (const auto& [name, n] : rank.at("counts").items()) {
+      counts[name] += n.get<double>() / static_cast<double>(all.size());
+    }
   }
+  MetricValues out;
+  for (const auto& [name, sum_count] : sums) {
+    out[name] = sum_count.first / static_cast<double>(sum_count.second);
+  }
+  for (const auto& [name, n] : counts) out[name] = n;
   return out;
 }
 
 void TrainingAccumulator::add(const Metrics& batch_metrics, int64_t batch_idx) {
   for (const auto& [name, tensor] : batch_metrics) {
     check_scalar(name, tensor, "train_batch", batch_idx);
-    torch::Tensor value = tensor.detach();
-    // A view into a larger tensor would keep all of it alive until the values are summed.
-    if (value.storage().nbytes() > static_cast<size_t>(value.element_size())) {
-      value = value.clone();
-    }
+    // A copy (on its device, no host sync): the trial may change its tensor in place before the
+    // values are summed (a running counter it returns each batch), and a view into a larger
+    // tensor would keep all of it alive.
+    torch::Tensor value = tensor.detach().clone();
     Entry& e = sums_[name];
     e.pending.push_back(std::move(value));
     e.pending_batches.push_back(batch_idx);
@@ -249,6 +262,15 @@ MetricValues TrainingAccumulator::peek() const {
   }
   for (const auto& [name, n] : counts_) out[name] = static_cast<double>(n);
   return out;
+}
+
+nlohmann::json TrainingAccumulator::partials() const {
+  sum_all_pending();
+  nlohmann::json sums = nlohmann::json::object();
+  for (const auto& [name, e] : sums_) {
+    sums[name] = {e.sum.value_or(0.0), skip_non_finite_ ? e.finite : e.count};
+  }
+  return {{"sums", sums}, {"counts", counts_}};
 }
 
 int64_t TrainingAccumulator::first_non_finite(const std::string& name) const {

@@ -58,6 +58,9 @@ class TrainingAccumulator {
   MetricValues flush();
   // The same means, without resetting.
   MetricValues peek() const;
+  // What peek() divides: {"sums": {name: [sum, count]}, "counts": {name: n}}, the count being
+  // that of the values summed (with skip_non_finite, the finite ones).
+  nlohmann::json partials() const;
   // Drops what was added.
   void reset();
   // The first batch of the period whose value of `name` was not finite; -1 when none was, with
@@ -97,10 +100,11 @@ class TrainingAccumulator {
 MetricValues combine_partials(const std::vector<nlohmann::json>& partials,
                               const EvaluationReducer& reducer);
 
-// The mean of each training metric over the ranks of `dist` (each rank's `values` average the
-// same batches of its own). Throws TrainingError naming the ranks and their keys when ranks
-// report different metrics. Returns `values` itself on one rank.
-MetricValues average_across_ranks(const DistributedContext& dist, const MetricValues& values);
+// Each training metric over the ranks of `dist`, each contributing `training`'s period: a mean's
+// sum and count are added up over the ranks (a rank whose batches did not return the metric
+// contributes none, and one with more values counts more), a count (add_count) is averaged over
+// the ranks. Returns training.peek() on one rank. Every rank must call it.
+MetricValues across_ranks(const DistributedContext& dist, const TrainingAccumulator& training);
 
 // Metrics as plain doubles, or a TrainingError naming the metric that is not a 1-element tensor.
 MetricValues to_values(const Metrics& metrics, const std::string& where);

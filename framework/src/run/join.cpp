@@ -16,9 +16,15 @@ namespace {
 // $CRUCIBLE_DIST_TIMEOUT seconds when set, else resources.distributed_timeout_seconds.
 std::chrono::milliseconds dist_timeout(const ExperimentConfig& config) {
   const char* env = std::getenv("CRUCIBLE_DIST_TIMEOUT");
-  const double seconds = env ? std::atof(env) : config.resources.distributed_timeout_seconds;
-  if (!(seconds > 0)) {
-    throw UsageError(fmt::format("CRUCIBLE_DIST_TIMEOUT={}: expected seconds > 0", env));
+  double seconds = config.resources.distributed_timeout_seconds;
+  if (env) {
+    char* end = nullptr;
+    seconds = std::strtod(env, &end);
+    // As the config key: a number, nothing after it, > 0 and at most 1e12.
+    if (end == env || *end != '\0' || !(seconds > 0 && seconds <= 1e12)) {
+      throw UsageError(
+          fmt::format("CRUCIBLE_DIST_TIMEOUT={}: expected seconds > 0 and at most 1e12", env));
+    }
   }
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }

@@ -29,7 +29,9 @@ EvaluationResult evaluate(
   }
   const std::optional<dist::Rendezvous> launcher =
       dist::from_environment(dist::process_environment());
-  const bool first = !launcher || launcher->topology.rank == 0;
+  // The one process that tells the user: the one they started, or rank 0 of an outside
+  // launcher's (Crucible's own launcher has told them already).
+  const bool first = !launcher || (launcher->topology.rank == 0 && !launcher->started_by_crucible);
   std::string checkpoint =
       train::checkpoint_path(options.checkpoint(), "--checkpoint", [&](const std::string& w) {
         if (first) std::cerr << "warning: " << w << "\n";

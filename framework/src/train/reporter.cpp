@@ -37,7 +37,7 @@ void Reporter::start_training(int64_t batches) {
 
 void Reporter::report_training(const FitState& state, const metrics::Progress& progress) {
   if (training_.empty()) return;
-  const MetricValues values = metrics::average_across_ranks(dist_, training_.peek());
+  const MetricValues values = metrics::across_ranks(dist_, training_);
   const auto now = std::chrono::steady_clock::now();
   const double elapsed = std::chrono::duration<double>(now - since_).count();
   since_ = now;
@@ -57,7 +57,7 @@ void Reporter::report_training(const FitState& state, const metrics::Progress& p
 
 void Reporter::check_training_finite(const FitState& state) const {
   if (training_.empty()) return;
-  check_finite(metrics::average_across_ranks(dist_, training_.peek()), state);
+  check_finite(metrics::across_ranks(dist_, training_), state);
 }
 
 void Reporter::check_finite(const MetricValues& values, const FitState& state) const {

@@ -11,6 +11,7 @@
 #include "train/grad_clip.h"
 #include "train/torch_lr_scheduler.h"
 #include "train/trial_state.h"
+#include "util/utf8.h"
 
 namespace crucible {
 
@@ -137,6 +138,12 @@ AutocastRegion::~AutocastRegion() {
 }
 
 void TrialContext::set_stop_requested(const std::string& reason) {
+  if (const auto bad = util::first_invalid_utf8(reason)) {
+    throw TrainingError(fmt::format(
+        "set_stop_requested: the reason is not UTF-8 text (byte 0x{:02X} at offset {}); it goes "
+        "into metrics.jsonl and the log",
+        static_cast<unsigned char>(reason[*bad]), *bad));
+  }
   state_->stop_requested = true;
   state_->stop_reason = reason.empty() ? "the trial requested a stop" : reason;
 }
