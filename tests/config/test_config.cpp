@@ -507,29 +507,23 @@ TEST_CASE("free-form mappings refuse repeated keys and merge keys, naming the pl
 }
 
 TEST_CASE("hyperparameter mistakes are named as what they are", "[config]") {
-  const std::string head = "name: h\nentrypoint: l:T\nmax_length: {batches: 1}\n";
-  CHECK_THAT(error_of([&] {
-               parse_experiment_config(
-                   head + "hyperparameters: {global_batch_size: 8, opt: {type: adam, lr: 0.1}}\n",
-                   "h.yaml");
-             }),
+  // The error of a file with these hyperparameters.
+  const auto refusal = [](const std::string& hyperparameters) {
+    return error_of([&] {
+      parse_experiment_config(
+          "name: h\nentrypoint: l:T\nmax_length: {batches: 1}\n"
+          "hyperparameters: " +
+              hyperparameters + "\n",
+          "h.yaml");
+    });
+  };
+  CHECK_THAT(refusal("{global_batch_size: 8, opt: {type: adam, lr: 0.1}}"),
              Catch::Contains("hyperparameters.opt.type: 'adam' is not a hyperparameter type") &&
                  Catch::Contains("{type: const, val: {type: adam, ...}}"));
-  CHECK_THAT(error_of([&] {
-               parse_experiment_config(
-                   head +
-                       "hyperparameters: {global_batch_size: {type: categorical, vals: [32, "
-                       "64]}}\n",
-                   "h.yaml");
-             }),
+  CHECK_THAT(refusal("{global_batch_size: {type: categorical, vals: [32, 64]}}"),
              Catch::Contains("hyperparameters.global_batch_size: is a search space"));
-  CHECK_THAT(error_of([&] {
-               parse_experiment_config(
-                   head +
-                       "hyperparameters: {global_batch_size: 8, n: {type: int, minval: 0, "
-                       "maxval: 9223372036854775807}}\n",
-                   "h.yaml");
-             }),
+  CHECK_THAT(refusal("{global_batch_size: 8, n: {type: int, minval: 0, maxval: "
+                     "9223372036854775807}}"),
              Catch::Contains("hyperparameters.n.maxval: 9223372036854775808 is beyond 2^53"));
 }
 

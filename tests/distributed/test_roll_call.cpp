@@ -43,7 +43,7 @@ class World {
       t.rank = rank;
       t.size = size;
       try {
-        roll_call(*store, "run/", t, timeout_, fmt::format("rank {}", rank), rank == 0,
+        roll_call(*store, "run/", t, timeout_, fmt::format("rank {}", rank), rank == 0, "",
                   milliseconds(200));
         return std::string();
       } catch (const PeerLostError& e) {

@@ -500,13 +500,21 @@ std::vector<std::string> list(const std::string& run_dir) {
   return out;
 }
 
-void remove(const std::string& dir) {
-  const std::string doomed =
-      util::join(util::parent_path(dir), ".tmp-removed-" + util::file_name(dir));
-  util::remove_all(doomed);  // left by an earlier deletion that was cut short
-  util::rename(dir, doomed);
-  util::remove_all(doomed);
+void remove(const std::string& dir) { util::remove_all(util::move_aside(dir)); }
+
+namespace {
+
+// Whether checkpoint `dir` verifies (a damaged or unreadable one does not).
+bool whole(const std::string& dir) {
+  try {
+    verify(dir);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
+
+}  // namespace
 
 std::vector<std::string> remove_unfinished(const std::string& run_dir,
                                            const std::function<void(const std::string&)>& warn) {
@@ -514,25 +522,21 @@ std::vector<std::string> remove_unfinished(const std::string& run_dir,
   const std::string dir = checkpoints_dir(run_dir);
   if (!util::is_directory(dir)) return out;
   for (const auto& name : util::list_directory(dir)) {
-    if (name.rfind(".tmp-", 0) != 0) continue;
+    const std::string temporary = ".tmp-";
+    if (name.rfind(temporary, 0) != 0) continue;
     const std::string path = util::join(dir, name);
-    const std::string final_dir = util::join(dir, name.substr(5));
+    const std::string final_dir = util::join(dir, name.substr(temporary.size()));
     // Written whole, but its move into place was cut short after the checkpoint it replaced was
-    // removed (a file system that cannot exchange two names): it is the checkpoint.
-    if (name.rfind(".tmp-batch-", 0) == 0 && !util::exists(final_dir)) {
-      try {
-        verify(path);
-        util::rename(path, final_dir);
-        fsync_path(dir);
-        if (warn)
-          warn(
-              fmt::format("moved {} into place: a checkpoint written whole whose move "
-                          "into place was cut short",
-                          path));
-        continue;
-      } catch (const std::exception&) {
-        // Cut short while being written, or unreadable: removed below.
+    // moved aside (a file system that cannot exchange two names): it is the checkpoint.
+    if (name.rfind(temporary + "batch-", 0) == 0 && !util::exists(final_dir) && whole(path)) {
+      util::rename(path, final_dir);
+      fsync_path(dir);
+      if (warn) {
+        warn(fmt::format(
+            "moved {} into place: a checkpoint written whole whose move into place was cut short",
+            path));
       }
+      continue;
     }
     out.push_back(path);
   }

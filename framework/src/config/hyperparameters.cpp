@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "config/enum_names.h"
 #include "config/suggest.h"
@@ -60,14 +61,13 @@ HyperparameterSpec read_one(const Source& source, const YAML::Node& node, const 
   // A type that is none of the spec types: say so before the keys it does not know.
   const YAML::Node type = node["type"];
   if (type.IsScalar() && !names<Type>().parse(type.Scalar())) {
-    std::string types;
-    for (const auto& name : names<Type>().names()) types += (types.empty() ? "" : ", ") + name;
+    const std::vector<std::string> types = names<Type>().names();
     source.fail(path + ".type", type,
                 fmt::format("'{}' is not a hyperparameter type (one of {}){}; a constant mapping "
                             "with a key named type is written {{type: const, val: {{type: {}, "
                             "...}}}}",
-                            type.Scalar(), types,
-                            did_you_mean(type.Scalar(), names<Type>().names()), type.Scalar()));
+                            type.Scalar(), fmt::join(types, ", "),
+                            did_you_mean(type.Scalar(), types), type.Scalar()));
   }
   spec.type =
       MapReader(source, node, path, {"type", "val", "minval", "maxval", "base", "count", "vals"})

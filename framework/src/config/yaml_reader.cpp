@@ -97,6 +97,30 @@ std::vector<std::string> sorted_keys(const YAML::Node& node) {
   return keys;
 }
 
+// The key `key` of the mapping at `path` ("" is the top level).
+std::string child_of(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+// Fails through `source` at the first key of mapping `map` (at `path`) that repeats an earlier
+// one, or that is a merge key (<<, plain: yaml-cpp keeps it as a key of that name).
+void check_keys(const Source& source, const YAML::Node& map, const std::string& path) {
+  std::map<std::string, YAML::Mark> seen;
+  for (const auto& kv : map) {
+    const std::string key = kv.first.Scalar();
+    if (key == "<<" && kv.first.Tag() != "!") {
+      source.fail(child_of(path, key), kv.first,
+                  "a YAML merge key (<<), which is not supported: write the keys out");
+    }
+    const auto [first, inserted] = seen.emplace(key, kv.first.Mark());
+    if (!inserted) {
+      source.fail(
+          child_of(path, key), kv.first,
+          fmt::format("duplicate key '{}' (first given at line {})", key, first->second.line + 1));
+    }
+  }
+}
+
 }  // namespace
 
 nlohmann::json yaml_to_json(const YAML::Node& node, const Source& source, const std::string& path) {
@@ -110,22 +134,10 @@ nlohmann::json yaml_to_json(const YAML::Node& node, const Source& source, const 
     }
     return out;
   }
+  check_keys(source, node, path);
   nlohmann::json out = nlohmann::json::object();
-  std::map<std::string, YAML::Mark> seen;
   for (const auto& kv : node) {
-    const std::string key = kv.first.Scalar();
-    const std::string key_path = path + "." + key;
-    if (key == "<<" && kv.first.Tag() != "!") {  // plain, not quoted
-      source.fail(key_path, kv.first,
-                  "a YAML merge key (<<), which is not supported: write the keys out");
-    }
-    const auto [first, inserted] = seen.emplace(key, kv.first.Mark());
-    if (!inserted) {
-      source.fail(
-          key_path, kv.first,
-          fmt::format("duplicate key '{}' (first given at line {})", key, first->second.line + 1));
-    }
-    out[key] = yaml_to_json(kv.second, source, key_path);
+    out[kv.first.Scalar()] = yaml_to_json(kv.second, source, path + "." + kv.first.Scalar());
   }
   return out;
 }
@@ -176,15 +188,9 @@ MapReader::MapReader(const Source& source, const YAML::Node& node, std::string p
   if (!node_.IsMap()) {
     source_.fail(path_, node_, "expected a mapping, got " + describe(node_));
   }
-  std::map<std::string, YAML::Mark> seen;
+  check_keys(source_, node_, path_);
   for (const auto& kv : node_) {
     const std::string key = kv.first.Scalar();
-    const auto [first, inserted] = seen.emplace(key, kv.first.Mark());
-    if (!inserted) {
-      source_.fail(
-          child_path(key), kv.first,
-          fmt::format("duplicate key '{}' (first given at line {})", key, first->second.line + 1));
-    }
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       std::string valid;
       for (const auto& a : allowed) valid += (valid.empty() ? "" : ", ") + a;
@@ -200,9 +206,7 @@ bool MapReader::has(const std::string& key) const {
   return n.IsDefined() && !n.IsNull();
 }
 
-std::string MapReader::child_path(const std::string& key) const {
-  return path_.empty() ? key : path_ + "." + key;
-}
+std::string MapReader::child_path(const std::string& key) const { return child_of(path_, key); }
 
 void MapReader::fail(const std::string& key, const std::string& message) const {
   source_.fail(child_path(key), node_[key], message);

@@ -179,12 +179,14 @@ DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeou
         r.store_hosted ? "the launcher" : "rank 0"));
   }
   const std::string prefix = r.store_prefix + "crucible/";
-  roll_call(*store, prefix, t, timeout, where, serves_store);
-  const bool nccl =
-      backend != DistributedBackend::kGloo &&
-      agree_on_nccl(*store, prefix, t, backend,
-                    gpu ? *gpu : (nccl_built() ? gpu_name(rank_device(t.local_rank)) : ""), where,
-                    serves_store);
+  // Each rank announces the GPU it would run NCCL on ("" for none), for the backend's choice.
+  const std::string own_gpu = backend == DistributedBackend::kGloo ? ""
+                              : gpu                                ? *gpu
+                              : nccl_built() ? gpu_name(rank_device(t.local_rank))
+                                             : "";
+  roll_call(*store, prefix, t, timeout, where, serves_store, own_gpu);
+  const bool nccl = backend != DistributedBackend::kGloo &&
+                    agree_on_nccl(*store, prefix, t, backend, where, serves_store);
   c10::intrusive_ptr<dist::Group> group;
   try {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);

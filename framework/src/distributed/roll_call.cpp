@@ -9,6 +9,7 @@
 
 #include <crucible/errors.h>
 
+#include "distributed/store_text.h"
 #include "util/error_text.h"
 
 namespace crucible::dist {
@@ -18,32 +19,34 @@ namespace {
 constexpr int64_t kClosed = int64_t{1} << 40;
 const std::string kAllCame = "all came";
 
-std::vector<uint8_t> bytes(const std::string& text) { return {text.begin(), text.end()}; }
+// The key of `rank`'s announcement.
+std::string came(const std::string& prefix, int64_t rank) {
+  return prefix + "roll-call/rank-" + std::to_string(rank);
+}
 
 class RollCall {
  public:
   RollCall(c10d::Store& store, const std::string& prefix, const Topology& t,
            std::chrono::milliseconds timeout)
       : store_(store),
+        run_prefix_(prefix),
         prefix_(prefix + "roll-call/"),
         t_(t),
         timeout_(timeout),
         count_(prefix_ + "count"),
         outcome_(prefix_ + "outcome") {}
 
-  // Announces this rank; returns the outcome: kAllCame, or why the roll call failed.
-  std::string run() {
-    store_.set(came(t_.rank), bytes("1"));
+  // Announces this rank with `announcement`; returns the outcome: kAllCame, or why the roll call
+  // failed.
+  std::string run(const std::string& announcement) {
+    store_.set(came(run_prefix_, t_.rank), store_bytes(announcement));
     const int64_t n = store_.add(count_, 1);
-    if (n == t_.size) store_.set(outcome_, bytes(kAllCame));
+    if (n == t_.size) store_.set(outcome_, store_bytes(kAllCame));
     if (n < kClosed && !recorded_within(timeout_)) close();
-    const std::vector<uint8_t> outcome = store_.get(outcome_);
-    return {outcome.begin(), outcome.end()};
+    return store_text(store_.get(outcome_));
   }
 
  private:
-  std::string came(int64_t rank) const { return prefix_ + "rank-" + std::to_string(rank); }
-
   // Whether the outcome is recorded within `limit`. Polls with check(), every 5 ms at first and
   // at most every 100 ms, as the store's wait() leaves a client that timed out unusable.
   bool recorded_within(std::chrono::milliseconds limit) {
@@ -67,13 +70,13 @@ class RollCall {
     }
     std::vector<int64_t> missing;
     for (int64_t rank = 0; rank < t_.size; ++rank) {
-      if (!store_.check({came(rank)})) missing.push_back(rank);
+      if (!store_.check({came(run_prefix_, rank)})) missing.push_back(rank);
     }
     const std::string absent = missing.empty()
                                    ? fmt::format("only {} of {} ranks", n - kClosed, t_.size)
                                    : fmt::format("{} {}", missing.size() == 1 ? "rank" : "ranks",
                                                  fmt::join(missing, ", "));
-    store_.set(outcome_, bytes(fmt::format(
+    store_.set(outcome_, store_bytes(fmt::format(
                              "{} had not joined after {} s (resources.distributed_timeout_seconds, "
                              "or $CRUCIBLE_DIST_TIMEOUT): failed before joining, hung, or could "
                              "not reach the store",
@@ -81,6 +84,7 @@ class RollCall {
   }
 
   c10d::Store& store_;
+  const std::string run_prefix_;
   const std::string prefix_;
   const Topology& t_;
   const std::chrono::milliseconds timeout_;
@@ -92,10 +96,10 @@ class RollCall {
 
 void roll_call(c10d::Store& store, const std::string& prefix, const Topology& t,
                std::chrono::milliseconds timeout, const std::string& where, bool serves_store,
-               std::chrono::milliseconds linger) {
+               const std::string& announcement, std::chrono::milliseconds linger) {
   std::string outcome;
   try {
-    outcome = RollCall(store, prefix, t, timeout).run();
+    outcome = RollCall(store, prefix, t, timeout).run(announcement);
   } catch (const std::exception& e) {
     throw PeerLostError(fmt::format(
         "{} failed: the store stopped answering while this rank waited for the others to join "
@@ -105,6 +109,10 @@ void roll_call(c10d::Store& store, const std::string& prefix, const Topology& t,
   if (outcome == kAllCame) return;
   if (serves_store) std::this_thread::sleep_for(linger);
   throw PeerLostError(fmt::format("{} failed: {}", where, outcome));
+}
+
+std::string announced(c10d::Store& store, const std::string& prefix, int64_t rank) {
+  return store_text(store.get(came(prefix, rank)));
 }
 
 }  // namespace crucible::dist

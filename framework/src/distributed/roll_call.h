@@ -10,9 +10,10 @@
 namespace crucible::dist {
 
 // The roll call that starts a run, before its process groups are built: every rank announces
-// itself on `store` (keys under `prefix`, which must be fresh for each attempt of the run) and
-// waits until all t.size ranks have, so that a rank that never comes is named instead of being
-// left to a socket timeout inside Gloo.
+// itself on `store` (keys under `prefix`, which must be fresh for each attempt of the run), with
+// `announcement` for the others to read (announced()), and waits until all t.size ranks have,
+// so that a rank that never comes is named instead of being left to a socket timeout inside
+// Gloo.
 //
 // Returns once every rank has come. When `timeout` passes first, the first rank to notice closes
 // the roll call and records which ranks had not come; then every rank, including any that comes
@@ -22,6 +23,11 @@ namespace crucible::dist {
 // PeerLostError too.
 void roll_call(c10d::Store& store, const std::string& prefix, const Topology& t,
                std::chrono::milliseconds timeout, const std::string& where, bool serves_store,
+               const std::string& announcement = "",
                std::chrono::milliseconds linger = std::chrono::seconds(2));
+
+// What rank `rank` announced at the roll call under `prefix`. Requires that roll call to have
+// returned (every rank came). Throws what the store throws.
+std::string announced(c10d::Store& store, const std::string& prefix, int64_t rank);
 
 }  // namespace crucible::dist

@@ -21,14 +21,29 @@ std::string key_list(const Map& m) {
   return "{" + out + "}";
 }
 
-void check_scalar(const std::string& name, const torch::Tensor& t, const char* where,
-                  int64_t batch_idx) {
+// Throws TrainingError naming `where` and the batch when metric name `name` is not UTF-8 (it
+// goes into metrics.jsonl and TensorBoard). Called when a name is first seen, not every batch.
+void check_name(const std::string& name, const char* where, int64_t batch_idx) {
   if (const auto bad = util::first_invalid_utf8(name)) {
     throw TrainingError(fmt::format(
         "{} returned a metric at batch {} whose name is not UTF-8 text (byte 0x{:02X} at offset "
         "{}); names go into metrics.jsonl and TensorBoard, which take UTF-8",
         where, batch_idx, static_cast<unsigned char>(name[*bad]), *bad));
   }
+}
+
+// `t` itself when no one else can change it before it is read: the caller's is the only handle
+// and nothing else views its storage (a result made for this batch). Else a copy on its device
+// (no host sync): a running counter the trial keeps and returns each batch, or a view that would
+// keep a larger tensor alive.
+torch::Tensor owned(const torch::Tensor& t) {
+  const bool alone = t.use_count() == 1 && t.storage().use_count() == 1 &&
+                     t.storage().nbytes() == static_cast<size_t>(t.element_size());
+  return alone ? t.detach() : t.detach().clone();
+}
+
+void check_scalar(const std::string& name, const torch::Tensor& t, const char* where,
+                  int64_t batch_idx) {
   if (!t.defined() || t.numel() != 1) {
     throw TrainingError(
         fmt::format("{} returned metric '{}' at batch {} with {} elements; a "
@@ -126,6 +141,7 @@ void ValidationAccumulator::add(const Metrics& batch_metrics, int64_t batch_leng
     if (r == ReduceOp::kAvg) v = v * static_cast<double>(batch_length);
     auto it = acc_.find(name);
     if (it == acc_.end()) {
+      check_name(name, "evaluate_batch", batch_idx);
       acc_.emplace(name, r == ReduceOp::kAvg ? v : v.clone());  // not the trial's own tensor
       continue;
     }
@@ -219,12 +235,13 @@ MetricValues across_ranks(const DistributedContext& dist, const TrainingAccumula
 void TrainingAccumulator::add(const Metrics& batch_metrics, int64_t batch_idx) {
   for (const auto& [name, tensor] : batch_metrics) {
     check_scalar(name, tensor, "train_batch", batch_idx);
-    // A copy (on its device, no host sync): the trial may change its tensor in place before the
-    // values are summed (a running counter it returns each batch), and a view into a larger
-    // tensor would keep all of it alive.
-    torch::Tensor value = tensor.detach().clone();
-    Entry& e = sums_[name];
-    e.pending.push_back(std::move(value));
+    auto entry = sums_.find(name);
+    if (entry == sums_.end()) {
+      check_name(name, "train_batch", batch_idx);
+      entry = sums_.emplace(name, Entry()).first;
+    }
+    Entry& e = entry->second;
+    e.pending.push_back(owned(tensor));
     e.pending_batches.push_back(batch_idx);
     ++e.count;
   }

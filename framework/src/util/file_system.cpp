@@ -234,11 +234,16 @@ void replace_directory(const std::string& from, const std::string& to) {
     rename(from, to);
     return;
   }
-  const std::string aside = join(parent_path(to), ".tmp-removed-" + file_name(to));
-  remove_all(aside);
-  rename(to, aside);
+  const std::string aside = move_aside(to);
   rename(from, to);
   remove_all(aside);
+}
+
+std::string move_aside(const std::string& path) {
+  const std::string aside = join(parent_path(path), ".tmp-removed-" + file_name(path));
+  remove_all(aside);  // left by an earlier move cut short
+  rename(path, aside);
+  return aside;
 }
 
 std::vector<std::string> list_directory(const std::string& path) {

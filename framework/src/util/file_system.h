@@ -84,6 +84,10 @@ void rename(const std::string& from, const std::string& to);
 // std::runtime_error naming the path on failure.
 void replace_directory(const std::string& from, const std::string& to);
 
+// Renames `path` to ".tmp-removed-<its name>" beside it (removing what an earlier move left
+// there first) and returns that name: out of the names of its kind, whole, for removal.
+std::string move_aside(const std::string& path);
+
 // The names in directory `path`, without "." and "..", sorted. Throws when it cannot be read.
 std::vector<std::string> list_directory(const std::string& path);
 
