@@ -1,5 +1,6 @@
 // metadata.json as one type: what to_json writes, from_json reads back.
 #include <cmath>
+#include <limits>
 
 #include "catch.h"
 
@@ -39,14 +40,33 @@ TEST_CASE("checkpoint metadata reads back what it writes", "[checkpoint]") {
   CHECK(back.trainer_state.stopped == "early stopping: loss did not improve");
   CHECK(back.num_models == 2);
 
-  // A non-finite metric is written as null (JSON has no NaN) and reads back as NaN.
+  // JSON has no NaN or infinity: a NaN metric is written as null and an infinite one as "inf" or
+  // "-inf", and they read back as such; another string is damage.
+  const double inf = std::numeric_limits<double>::infinity();
   ckpt::Metadata diverged = m;
-  diverged.trainer_state.last_validation = {{"validation_loss", std::nan("")}, {"n", 2}};
-  const nlohmann::json written = nlohmann::json::parse(diverged.to_json().dump());
+  diverged.trainer_state.last_validation = {
+      {"validation_loss", std::nan("")}, {"n", 2}, {"up", inf}, {"down", -inf}};
+  diverged.validation = diverged.trainer_state.last_validation;
+  diverged.trainer_state.best_metric = -inf;
+  nlohmann::json written = nlohmann::json::parse(diverged.to_json().dump());
   CHECK(written["trainer_state"]["last_validation"]["validation_loss"].is_null());
-  const auto read_back = ckpt::Metadata::from_json(written, "here").trainer_state.last_validation;
-  CHECK(std::isnan(read_back.at("validation_loss")));
-  CHECK(read_back.at("n") == 2);
+  CHECK(written["validation"]["up"] == "inf");
+  CHECK(written["trainer_state"]["best_metric"] == "-inf");
+  const ckpt::Metadata read = ckpt::Metadata::from_json(written, "here");
+  for (const auto& values : {read.validation, read.trainer_state.last_validation}) {
+    CHECK(std::isnan(values.at("validation_loss")));
+    CHECK(values.at("n") == 2);
+    CHECK(values.at("up") == inf);
+    CHECK(values.at("down") == -inf);
+  }
+  CHECK(read.trainer_state.best_metric == -inf);
+  written["validation"]["up"] = "Infinity";
+  CHECK_THROWS_WITH(ckpt::Metadata::from_json(written, "here"),
+                    Catch::Contains("metric 'up' in 'validation' is \"Infinity\", not a number"));
+  written["validation"]["up"] = "inf";
+  written["trainer_state"]["best_metric"] = "best";
+  CHECK_THROWS_WITH(ckpt::Metadata::from_json(written, "here"),
+                    Catch::Contains("'best_metric' is \"best\", not a number"));
 
   // A checkpoint from before scheduler states held their step counts.
   nlohmann::json older = m.to_json();

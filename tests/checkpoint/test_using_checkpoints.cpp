@@ -167,6 +167,54 @@ TEST_CASE("with more slots than batches, the slots without a batch validate and 
              Catch::Contains("shape [10, 1] equal True"));
 }
 
+TEST_CASE(
+    "evaluate_full_dataset and predict_batch run under bf16 autocast as evaluate_batch does, on "
+    "1 and 2 slots",
+    "[checkpoint]") {
+  TempDir tmp;
+  write_file(tmp / "full.yaml", R"(name: full
+entrypoint: crucible_test_trials:FullDatasetTrial
+hyperparameters: {global_batch_size: 8, records: 40, validation_records: 25, validation_batch_size: 4}
+searcher: {name: single, metric: validation_records, smaller_is_better: false}
+max_length: {batches: 4}
+)");
+  const std::string python = tmp / "dtype.py";
+  write_file(python, R"(import sys, torch
+p = torch.load(sys.argv[1], weights_only=True)["predictions"]
+print(list(p.shape), p.dtype)
+)");
+  for (const std::string precision : {"none", "bf16"}) {
+    for (const int slots : {1, 2}) {
+      const std::string run = tmp / (precision + std::to_string(slots));
+      // validate and predict take the precision from the checkpoint's config.
+      const std::string where = " --slots " + std::to_string(slots);
+      INFO(where << " " << precision);
+      auto fit = run_command(kTrainer + " fit " + (tmp / "full.yaml") + " --quiet --output " + run +
+                             where + " --set optimizations.mixed_precision=" + precision);
+      INFO(fit.output);
+      REQUIRE(fit.exit_code == 0);
+      const nlohmann::json fitted = read_metrics(run + "/metrics.jsonl").back()["metrics"];
+      const nlohmann::json expected = {{"validation_records", 25.0},
+                                       {"validation_sum_x", 300.0},
+                                       {"validation_autocast", precision == "bf16" ? 1.0 : 0.0}};
+      CHECK(fitted == expected);
+      const std::string checkpoint = run + "/checkpoints/batch-0000000004";
+      auto validate = run_command(kTrainer + " validate --checkpoint " + checkpoint + where);
+      INFO(validate.output);
+      REQUIRE(validate.exit_code == 0);
+      CHECK(nlohmann::json::parse(validate.output) == expected);
+      auto predict = run_command(kTrainer + " predict --checkpoint " + checkpoint + " --output " +
+                                 (run + ".pt") + where);
+      INFO(predict.output);
+      REQUIRE(predict.exit_code == 0);
+      auto py = run_command(kPython + " " + python + " " + run + ".pt");
+      INFO(py.output);
+      CHECK(py.output ==
+            (precision == "bf16" ? "[25, 1] torch.bfloat16\n" : "[25, 1] torch.float32\n"));
+    }
+  }
+}
+
 TEST_CASE("warm start loads weights only: mismatches are listed", "[checkpoint]") {
   TempDir tmp;
   auto base = run_command(kTrainer + " fit " + kConfigs + "/linear.yaml --quiet --output " +

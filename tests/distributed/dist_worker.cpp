@@ -228,6 +228,45 @@ nlohmann::json grad_sync(const crucible::DistributedContext& ctx) {
   return out;
 }
 
+// The elements of `t` (dense or sparse), as doubles.
+std::vector<double> elements(const torch::Tensor& t) {
+  const torch::Tensor d = (t.is_sparse() ? t.to_dense() : t).to(torch::kDouble).contiguous();
+  return std::vector<double>(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
+}
+
+// float16 parameters' gradients averaged by GradientSync, where rank r gives 40000 - 10000 r, so
+// that the ranks' sum lies beyond float16's range (65504) while their mean does not: `view` and
+// `copy`, a dense [4] with and without as_bucket_view, with that value everywhere; `sparse`, a
+// [4, 2] whose sparse gradient has that value in rows 0 and 2 on every rank; `mixed`, the same
+// but for rank 0's, which is dense, with 40000 everywhere. The gradients after finish().
+nlohmann::json half_grad_sync(const crucible::DistributedContext& ctx) {
+  nlohmann::json out = {{"rank", ctx.rank()}};
+  const double value = 40000.0 - 10000.0 * ctx.rank();
+  const auto half = torch::TensorOptions(torch::kHalf).requires_grad(true);
+  for (const bool view : {true, false}) {
+    const torch::Tensor p = torch::zeros({4}, half);
+    crucible::dist::GradientSync sync(ctx, {p},
+                                      crucible::dist::GradientSyncOptions().as_bucket_view(view));
+    sync.open_window();
+    p.mutable_grad() = torch::full({4}, value, torch::kHalf);
+    sync.finish();
+    out[view ? "view" : "copy"] = elements(p.grad());
+  }
+  const torch::Tensor sparse = torch::zeros({4, 2}, half), mixed = torch::zeros({4, 2}, half);
+  crucible::dist::GradientSync sync(ctx, {sparse, mixed}, crucible::dist::GradientSyncOptions(),
+                                    {sparse, mixed});
+  sync.open_window();
+  const torch::Tensor rows =
+      torch::sparse_coo_tensor(torch::tensor({0, 2}, torch::kLong).unsqueeze(0),
+                               torch::full({2, 2}, value, torch::kHalf), {4, 2});
+  sparse.mutable_grad() = rows;
+  mixed.mutable_grad() = ctx.rank() == 0 ? torch::full({4, 2}, value, torch::kHalf) : rows;
+  sync.finish();
+  out["sparse"] = elements(sparse.grad());
+  out["mixed"] = elements(mixed.grad());
+  return out;
+}
+
 // Embeddings of sparse gradients beside a dense layer: `rows` looked up with different indices on
 // each rank (some shared, some repeated), `rank0` on rank 0 only (and, when asked, on none),
 // `tied` looked up on every rank and on the last rank also used whole (a dense gradient there),
@@ -401,10 +440,12 @@ int main(int argc, char** argv) {
       return 0;
     }
     const crucible::DistributedContext ctx = dist::connect(*rendezvous, timeout);
-    if (mode == "collectives" || mode == "grad_sync" || mode == "sparse_grad_sync") {
-      const auto out = mode == "collectives" ? collectives(ctx)
-                       : mode == "grad_sync" ? grad_sync(ctx)
-                                             : sparse_grad_sync(ctx);
+    if (mode == "collectives" || mode == "grad_sync" || mode == "sparse_grad_sync" ||
+        mode == "half_grad_sync") {
+      const auto out = mode == "collectives"      ? collectives(ctx)
+                       : mode == "grad_sync"      ? grad_sync(ctx)
+                       : mode == "half_grad_sync" ? half_grad_sync(ctx)
+                                                  : sparse_grad_sync(ctx);
       std::cout << out.dump() << std::endl;
       return 0;
     }

@@ -290,6 +290,32 @@ TEST_CASE("gradient buckets are all-reduced during backward and give the exact m
   });
 }
 
+TEST_CASE("float16 gradients whose sum overflows float16 average to their mean, not to inf",
+          "[dist]") {
+  check_each_rank("half_grad_sync", [](int n, int, const nlohmann::json& out) {
+    // The mean of 40000, 30000 (and 20000).
+    const double mean = n == 2 ? 35000 : 30000;
+    for (const char* mode : {"view", "copy"}) {
+      INFO(mode);
+      for (const double g : out[mode].get<std::vector<double>>()) {
+        CHECK(g == Approx(mean).epsilon(1e-3));
+      }
+    }
+    // Sparse gradients: rows 0 and 2 (two elements each) hold the mean, rows 1 and 3 none, or
+    // rank 0's dense 40000 over the ranks.
+    for (const char* mode : {"sparse", "mixed"}) {
+      INFO(mode);
+      const auto g = out[mode].get<std::vector<double>>();
+      REQUIRE(g.size() == 8);
+      for (size_t i = 0; i < g.size(); ++i) {
+        const bool row = i / 2 == 0 || i / 2 == 2;
+        const double expected = row ? mean : std::string(mode) == "mixed" ? 40000.0 / n : 0.0;
+        CHECK(g[i] == Approx(expected).epsilon(1e-3));
+      }
+    }
+  });
+}
+
 // On the CPU, and on CUDA device 0 too when there is one.
 TEST_CASE("sparse gradients are averaged sparse: only the rows the ranks have travel",
           "[dist][sparse]") {

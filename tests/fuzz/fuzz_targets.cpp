@@ -179,7 +179,11 @@ std::vector<std::string> tensorboard_event_seeds() {
   scalars.wall_time = 1.7e9 + 1;
   scalars.step = 120;
   scalars.scalars = {{"training/loss", 0.25f}, {"validation/accuracy", 0.875f}};
-  return {metrics::encode_event(version), metrics::encode_event(scalars)};
+  metrics::Event start;
+  start.wall_time = 1.7e9 + 2;
+  start.session_start = true;
+  return {metrics::encode_event(version), metrics::encode_event(scalars),
+          metrics::encode_event(start)};
 }
 
 void run_checkpoint_metadata(std::string_view input) {

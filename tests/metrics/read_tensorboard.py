@@ -5,9 +5,9 @@ usage: read_tensorboard.py EVENTS_FILE
 Each TFRecord's two checksums are checked with crcmod's CRC-32C (masked as TFRecord masks them:
 rotated right by 15 bits, plus 0xA282EAD8), and each record is parsed by Google's protobuf
 library as a tensorflow.Event, whose message types are declared below with TensorFlow's field
-numbers (event.proto, summary.proto). When the tensorboard package is installed, its own
+numbers (event.proto, summary.proto; SessionLog only as far as its status). When the tensorboard package is installed, its own
 EventFileLoader reads the file as well and must find the same events. Prints one JSON list of
-{"wall_time", "step", "file_version", "scalars": {tag: value}}, then `tensorboard package:
+{"wall_time", "step", "file_version", "session_start", "scalars": {tag: value}}, then `tensorboard package:
 yes|no`. Exits 1 on a bad checksum, a torn record or a difference.
 
 The directories in CRUCIBLE_PYTHON_FALLBACK_PATH (colon-separated) are searched after the
@@ -47,10 +47,13 @@ def event_class():
     message("Value", [("tag", 1, T.TYPE_STRING, opt, None),
                       ("simple_value", 2, T.TYPE_FLOAT, opt, None)])
     message("Summary", [("value", 1, T.TYPE_MESSAGE, rep, ".tb.Value")])
+    # SessionLog.status is an enum (START = 1); its varint reads the same as an int32's.
+    message("SessionLog", [("status", 1, T.TYPE_INT32, opt, None)])
     message("Event", [("wall_time", 1, T.TYPE_DOUBLE, opt, None),
                       ("step", 2, T.TYPE_INT64, opt, None),
                       ("file_version", 3, T.TYPE_STRING, opt, None),
-                      ("summary", 5, T.TYPE_MESSAGE, opt, ".tb.Summary")])
+                      ("summary", 5, T.TYPE_MESSAGE, opt, ".tb.Summary"),
+                      ("session_log", 7, T.TYPE_MESSAGE, opt, ".tb.SessionLog")])
     pool = descriptor_pool.DescriptorPool()
     pool.Add(f)
     descriptor = pool.FindMessageTypeByName("tb.Event")
@@ -61,6 +64,7 @@ def event_class():
 
 def as_dict(event):
     return {"wall_time": event.wall_time, "step": event.step, "file_version": event.file_version,
+            "session_start": event.session_log.status == 1,
             "scalars": {v.tag: v.simple_value for v in event.summary.value}}
 
 

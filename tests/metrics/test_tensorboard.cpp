@@ -43,9 +43,25 @@ Report report(ReportKind kind, int64_t batches, double loss) {
 std::vector<int64_t> steps_of(const std::vector<Event>& events) {
   std::vector<int64_t> steps;
   for (const auto& e : events) {
-    if (e.file_version.empty()) steps.push_back(e.step);
+    if (e.file_version.empty() && !e.session_start) steps.push_back(e.step);
   }
   return steps;
+}
+
+// The names in `dir` that hold "tfevents".
+std::vector<std::string> event_files(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& name : crucible::util::list_directory(dir)) {
+    if (name.find("tfevents") != std::string::npos) names.push_back(name);
+  }
+  return names;
+}
+
+// Whether `events` begin as a file that truncate_tensorboard wrote: the version, then a
+// SessionLog START at step 0.
+bool starts_over(const std::vector<Event>& events) {
+  return events.size() >= 2 && events[0].file_version == "brain.Event:2" &&
+         events[1].session_start && events[1].step == 0 && events[1].scalars.empty();
 }
 
 // Whether two events are the same, field by field.
@@ -86,6 +102,13 @@ TEST_CASE("an event's protocol buffer carries TensorFlow's field numbers and wir
   const auto version = decode_event(encode_event({7, 0, "brain.Event:2", {}}));
   REQUIRE(version);
   CHECK(version->file_version == "brain.Event:2");
+  // session_log (7, bytes) holding status (1, varint) START (1).
+  const std::string start = encode_event({1.5, 0, "", {}, true});
+  CHECK(start.substr(9) == std::string("\x3A\x02\x08\x01", 4));
+  const auto back_start = decode_event(start);
+  REQUIRE(back_start);
+  CHECK(back_start->session_start);
+  CHECK(back_start->scalars.empty());
   // A length that runs past the end, and an unknown wire type, are not an event.
   CHECK_FALSE(decode_event(std::string("\x2A\x10\x0A", 3)));
   CHECK_FALSE(decode_event(std::string("\x0F\x00", 2)));
@@ -125,22 +148,64 @@ TEST_CASE("the sink's reports read back: a torn or damaged tail and later steps 
     torn << whole.substr(whole.size() - 20, 9);
   }
   CHECK(steps_of(read_event_file(file)) == std::vector<int64_t>{7, 10, 14, 21});
+  // The kept events go into a new file whose name sorts after the old one's (TensorBoard moves on
+  // to it), after a session start that makes TensorBoard drop what it read of the old one.
   truncate_tensorboard(dir, 10);
-  events = read_event_file(file);
-  CHECK(events[0].file_version == "brain.Event:2");
+  const std::string cut = event_file_in(dir);
+  CHECK(cut > file);
+  CHECK(event_files(dir) == std::vector<std::string>{crucible::util::file_name(cut)});
+  events = read_event_file(cut);
+  CHECK(starts_over(events));
   CHECK(steps_of(events) == std::vector<int64_t>{7, 10});
+  // The sink appends to it.
+  TensorBoardSink(dir).write(report(ReportKind::kTraining, 12, 0.5));
+  CHECK(steps_of(read_event_file(cut)) == std::vector<int64_t>{7, 10, 12});
+  // A file that holds nothing past the step stays as it is, for a TensorBoard reading it.
+  const std::string before = read_file(cut);
+  truncate_tensorboard(dir, 12);
+  CHECK(event_file_in(dir) == cut);
+  CHECK(read_file(cut) == before);
 
   // A damaged byte ends the readable events at its record.
-  std::string damaged = read_file(file);
+  std::string damaged = read_file(cut);
   damaged[damaged.size() - 6] ^= 0x20;
-  write_file(file, damaged);
-  CHECK(steps_of(read_event_file(file)) == std::vector<int64_t>{7});
+  write_file(cut, damaged);
+  CHECK(steps_of(read_event_file(cut)) == std::vector<int64_t>{7, 10});
 
-  // Starting over (-1) keeps only the version event.
+  // Starting over (-1) keeps only the version event and the session start.
   truncate_tensorboard(dir, -1);
-  events = read_event_file(file);
-  REQUIRE(events.size() == 1);
-  CHECK(events[0].file_version == "brain.Event:2");
+  events = read_event_file(event_file_in(dir));
+  CHECK(events.size() == 2);
+  CHECK(starts_over(events));
+  CHECK(event_files(dir).size() == 1);
+}
+
+TEST_CASE(
+    "a cut-back interrupted after its new event file: the newest is read, the next removes the "
+    "rest",
+    "[metrics][tensorboard]") {
+  TempDir tmp;
+  const std::string dir = tmp / "tensorboard";
+  {
+    TensorBoardSink sink(dir);
+    for (int64_t b = 1; b <= 6; ++b) sink.write(report(ReportKind::kTraining, b, 1.0 / b));
+  }
+  const std::string old = event_file_in(dir);
+  const std::string old_bytes = read_file(old);
+  truncate_tensorboard(dir, 4);
+  const std::string cut = event_file_in(dir);
+  // As if killed before the old file's removal: both are there, and the newest is the one read
+  // and appended to.
+  write_file(old, old_bytes);
+  write_file(dir + "/" + crucible::util::file_name(old) + ".tmp", "a torn atomic write");
+  CHECK(event_file_in(dir) == cut);
+  truncate_tensorboard(dir, 3);
+  const std::string newest = event_file_in(dir);
+  CHECK(newest > cut);
+  CHECK(event_files(dir) == std::vector<std::string>{crucible::util::file_name(newest)});
+  const auto events = read_event_file(newest);
+  CHECK(starts_over(events));
+  CHECK(steps_of(events) == std::vector<int64_t>{1, 2, 3});
 }
 
 TEST_CASE("every damaged copy of an event file reads as a prefix of its events",
@@ -162,6 +227,8 @@ TEST_CASE("every damaged copy of an event file reads as a prefix of its events",
   for (int i = 0; i < 400; ++i) {
     const std::string bad = damaged_copy(bytes, i, rng);
     INFO("damage " << i);
+    crucible::util::remove_all(dir);
+    crucible::util::create_directories(dir);
     write_file(file, bad);
     const std::vector<Event> got = read_event_file(file);
     REQUIRE(got.size() <= good.size());
@@ -176,7 +243,8 @@ TEST_CASE("every damaged copy of an event file reads as a prefix of its events",
       CHECK(got.size() == whole);
     }
     truncate_tensorboard(dir, 1000);
-    REQUIRE(read_event_file(file).size() == got.size());
+    REQUIRE(steps_of(read_event_file(event_file_in(dir))) == steps_of(got));
+    REQUIRE(event_files(dir).size() == 1);
   }
 }
 
@@ -188,18 +256,31 @@ TEST_CASE("a TensorBoard directory that cannot be made is an error naming it",
                     Catch::Contains("cannot create TensorBoard directory " + (tmp / "run")));
 }
 
-TEST_CASE("Python's protobuf reads a run's TensorBoard scalars as metrics.jsonl has them",
-          "[metrics][tensorboard]") {
+TEST_CASE(
+    "Python's protobuf reads the TensorBoard scalars of a killed and resumed run as metrics.jsonl "
+    "has them",
+    "[metrics][tensorboard]") {
   TempDir tmp;
-  const std::string run = finished_resumable_run(tmp);
+  const std::string run = tmp / "run";
+  kill_after_report(kTrainer + " fit " + resumable_config(tmp, 20) + " --quiet --output " + run,
+                    run, tmp / "log", 49, "batch-0000000040");
+  resume_run(run);
+  CHECK(event_files(run + "/tensorboard").size() == 1);
   const std::string file = event_file_in(run + "/tensorboard");
   REQUIRE(!file.empty());
   const auto py = run_command(kPython + " " + CRUCIBLE_SOURCE_DIR +
                               "/tests/metrics/read_tensorboard.py " + file);
   INFO(py.output);
   REQUIRE(py.exit_code == 0);
-  const auto events = nlohmann::json::parse(py.output.substr(0, py.output.find('\n')));
+  auto events = nlohmann::json::parse(py.output.substr(0, py.output.find('\n')));
   REQUIRE(events.at(0)["file_version"] == "brain.Event:2");
+  // The resume's session start, at step 0, which makes TensorBoard drop what it read before.
+  REQUIRE(events.size() >= 2);
+  CHECK(events.at(1)["session_start"] == true);
+  CHECK(events.at(1)["step"] == 0);
+  CHECK(events.at(1)["scalars"].empty());
+  events.erase(1);
+  for (size_t i = 1; i < events.size(); ++i) CHECK(events.at(i)["session_start"] == false);
 
   // Every training and validation row of metrics.jsonl, in order, is one event at its batch,
   // with each metric as a float under <type>/<name>, and the timing beside.

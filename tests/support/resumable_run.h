@@ -167,6 +167,12 @@ inline void check_same_end(const std::string& reference, const std::string& run,
   CHECK(read_file(run + "/metrics.jsonl") == read_file(reference + "/metrics.jsonl"));
   const auto scalars = tensorboard_scalars(run);
   CHECK(scalars.size() >= static_cast<size_t>(final_batches / 7));  // a report every 7 batches
+  // One event file: a resume's cut-back leaves no other.
+  size_t event_files = 0;
+  for (const auto& name : util::list_directory(run + "/tensorboard")) {
+    if (name.find("tfevents") != std::string::npos) ++event_files;
+  }
+  CHECK(event_files == 1);
   const bool same_scalars = scalars == tensorboard_scalars(reference);
   CHECK(same_scalars);
 }

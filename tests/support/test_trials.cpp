@@ -6,6 +6,7 @@ using crucible::testing::BothEvalTrial;
 using crucible::testing::ClippingTrial;
 using crucible::testing::EmaTrial;
 using crucible::testing::FreezeTrial;
+using crucible::testing::FullDatasetTrial;
 using crucible::testing::IdleLayerTrial;
 using crucible::testing::NeitherEvalTrial;
 using crucible::testing::RecordingTrial;
@@ -26,6 +27,7 @@ CRUCIBLE_REGISTER_TRIAL(BothEvalTrial);
 CRUCIBLE_REGISTER_TRIAL(NeitherEvalTrial);
 CRUCIBLE_REGISTER_TRIAL(ThrowingCtorTrial);
 CRUCIBLE_REGISTER_TRIAL(SearchTrial);
+CRUCIBLE_REGISTER_TRIAL(FullDatasetTrial);
 
 // CRUCIBLE_TEST_CRASH=static@0 crashes this library's static initialisation, inside the dlopen
 // that loads it (an exported function, so that the crash report's stack names it).

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -158,11 +159,14 @@ class RecordingTrial : public Trial {
                  {"max_x", x.max()},
                  {"min_x", x.min()}};
     // Optional hyperparameter also_report: one more metric's name (its value 0, or NaN while
-    // fewer batches than hyperparameter also_report_nan_until were trained).
+    // fewer batches than hyperparameter also_report_nan_until were trained, or infinity while
+    // fewer than also_report_inf_until were).
     if (ctx_.hparams().contains("also_report")) {
+      const int64_t trained = ctx_.current_train_batch();
       m[ctx_.hparam<std::string>("also_report")] =
-          ctx_.current_train_batch() < ctx_.hparam<int64_t>("also_report_nan_until", 0)
-              ? std::nan("")
+          trained < ctx_.hparam<int64_t>("also_report_nan_until", 0) ? std::nan("")
+          : trained < ctx_.hparam<int64_t>("also_report_inf_until", 0)
+              ? std::numeric_limits<double>::infinity()
               : 0.0;
     }
     return m;
@@ -762,6 +766,52 @@ class NeitherEvalTrial : public Trial {
   DataLoader build_training_data_loader() override { return {}; }
   DataLoader build_validation_data_loader() override { return {}; }
   Metrics train_batch(Batch&, int64_t, int64_t) override { return {}; }
+};
+
+// Evaluates with evaluate_full_dataset, which metrics.jsonl reports as validation_records (the
+// examples it saw), validation_sum_x (the sum of their indices) and validation_autocast (1 when a
+// float layer's output was bf16 on every batch, else 0). predict_batch gives that layer's output.
+// Hyperparameters as RecordingTrial's: records, validation_records, validation_batch_size.
+class FullDatasetTrial : public Trial {
+ public:
+  explicit FullDatasetTrial(TrialContext& ctx)
+      : ctx_(ctx),
+        model_(ctx.wrap_model(torch::nn::Linear(1, 1))),
+        opt_(ctx.wrap_optimizer(torch::optim::SGD(model_->parameters(), 0.001))) {}
+  DataLoader build_training_data_loader() override {
+    return DataLoader(index_dataset(ctx_.hparam<int64_t>("records")),
+                      DataLoaderOptions(ctx_.per_slot_batch_size()));
+  }
+  DataLoader build_validation_data_loader() override {
+    return DataLoader(index_dataset(ctx_.hparam<int64_t>("validation_records")),
+                      DataLoaderOptions(ctx_.hparam<int64_t>("validation_batch_size")));
+  }
+  Metrics train_batch(Batch& batch, int64_t, int64_t) override {
+    auto loss = torch::mse_loss(model_->forward(batch[0].tensor() / 100).to(torch::kFloat),
+                                batch[1].tensor() / 100);
+    ctx_.backward(loss);
+    ctx_.step_optimizer(opt_);
+    return {{"loss", loss}};
+  }
+  Metrics evaluate_full_dataset(DataLoader& loader) override {
+    double records = 0, sum_x = 0;
+    bool autocast = true;
+    for (Batch& batch : loader) {
+      const torch::Tensor& x = batch[0];
+      records += static_cast<double>(x.size(0));
+      sum_x += x.sum().item<double>();
+      autocast = autocast && model_->forward(x).scalar_type() == torch::kBFloat16;
+    }
+    return {{"records", records}, {"sum_x", sum_x}, {"autocast", autocast ? 1.0 : 0.0}};
+  }
+  torch::Tensor predict_batch(Batch& batch, int64_t) override {
+    return model_->forward(batch[0].tensor());
+  }
+
+ private:
+  TrialContext& ctx_;
+  torch::nn::Linear model_;
+  Optimizer opt_;
 };
 
 // Its constructor throws.

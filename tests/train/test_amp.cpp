@@ -69,6 +69,19 @@ TEST_CASE("the gradient scaler unscales, skips on inf/NaN, backs off and grows",
   CHECK(steps == expected);
 }
 
+TEST_CASE("the scaler refuses float16 gradients, naming the fix, and changes nothing",
+          "[train][amp]") {
+  GradScaler scaler(torch::kCPU, GradScalerOptions().init_scale(4.0));
+  auto p = param_with_grad({8.0f, 2.0f});
+  auto half = torch::zeros({2, 3}, torch::dtype(torch::kHalf).requires_grad(true));
+  half.mutable_grad() = torch::ones({2, 3}, torch::kHalf);
+  CHECK_THROWS_WITH(scaler.unscale({p, half}),
+                    Catch::Contains("a parameter of shape [2, 3] has a float16 gradient") &&
+                        Catch::Contains("keep the model in float32"));
+  CHECK(torch::equal(p.grad(), torch::tensor({8.0f, 2.0f})));
+  CHECK_FALSE(scaler.pending());
+}
+
 TEST_CASE("the scaler's state round-trips through a checkpoint archive", "[train][amp]") {
   GradScaler a(torch::kCPU, GradScalerOptions().init_scale(1024).growth_interval(5));
   script(a);

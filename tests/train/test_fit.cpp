@@ -242,6 +242,38 @@ TEST_CASE("a NaN searcher metric is never the best: the first finite one is", "[
   CHECK(checkpoint_batches(tmp / "run") == V{4, 10});
 }
 
+TEST_CASE(
+    "an infinite searcher metric is written as \"inf\" and read back as infinity: a resumed run "
+    "keeps the best the uninterrupted run keeps",
+    "[train]") {
+  TempDir tmp;
+  // Validations after batches 2 (infinity, the best when larger is better), 4, 6, 8, 10 (0).
+  const auto config = recording_config(
+      "max_length: {batches: 10}\nmin_validation_period: {batches: 2}\n",
+      {"checkpoint_policy=best", "searcher.metric=validation_z", "searcher.smaller_is_better=false",
+       "hyperparameters.also_report=z", "hyperparameters.also_report_inf_until=3"});
+  fit_recording(config, tmp / "full");
+  CHECK(checkpoint_batches(tmp / "full") == V{2, 10});
+  const auto rows = read_metrics(tmp / "full/metrics.jsonl");
+  const auto first = std::find_if(rows.begin(), rows.end(),
+                                  [](const auto& row) { return row["type"] == "validation"; });
+  REQUIRE(first != rows.end());
+  CHECK((*first)["metrics"]["validation_z"] == "inf");
+  const auto best_in = [&](const std::string& run) {
+    return nlohmann::json::parse(read_file(
+        run + "/checkpoints/batch-0000000010/metadata.json"))["trainer_state"]["best_metric"];
+  };
+  CHECK(best_in(tmp / "full") == "inf");
+
+  // Resumed from its checkpoint after batch 2, it finds no better validation either.
+  copy_tree(tmp / "full", tmp / "cut");
+  util::remove_all(tmp / "cut/checkpoints/batch-0000000010");
+  crucible::Trainer(config, crucible::TrialFactory::of<RecordingTrial>("RecordingTrial"))
+      .fit(crucible::FitOptions().resume_dir(tmp / "cut").console(false));
+  CHECK(checkpoint_batches(tmp / "cut") == V{2, 10});
+  CHECK(best_in(tmp / "cut") == "inf");
+}
+
 namespace {
 
 // A 20-batch fit with checkpoints every 2 batches and `fault` (a hyperparameter setting) that

@@ -5,7 +5,11 @@
 
 #include <crucible/crucible.h>
 
+#include "files.h"
+#include "process.h"
+
 namespace lr = crucible::lr;
+using crucible::testing::TempDir;
 
 namespace {
 
@@ -101,6 +105,122 @@ TEST_CASE("one-cycle rises to the peak then falls to its floor", "[train][lr]") 
   lr::OneCycleLR short_rise(two_group_optimizer(), 10, 0.15);  // peak at step 0.5
   CHECK(rate_at(short_rise, 0) == Approx(0.04));
   CHECK(std::isfinite(rate_at(short_rise, 1)));
+}
+
+namespace {
+
+// Two param groups of rates 1 and 0.5, otherwise with the options `like`, in an optimizer built by
+// `make` from them.
+template <class Options, class Make>
+crucible::Optimizer two_groups(const Options& like, Make make) {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  for (double rate : {1.0, 0.5}) {
+    auto options = std::make_unique<Options>(like);
+    options->lr(rate);
+    groups.emplace_back(std::vector<torch::Tensor>{torch::zeros({1}, torch::requires_grad())},
+                        std::move(options));
+  }
+  return make(std::move(groups));
+}
+
+// Each group's momentum as OneCycleLR cycles it: SGD's momentum, Adam's first beta.
+std::vector<double> momenta(const crucible::Optimizer& optimizer) {
+  std::vector<double> out;
+  for (auto& group : optimizer->param_groups()) {
+    if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&group.options())) {
+      out.push_back(sgd->momentum());
+    } else {
+      out.push_back(std::get<0>(dynamic_cast<torch::optim::AdamOptions&>(group.options()).betas()));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("one-cycle cycles momentum as PyTorch's OneCycleLR does, in SGD and in Adam",
+          "[train][lr]") {
+  // PyTorch's rates and momenta over 10 steps of two groups peaking at 1 and 0.5.
+  TempDir tmp;
+  const std::string script = tmp / "one_cycle.py";
+  crucible::testing::write_file(script, R"(import json, sys, torch
+def run(make):
+    params = [torch.zeros(1, requires_grad=True) for _ in range(2)]
+    opt = make([{"params": [params[0]], "lr": 1.0}, {"params": [params[1]], "lr": 0.5}])
+    cycle = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[1.0, 0.5], total_steps=10)
+    rows = []
+    for _ in range(10):
+        rows.append([g["lr"] for g in opt.param_groups] +
+                    [g["betas"][0] if "betas" in g else g["momentum"] for g in opt.param_groups])
+        opt.step()
+        cycle.step()
+    return rows
+with open(sys.argv[1], "w") as out:
+    json.dump({"sgd": run(lambda g: torch.optim.SGD(g, lr=1.0, momentum=0.9)),
+               "adam": run(lambda g: torch.optim.Adam(g, lr=1.0))}, out)
+)");
+  const auto py = crucible::testing::run_command(crucible::testing::kPython + " " + script + " " +
+                                                 (tmp / "expected.json"));
+  INFO(py.output);
+  REQUIRE(py.exit_code == 0);
+  const auto expected = nlohmann::json::parse(crucible::testing::read_file(tmp / "expected.json"));
+  const crucible::Optimizer sgd =
+      two_groups(torch::optim::SGDOptions(1.0).momentum(0.9), [](auto groups) {
+        return std::make_shared<torch::optim::SGD>(std::move(groups), torch::optim::SGDOptions(1));
+      });
+  const crucible::Optimizer adam = two_groups(torch::optim::AdamOptions(1.0), [](auto groups) {
+    return std::make_shared<torch::optim::Adam>(std::move(groups), torch::optim::AdamOptions(1.0));
+  });
+  for (const auto& [name, optimizer] : {std::pair{"sgd", sgd}, std::pair{"adam", adam}}) {
+    lr::OneCycleLR cycle(optimizer, 10);
+    REQUIRE(expected[name].size() == 10);
+    for (int64_t step = 0; step < 10; ++step) {
+      INFO(name << " step " << step);
+      cycle.set_step_count(step);
+      const auto rates = cycle.get_last_lr();
+      const auto m = momenta(optimizer);
+      const auto& row = expected[name][step];
+      CHECK(rates[0] == Approx(row[0].get<double>()).epsilon(1e-12));
+      CHECK(rates[1] == Approx(row[1].get<double>()).epsilon(1e-12));
+      CHECK(m[0] == Approx(row[2].get<double>()).epsilon(1e-12));
+      CHECK(m[1] == Approx(row[3].get<double>()).epsilon(1e-12));
+    }
+    // Past its length the momentum stays at its maximum.
+    cycle.set_step_count(25);
+    CHECK(momenta(optimizer) == std::vector<double>{0.95, 0.95});
+  }
+  // Adam's second beta is left alone.
+  CHECK(std::get<1>(
+            dynamic_cast<torch::optim::AdamOptions&>(adam->param_groups()[1].options()).betas()) ==
+        0.999);
+}
+
+TEST_CASE("one-cycle without momentum cycling leaves it, and an optimizer with none is refused",
+          "[train][lr]") {
+  const crucible::Optimizer sgd =
+      two_groups(torch::optim::SGDOptions(1.0).momentum(0.5), [](auto groups) {
+        return std::make_shared<torch::optim::SGD>(std::move(groups), torch::optim::SGDOptions(1));
+      });
+  lr::OneCycleLR fixed(sgd, 10, lr::OneCycleOptions().cycle_momentum(false));
+  lr::OneCycleLR positional(sgd, 10, 0.3);
+  for (auto* cycle : {&fixed, &positional}) {
+    cycle->set_step_count(2);
+    CHECK(cycle->get_last_lr()[0] == 1.0);
+    for (auto& group : sgd->param_groups()) {
+      CHECK(dynamic_cast<torch::optim::SGDOptions&>(group.options()).momentum() == 0.5);
+    }
+  }
+  const crucible::Optimizer adagrad = two_groups(
+      torch::optim::AdagradOptions(1.0),
+      [](auto groups) { return std::make_shared<torch::optim::Adagrad>(std::move(groups)); });
+  CHECK_THROWS_WITH(lr::OneCycleLR(adagrad, 10),
+                    Catch::Contains("param group 0 has no momentum to cycle") &&
+                        Catch::Contains("cycle_momentum(false)"));
+  CHECK_NOTHROW(lr::OneCycleLR(adagrad, 10, lr::OneCycleOptions().cycle_momentum(false)));
+  // A warm-up in front would use its rates only.
+  CHECK_THROWS_WITH(lr::LinearWarmup(lr::OneCycleLR(sgd, 10), 3),
+                    Catch::Contains("cannot follow it") && Catch::Contains("pct_start"));
+  CHECK_NOTHROW(lr::LinearWarmup(lr::OneCycleLR(sgd, 10, 0.3), 3));
 }
 
 TEST_CASE("polynomial decay reaches its end rate and stays", "[train][lr]") {

@@ -269,7 +269,7 @@ int finish(const EvaluationResult& result) {
 
 int validate(const Args& a) {
   const EvaluationResult result = run_validation(evaluation_options(a));
-  if (result.metrics) std::cout << nlohmann::json(*result.metrics).dump(2) << "\n";
+  if (result.metrics) std::cout << metrics_json(*result.metrics).dump(2) << "\n";
   return finish(result);
 }
 

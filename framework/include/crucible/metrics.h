@@ -39,6 +39,10 @@ using MetricValues = std::map<std::string, double>;
 double validation_metric(const MetricValues& values, const std::string& name,
                          const std::string& user);
 
+// `values` as a JSON object, as metrics.jsonl writes them: a NaN as null and an infinity as the
+// string "inf" or "-inf", JSON having neither.
+nlohmann::json metrics_json(const MetricValues& values);
+
 // The reducer of each validation metric: one for all, or per metric name with a default.
 class EvaluationReducer {
  public:

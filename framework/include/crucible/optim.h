@@ -158,22 +158,50 @@ class CosineAnnealingWarmRestarts : public LRScheduler {
   double eta_min_;
 };
 
-// The 1cycle policy, as PyTorch's OneCycleLR with cosine annealing, two phases and
-// cycle_momentum=False (momentum stays as the optimizer has it; PyTorch cycles it by default,
-// between 0.95 and 0.85, in SGD's momentum or Adam's first beta): the group's
+// Options of OneCycleLR, with the defaults of PyTorch's OneCycleLR.
+struct OneCycleOptions {
+  // The share of the steps in which the rate rises.
+  TORCH_ARG(double, pct_start) = 0.3;
+  // The first rate is peak / div_factor; the last, peak / (div_factor * final_div_factor).
+  TORCH_ARG(double, div_factor) = 25.0;
+  TORCH_ARG(double, final_div_factor) = 1e4;
+  // Whether the momentum moves against the rate: from max_momentum down to base_momentum while
+  // the rate rises, back up while it falls. It is SGD's and RMSprop's momentum, and the first beta
+  // of Adam, AdamW and SparseAdam.
+  TORCH_ARG(bool, cycle_momentum) = true;
+  TORCH_ARG(double, base_momentum) = 0.85;
+  TORCH_ARG(double, max_momentum) = 0.95;
+};
+
+// The 1cycle policy, as PyTorch's OneCycleLR with cosine annealing and two phases: the group's
 // rate at construction is the peak; the rate starts at peak / div_factor, rises to the peak at
 // step pct_start * total_steps - 1, then falls to peak / (div_factor * final_div_factor) at step
-// total_steps - 1, and stays there. Throws crucible::Error unless total_steps > 0, 0 < pct_start
-// < 1, pct_start * total_steps > 1 and both factors are positive.
+// total_steps - 1, and stays there. With cycle_momentum, every group's momentum follows the same
+// two cosines from max_momentum to base_momentum and back, and stays at max_momentum; as in
+// PyTorch, this sets the momentum of an SGD built without any. Throws crucible::Error unless
+// total_steps > 0, 0 < pct_start < 1, pct_start * total_steps > 1 and both factors are positive,
+// and, with cycle_momentum, when a group's optimizer has no momentum (Adagrad, Adadelta, LBFGS).
 class OneCycleLR : public LRScheduler {
  public:
-  OneCycleLR(Optimizer optimizer, int64_t total_steps, double pct_start = 0.3,
-             double div_factor = 25.0, double final_div_factor = 1e4);
+  OneCycleLR(Optimizer optimizer, int64_t total_steps, OneCycleOptions options = {});
+  // OneCycleOptions with these three and cycle_momentum false: the momentum stays as the
+  // optimizer has it.
+  OneCycleLR(Optimizer optimizer, int64_t total_steps, double pct_start, double div_factor = 25.0,
+             double final_div_factor = 1e4);
   double rate(double base_lr, int64_t step) const override;
+  // The momentum of every group after `step` steps, with cycle_momentum.
+  double momentum(int64_t step) const;
+  bool cycles_momentum() const { return options_.cycle_momentum(); }
+
+ protected:
+  void apply() override;
 
  private:
+  // Where `step` lies: in the rise (true) or not, and how far along its phase, from 0 to 1.
+  std::pair<bool, double> phase(int64_t step) const;
+
   int64_t total_steps_;
-  double pct_start_, div_factor_, final_div_factor_;
+  OneCycleOptions options_;
 };
 
 // Polynomial decay to end_factor * base over total_steps, then constant: rate = end + (base -

@@ -80,7 +80,9 @@ class Trainer {
   // 0, writes {"predictions": Tensor}, the rows in the loader's order whatever the number of
   // ranks, to `output_file` in torch.save's format (Python: torch.load, with weights_only=True
   // too; C++: torch::pickle_load). predict_batch must return tensors of one dtype and one shape
-  // past the first dimension. Returns the number of rows written, on every rank.
+  // past the first dimension; under mixed precision it runs under autocast, so its outputs come
+  // in the autocast dtype (bfloat16, say) unless it casts them. Returns the number of rows written,
+  // on every rank.
   int64_t predict(const std::string& checkpoint_dir, const std::string& output_file,
                   const DistributedContext& dist = DistributedContext());
 

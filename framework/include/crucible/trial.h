@@ -51,7 +51,8 @@ class Trial {
   // The data `trainer predict` runs over. Default: build_validation_data_loader().
   virtual DataLoader build_predict_data_loader() { return build_validation_data_loader(); }
   // The model's outputs for one batch, for `trainer predict`; rows are concatenated along
-  // dimension 0 over all batches. Not implemented by default.
+  // dimension 0 over all batches. Runs under autocast with mixed precision, as evaluate_batch
+  // does: a bf16 run's outputs are bfloat16 unless it casts them. Not implemented by default.
   virtual torch::Tensor predict_batch(Batch& batch, int64_t batch_idx);
 
   // The trial's callbacks, built once after the constructor. Default: none.

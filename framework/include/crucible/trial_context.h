@@ -146,8 +146,8 @@ class TrialContext {
   // the first (a resumed run's too).
   bool optimizer_stepped(const Optimizer& optimizer) const;
 
-  // optimizations.mixed_precision. Crucible runs train_batch and evaluate_batch under autocast
-  // when it is not kNone.
+  // optimizations.mixed_precision. Crucible runs train_batch, evaluate_batch,
+  // evaluate_full_dataset and predict_batch under autocast when it is not kNone.
   MixedPrecision mixed_precision() const;
   // Autocast on (enabled) or off for a region of the trial's code, on device(), with the
   // mixed-precision dtype. Does nothing under MixedPrecision::kNone.

@@ -7,6 +7,7 @@
 #include <crucible/json_value.h>
 
 #include "checkpoint/checkpoint.h"
+#include "util/json_number.h"
 
 namespace crucible::checkpoint {
 
@@ -24,13 +25,13 @@ nlohmann::json Metadata::to_json() const {
       {"epochs", epochs},
       {"optimizer_steps", optimizer_steps},
       {"data_position", {{"epoch", data_position.epoch}, {"batch", data_position.batch}}},
-      {"validation", validation},
+      {"validation", util::numbers_json(validation)},
       {"trainer_state",
        {{"training", t.training},
-        {"last_validation", t.last_validation},
+        {"last_validation", util::numbers_json(t.last_validation)},
         {"validated_at", t.validated_at},
         {"optimizer_counters", t.optimizer_counters},
-        {"best_metric", t.best_metric ? nlohmann::json(*t.best_metric) : nlohmann::json()}}},
+        {"best_metric", t.best_metric ? util::number_json(*t.best_metric) : nlohmann::json()}}},
       {"schedulers", schedulers},
       {"num_models", num_models},
       {"num_optimizers", num_optimizers},
@@ -67,7 +68,15 @@ void read(const nlohmann::json& json, const char* key, T& out, const std::string
   }
 }
 
-// Metrics as JSON write a non-finite value as null; it reads back as NaN.
+// A metric as util::number_json writes it; anything else is a DamagedCheckpoint.
+double metric_value(const nlohmann::json& value, const std::string& what, const std::string& path) {
+  const std::optional<double> v = util::number_from_json(value);
+  if (!v) {
+    throw DamagedCheckpoint(fmt::format("{}: {} is {}, not a number", path, what, value.dump()));
+  }
+  return *v;
+}
+
 void read(const nlohmann::json& json, const char* key, MetricValues& out, const std::string& path) {
   nlohmann::json values = nlohmann::json::object();
   read(json, key, values, path);
@@ -76,11 +85,7 @@ void read(const nlohmann::json& json, const char* key, MetricValues& out, const 
   }
   out.clear();
   for (const auto& [name, value] : values.items()) {
-    if (!value.is_null() && !value.is_number()) {
-      throw DamagedCheckpoint(fmt::format("{}: metric '{}' in '{}' is {}, not a number", path, name,
-                                          key, value.dump()));
-    }
-    out[name] = value.is_null() ? std::nan("") : value.get<double>();
+    out[name] = metric_value(value, fmt::format("metric '{}' in '{}'", name, key), path);
   }
 }
 
@@ -114,10 +119,8 @@ Metadata Metadata::from_json(const nlohmann::json& json, const std::string& path
   read(state, "last_validation", t.last_validation, path);
   read(state, "validated_at", t.validated_at, path);
   if (state.contains("optimizer_counters")) t.optimizer_counters = state["optimizer_counters"];
-  double best = 0;
   if (state.contains("best_metric") && !state["best_metric"].is_null()) {
-    read(state, "best_metric", best, path);
-    t.best_metric = best;
+    t.best_metric = metric_value(state["best_metric"], "'best_metric'", path);
   }
   if (state.contains("test_mode")) read(state, "test_mode", t.test_mode, path);
   if (state.contains("stopped")) read(state, "stopped", t.stopped, path);

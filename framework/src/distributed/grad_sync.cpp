@@ -232,8 +232,18 @@ struct GradientSync::Impl {
     --buckets[s.bucket].pending;
   }
 
+  // Whether gradients of `dtype` are divided by the number of ranks before they are summed
+  // rather than after: float16's, whose sum over the ranks could overflow where their mean does
+  // not (as DDP divides before it sums).
+  static bool divides_first(torch::ScalarType dtype) { return dtype == torch::kHalf; }
+  static bool divides_first(const Bucket& b) { return divides_first(b.flat.scalar_type()); }
+
   void start(size_t index) {
     Bucket& b = buckets[index];
+    if (divides_first(b)) {
+      torch::NoGradGuard no_grad;
+      b.flat.narrow(0, 0, bucket_elements(b)).div_(static_cast<double>(dist.size()));
+    }
     if (index + 1 == buckets.size()) {
       b.flat.narrow(0, flags_offset, static_cast<int64_t>(flags.size()))
           .copy_(torch::from_blob(flags.data(), {static_cast<int64_t>(flags.size())}));
@@ -299,10 +309,13 @@ struct GradientSync::Impl {
     torch::NoGradGuard no_grad;
     const double size = static_cast<double>(dist.size());
     if (options.as_bucket_view()) {
-      for (auto& b : buckets) b.flat.narrow(0, 0, bucket_elements(b)).div_(size);
+      for (auto& b : buckets) {
+        if (!divides_first(b)) b.flat.narrow(0, 0, bucket_elements(b)).div_(size);
+      }
     }
     for (size_t i = 0; i < slots.size(); ++i) {
       Slot& s = slots[i];
+      const double divisor = divides_first(buckets[s.bucket]) ? 1.0 : size;
       if (flags[i + 1] == 0) {  // no rank has a gradient
         s.param.mutable_grad() = torch::Tensor();
         continue;
@@ -312,9 +325,9 @@ struct GradientSync::Impl {
         if (!in_bucket(s)) s.param.mutable_grad() = s.alias;
       } else if (s.param.grad().defined() && !s.param.grad().is_sparse()) {
         // One pass: the sum is read and the mean written straight into the gradient.
-        torch::div_out(s.param.mutable_grad(), s.view, size);
+        torch::div_out(s.param.mutable_grad(), s.view, divisor);
       } else {
-        s.param.mutable_grad() = s.view / size;
+        s.param.mutable_grad() = s.view / divisor;
       }
     }
     average_sparse();
@@ -365,8 +378,11 @@ struct GradientSync::Impl {
     std::vector<torch::Tensor> sum = {!g.defined()    ? torch::zeros_like(param)
                                       : g.is_sparse() ? g.to_dense()
                                                       : g.clone()};
+    const double size = static_cast<double>(dist.size());
+    const bool first = divides_first(param.scalar_type());
+    if (first) sum[0].div_(size);
     detail::DistributedAccess::collectives(dist)->allreduce(sum, ReduceOp::kSum);
-    return sum[0].div_(static_cast<double>(dist.size()));
+    return first ? sum[0] : sum[0].div_(size);
   }
 
   // The mean over the ranks of `param`'s gradient, this rank's as `rows` (undefined when it has
@@ -401,11 +417,15 @@ struct GradientSync::Impl {
       index_parts.push_back(indices.narrow(0, 0, n));
       value_parts.push_back(values.narrow(0, 0, n));
     }
-    torch::Tensor mean =
-        torch::sparse_coo_tensor(torch::cat(index_parts).unsqueeze(0), torch::cat(value_parts),
-                                 param.sizes(), options.layout(torch::kSparse))
-            .coalesce();
-    mean._values().div_(static_cast<double>(dist.size()));
+    const double size = static_cast<double>(dist.size());
+    const bool first = divides_first(param.scalar_type());
+    torch::Tensor values = torch::cat(value_parts);
+    if (first) values.div_(size);
+    // Coalescing sums the rows that several ranks (or one) have.
+    torch::Tensor mean = torch::sparse_coo_tensor(torch::cat(index_parts).unsqueeze(0), values,
+                                                  param.sizes(), options.layout(torch::kSparse))
+                             .coalesce();
+    if (!first) mean._values().div_(size);
     return mean;
   }
 };

@@ -37,8 +37,10 @@ struct GradientSyncOptions {
 // after it was copied; it always starts in finish().
 //
 // After finish(), every parameter's gradient is the mean over the ranks (a rank without a
-// gradient counts as zeros), and a parameter that no rank has a gradient for has none (so that an
-// optimizer skips it, as in one process). A rank has a gradient of a parameter when it is defined
+// gradient counts as zeros; float16 gradients are divided by the number of ranks before they are
+// summed, so that a sum beyond float16's range does not overflow a mean within it), and a
+// parameter that no rank has a gradient for has none (so that an optimizer skips it, as in one
+// process). A rank has a gradient of a parameter when it is defined
 // and is not merely the zeros clear_gradients() left: backward passed the parameter a gradient
 // since, the trial assigned another tensor, or an earlier finish() in the window left the mean in
 // it. With `as_bucket_view`, each gradient finish() leaves is a tensor over its bucket's storage

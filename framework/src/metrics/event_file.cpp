@@ -7,7 +7,6 @@
 
 #include <crucible/errors.h>
 
-#include "checkpoint/file_io.h"
 #include "util/crc32c.h"
 #include "util/file_system.h"
 
@@ -138,10 +137,16 @@ uint64_t read_fixed(const std::string& bytes, size_t at, int n) {
   return v;
 }
 
-// The data and decoded event of each good record of `path`, in order (see read_event_file).
-std::vector<std::pair<std::string, Event>> read_records(const std::string& path) {
+// The data and decoded event of each good record of `path`, in order (see read_event_file), and
+// whether they are all of it.
+struct Records {
   std::vector<std::pair<std::string, Event>> records;
-  if (!util::exists(path)) return records;
+  bool whole = true;
+};
+
+Records read_records(const std::string& path) {
+  Records out;
+  if (!util::exists(path)) return out;
   std::string bytes;
   try {
     bytes = util::read_file(path);
@@ -159,11 +164,15 @@ std::vector<std::pair<std::string, Event>> read_records(const std::string& path)
     if (read_fixed(bytes, at + 12 + length, 4) != util::masked_crc32c(data)) break;
     auto event = decode_event(data);
     if (!event) break;
-    records.emplace_back(std::move(data), std::move(*event));
+    out.records.emplace_back(std::move(data), std::move(*event));
     at += 16 + length;
   }
-  return records;
+  out.whole = at == bytes.size();
+  return out;
 }
+
+// A SessionLog whose status is START (1).
+const std::string kSessionStart = std::string("\x08\x01", 2);
 
 }  // namespace
 
@@ -177,6 +186,10 @@ std::string encode_event(const Event& event) {
   }
   if (!event.file_version.empty()) {
     put_bytes(out, 3, event.file_version);
+    return out;
+  }
+  if (event.session_start) {
+    put_bytes(out, 7, kSessionStart);
     return out;
   }
   std::string summary;
@@ -198,6 +211,15 @@ std::optional<Event> decode_event(const std::string& data) {
     if (f->number == 1 && f->wire_type == kFixed64) e.wall_time = bit_cast<double>(f->number_value);
     if (f->number == 2 && f->wire_type == kVarint) e.step = static_cast<int64_t>(f->number_value);
     if (f->number == 3 && f->wire_type == kBytes) e.file_version = f->bytes;
+    if (f->number == 7 && f->wire_type == kBytes) {
+      FieldReader log(f->bytes);
+      while (auto status = log.next()) {
+        if (status->number == 1 && status->wire_type == kVarint) {
+          e.session_start = status->number_value == 1;
+        }
+      }
+      if (log.failed()) return std::nullopt;
+    }
     if (f->number == 5 && f->wire_type == kBytes) {
       FieldReader values(f->bytes);
       while (auto v = values.next()) {
@@ -223,21 +245,24 @@ std::string frame_record(const std::string& data) {
 
 std::vector<Event> read_event_file(const std::string& path) {
   std::vector<Event> events;
-  for (auto& record : read_records(path)) events.push_back(std::move(record.second));
+  for (auto& record : read_records(path).records) events.push_back(std::move(record.second));
   return events;
 }
 
-void truncate_event_file(const std::string& path, int64_t step) {
-  if (!util::exists(path)) return;
-  std::string kept;
-  for (const auto& [data, event] : read_records(path)) {
-    if (!event.file_version.empty() || event.step <= step) kept += frame_record(data);
+KeptEvents events_until(const std::string& path, int64_t step) {
+  const Records read = read_records(path);
+  KeptEvents kept;
+  kept.whole = read.whole;
+  for (const auto& [data, event] : read.records) {
+    if (!event.file_version.empty() && !kept.started) kept.started = event.wall_time;
+    if (!event.file_version.empty() || event.session_start) continue;
+    if (event.step <= step) {
+      kept.records += frame_record(data);
+    } else {
+      kept.whole = false;
+    }
   }
-  try {
-    checkpoint::replace_atomically(path, kept);
-  } catch (const std::exception& e) {
-    throw TrainingError(fmt::format("cannot rewrite TensorBoard file {}: {}", path, e.what()));
-  }
+  return kept;
 }
 
 }  // namespace crucible::metrics

@@ -3,8 +3,9 @@
 // TensorBoard's event files. A file is a sequence of TFRecords (a little-endian uint64 length,
 // the masked CRC-32C of those 8 bytes, the data, the masked CRC-32C of the data), each holding
 // one tensorflow.Event protocol buffer. Only the fields Crucible writes are encoded and decoded:
-// Event.wall_time (1), Event.step (2), Event.file_version (3) and Event.summary (5), whose
-// Summary.value (1) entries hold a tag (1) and a simple_value (2).
+// Event.wall_time (1), Event.step (2), Event.file_version (3), Event.summary (5), whose
+// Summary.value (1) entries hold a tag (1) and a simple_value (2), and Event.session_log (7) with
+// SessionLog.status (1) START.
 
 #include <cstdint>
 #include <optional>
@@ -23,9 +24,13 @@ struct Event {
   int64_t step = 0;
   std::string file_version;     // "brain.Event:2" in a file's first event, else empty
   std::vector<Scalar> scalars;  // the summary's simple values
+  // A SessionLog START: TensorBoard drops every event it holds of a step >= step, as a restarted
+  // run will write them again.
+  bool session_start = false;
 };
 
-// The protocol buffer of `event`: its file version when that is not empty, else its scalars.
+// The protocol buffer of `event`: its file version when that is not empty, else its session
+// start when set, else its scalars.
 std::string encode_event(const Event& event);
 
 // `data` decoded, or nullopt when it is not a well-formed protocol buffer. Fields other than the
@@ -40,9 +45,15 @@ std::string frame_record(const std::string& data);
 // TrainingError naming the path when it exists but cannot be read.
 std::vector<Event> read_event_file(const std::string& path);
 
-// Rewrites the file at `path` (atomically) to hold its file version event and its events of a
-// step no greater than `step`, dropping a torn or damaged tail (resume support); does nothing
-// when the file does not exist. Throws TrainingError naming the path on failure.
-void truncate_event_file(const std::string& path, int64_t step);
+// What a resume at `step` keeps of the event file at `path`: its events of a step no greater than
+// `step` (not its file version event or session starts), framed as records, and whether that is
+// the whole file (no event dropped, no torn or damaged tail). Nothing, whole, when the file does
+// not exist. Throws TrainingError naming the path when it cannot be read.
+struct KeptEvents {
+  std::string records;
+  bool whole = true;
+  std::optional<double> started;  // the wall time of the file version event, when it has one
+};
+KeptEvents events_until(const std::string& path, int64_t step);
 
 }  // namespace crucible::metrics

@@ -13,6 +13,7 @@
 
 #include "checkpoint/file_io.h"
 #include "util/file_system.h"
+#include "util/json_number.h"
 
 namespace crucible::metrics {
 
@@ -29,7 +30,7 @@ void JsonlSink::write(const Report& report) {
                         {"batches", report.progress.batches},
                         {"records", report.progress.records},
                         {"epochs", report.progress.epochs},
-                        {"metrics", report.values}};
+                        {"metrics", metrics_json(report.values)}};
   if (!report.reason.empty()) row["reason"] = report.reason;
   out_ << row.dump() << '\n';
   out_.flush();
@@ -76,3 +77,9 @@ void truncate_metrics_file(const std::string& path, int64_t batches,
 }
 
 }  // namespace crucible::metrics
+
+namespace crucible {
+
+nlohmann::json metrics_json(const MetricValues& values) { return util::numbers_json(values); }
+
+}  // namespace crucible

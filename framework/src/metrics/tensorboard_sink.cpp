@@ -5,11 +5,15 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include <crucible/errors.h>
 
+#include "checkpoint/file_io.h"
 #include "metrics/metric_name.h"
 #include "util/file_system.h"
 
@@ -33,19 +37,79 @@ std::string tag_name(const std::string& name, bool training) {
   return training ? name : without_validation_prefix(name);
 }
 
+// The paths in `dir` whose names hold "tfevents", sorted: its event files, and with
+// `temporaries`, what an atomic write left of one (a name ending in ".tmp") too.
+std::vector<std::string> event_files_in(const std::string& dir, bool temporaries = false) {
+  std::vector<std::string> files;
+  if (!util::is_directory(dir)) return files;
+  for (const auto& name : util::list_directory(dir)) {
+    const bool temporary = name.size() >= 4 && name.compare(name.size() - 4, 4, ".tmp") == 0;
+    if (name.find("tfevents") != std::string::npos && (temporaries || !temporary)) {
+      files.push_back(util::join(dir, name));
+    }
+  }
+  return files;
+}
+
+constexpr std::string_view kEventFilePrefix = "events.out.tfevents.";
+
+// events.out.tfevents.<seconds>.<host name> in `dir`.
+std::string event_file_name(const std::string& dir, int64_t seconds) {
+  return util::join(dir, fmt::format("{}{}.{}", kEventFilePrefix, seconds, host_name()));
+}
+
+// The <seconds> of such a name; nullopt for another name.
+std::optional<int64_t> seconds_of(const std::string& path) {
+  const std::string name = util::file_name(path);
+  if (name.rfind(kEventFilePrefix, 0) != 0) return std::nullopt;
+  const size_t begin = kEventFilePrefix.size();
+  const size_t end = name.find('.', begin);
+  if (end == std::string::npos || end == begin || end - begin > 15) return std::nullopt;
+  int64_t seconds = 0;
+  for (size_t i = begin; i < end; ++i) {
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+    seconds = seconds * 10 + (name[i] - '0');
+  }
+  return seconds;
+}
+
 }  // namespace
 
 std::string event_file_in(const std::string& dir) {
-  if (!util::is_directory(dir)) return "";
-  for (const auto& name : util::list_directory(dir)) {
-    if (name.find("tfevents") != std::string::npos) return dir + "/" + name;
-  }
-  return "";
+  const std::vector<std::string> files = event_files_in(dir);
+  return files.empty() ? "" : files.back();
 }
 
 void truncate_tensorboard(const std::string& dir, int64_t step) {
-  const std::string file = event_file_in(dir);
-  if (!file.empty()) truncate_event_file(file, step);
+  const std::vector<std::string> files = event_files_in(dir);
+  if (files.empty()) return;
+  const KeptEvents kept = events_until(files.back(), step);
+  if (kept.whole && files.size() == 1) return;
+  const double now = now_seconds();
+  const int64_t seconds =
+      std::max(static_cast<int64_t>(now), seconds_of(files.back()).value_or(0) + 1);
+  const std::string path = event_file_name(dir, seconds);
+  const std::string temporary = util::join(dir, ".tmp-tensorboard");
+  // Both at the run's start, so that wall times never fall along the file.
+  const double started = kept.started.value_or(now);
+  try {
+    checkpoint::write_durably(
+        temporary, frame_record(encode_event({started, 0, "brain.Event:2", {}})) +
+                       frame_record(encode_event({started, 0, "", {}, true})) + kept.records);
+    util::rename(temporary, path);
+    checkpoint::fsync_path(dir);
+  } catch (const std::exception& e) {
+    util::try_remove_all(temporary);
+    throw TrainingError(fmt::format("cannot write TensorBoard file {}: {}", path, e.what()));
+  }
+  for (const std::string& file : event_files_in(dir, true)) {
+    if (file == path) continue;
+    try {
+      util::remove(file);
+    } catch (const std::exception& e) {
+      throw TrainingError(fmt::format("cannot remove TensorBoard file {}: {}", file, e.what()));
+    }
+  }
 }
 
 TensorBoardSink::TensorBoardSink(const std::string& dir) : path_(event_file_in(dir)) {
@@ -56,8 +120,7 @@ TensorBoardSink::TensorBoardSink(const std::string& dir) : path_(event_file_in(d
     } catch (const std::exception& e) {
       throw TrainingError(fmt::format("cannot create TensorBoard directory {}: {}", dir, e.what()));
     }
-    path_ =
-        fmt::format("{}/events.out.tfevents.{}.{}", dir, static_cast<int64_t>(now), host_name());
+    path_ = event_file_name(dir, static_cast<int64_t>(now));
   }
   const bool fresh = util::file_size(path_).value_or(0) == 0;
   out_.open(path_, std::ios::binary | std::ios::app);

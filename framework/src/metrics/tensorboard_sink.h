@@ -30,11 +30,19 @@ class TensorBoardSink : public MetricSink {
   std::ofstream out_;
 };
 
-// The event file in `dir`: the first name, in sorted order, that holds "tfevents"; "" when there
-// is none or `dir` does not exist.
+// The event file in `dir`: the last name, in sorted order, that holds "tfevents" (and does not end
+// in ".tmp"); "" when there is none or `dir` does not exist.
 std::string event_file_in(const std::string& dir);
 
-// truncate_event_file(event_file_in(dir), step) when there is one.
+// Cuts the reports of `dir` back to the batch count `step`, for a resume: the events of
+// event_file_in(dir) of a step no greater than `step` are kept, once each, and TensorBoard, even
+// one reading the file as this runs, shows those. When the file holds nothing more and is the only
+// one, nothing changes. Otherwise they go, durably, into a new event file whose name sorts after
+// the old one (TensorBoard reads a directory's event files in that order and moves on to a later
+// name, never back, and keeps a file it has open), after the file version event and a SessionLog
+// START at step 0 (which makes TensorBoard drop what it read before); then every other event file
+// of `dir` is removed, and what a torn atomic write left of one. Nothing when `dir` holds no event
+// file. Throws TrainingError naming the path that cannot be read, written or removed.
 void truncate_tensorboard(const std::string& dir, int64_t step);
 
 }  // namespace crucible::metrics

@@ -13,13 +13,14 @@
 #include <crucible/metrics.h>
 
 #include "search/scheduler.h"
+#include "util/json_number.h"
 
 namespace crucible::report {
 
-// The number `row[key]`; NaN when absent or not a number (a NaN metric is written as null).
+// The number `row[key]` as util::number_from_json reads it; NaN when absent or no number.
 inline double number_in(const nlohmann::json& row, const char* key) {
   const auto it = row.find(key);
-  return it != row.end() && it->is_number() ? it->get<double>() : std::nan("");
+  return it == row.end() ? std::nan("") : util::number_from_json(*it).value_or(std::nan(""));
 }
 
 // The integer `row[key]`, or nullopt when absent or not an integer.
@@ -35,15 +36,11 @@ inline std::string text_in(const nlohmann::json& row, const char* key) {
   return it != row.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-// The metrics of a metrics.jsonl row: each member of its "metrics" object, NaN where not a number.
+// The metrics of a metrics.jsonl row: each member of its "metrics" object as
+// util::numbers_from_json reads it.
 inline MetricValues metrics_in(const nlohmann::json& row) {
-  MetricValues out;
   const auto it = row.find("metrics");
-  if (it == row.end() || !it->is_object()) return out;
-  for (const auto& [name, value] : it->items()) {
-    out[name] = value.is_number() ? value.get<double>() : std::nan("");
-  }
-  return out;
+  return it == row.end() ? MetricValues() : util::numbers_from_json(*it);
 }
 
 // Whether searcher metric `a` ranks before `b`, as the searcher ranks them (search::rank_key:

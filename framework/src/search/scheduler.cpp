@@ -12,6 +12,7 @@
 #include "config/enum_names.h"
 #include "search/space.h"
 #include "util/error_text.h"
+#include "util/json_number.h"
 #include "util/name_table.h"
 
 namespace crucible::search {
@@ -31,11 +32,6 @@ const util::NameTable<AshaDecision>& decision_names() {
                                                       {AshaDecision::kStop, "stop"},
                                                       {AshaDecision::kDone, "done"}};
   return table;
-}
-
-// A metric as JSON: NaN and infinities, which JSON lacks, as null.
-nlohmann::json metric_json(double metric) {
-  return std::isfinite(metric) ? nlohmann::json(metric) : nlohmann::json(nullptr);
 }
 
 }  // namespace
@@ -192,7 +188,7 @@ void Scheduler::finish(TrialRecord& t, TrialState state, std::vector<nlohmann::j
   }
   nlohmann::json r = row(state_name(state), t);
   r["length"] = t.length;
-  if (t.best_metric) r["best_metric"] = metric_json(*t.best_metric);
+  if (t.best_metric) r["best_metric"] = util::number_json(*t.best_metric);
   if (!t.error.empty()) r["error"] = t.error;
   rows.push_back(std::move(r));
   fill(static_cast<size_t>(t.bracket), rows);
@@ -238,8 +234,8 @@ std::vector<nlohmann::json> Scheduler::report(const SegmentResult& result) {
   if (!result.ended_early.empty()) decision = AshaDecision::kDone;
   nlohmann::json r = row("validated", t);
   r["length"] = result.length;
-  r["metric"] = metric_json(result.metric);
-  if (result.best) r["best_metric"] = metric_json(*result.best);
+  r["metric"] = util::number_json(result.metric);
+  if (result.best) r["best_metric"] = util::number_json(*result.best);
   if (b.rungs) {
     int64_t rung = -1;
     for (const int64_t length : b.rung_lengths) rung += length <= result.length ? 1 : 0;
@@ -343,17 +339,22 @@ std::optional<SegmentResult> Scheduler::read_result_row(const nlohmann::json& ro
     }
     return it->get<int64_t>();
   };
+  // A metric, as util::number_json writes it.
+  const auto number = [&](const nlohmann::json& value, const char* key) {
+    const std::optional<double> v = util::number_from_json(value);
+    if (!v) throw TrainingError(fmt::format("'{}' is not a number", key));
+    return *v;
+  };
   const std::string event = row.value("event", "");
   SegmentResult r;
   r.trial = integer("trial", 0);
   if (event == "validated") {
     r.kind = SegmentResult::Kind::kValidated;
     r.length = integer("length", std::nullopt);
-    const auto& metric = row.at("metric");
-    r.metric = metric.is_null() ? std::nan("") : metric.get<double>();
+    r.metric = number(row.at("metric"), "metric");
     // Logs written before the trial's best was recorded have none: the metric stands for it.
     if (const auto best = row.find("best_metric"); best != row.end()) {
-      r.best = best->is_null() ? std::nan("") : best->get<double>();
+      r.best = number(*best, "best_metric");
     }
     r.ended_early = row.value("ended_early", "");
     return r;

@@ -10,12 +10,13 @@
 
 #include "checkpoint/checkpoint.h"
 #include "util/file_system.h"
+#include "util/json_number.h"
 
 namespace crucible::search {
 namespace {
 
 std::string number(const nlohmann::json& value) {
-  return value.is_number() ? fmt::format("{:.6g}", value.get<double>()) : "nan";
+  return fmt::format("{:.6g}", util::number_from_json(value).value_or(std::nan("")));
 }
 
 }  // namespace

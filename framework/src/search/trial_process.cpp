@@ -17,6 +17,7 @@
 #include "metrics/metric_name.h"
 #include "util/error_text.h"
 #include "util/file_system.h"
+#include "util/json_number.h"
 
 namespace crucible::search {
 
@@ -101,13 +102,11 @@ SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const 
     if (type == "validation") {
       validation = row;
       const auto metrics = row.find("metrics");
-      if (metrics == row.end() || !metrics->is_object()) continue;
-      MetricValues values;
-      for (const auto& [name, value] : metrics->items()) {
-        if (value.is_number()) values[name] = value.get<double>();
-      }
-      const std::optional<double> v = metrics::find_validation_metric(values, metric);
-      if (v && (!best || rank_key(*v, smaller_is_better) < rank_key(*best, smaller_is_better))) {
+      if (metrics == row.end()) continue;
+      const std::optional<double> v =
+          metrics::find_validation_metric(util::numbers_from_json(*metrics), metric);
+      if (v && !std::isnan(*v) &&
+          (!best || rank_key(*v, smaller_is_better) < rank_key(*best, smaller_is_better))) {
         best = *v;
       }
     }
@@ -128,9 +127,7 @@ SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const 
     r.length = static_cast<int64_t>(trained);
     const nlohmann::json& metrics = validation.at("metrics");
     if (!metrics.is_object()) throw TrainingError("its metrics are not a mapping");
-    for (const auto& [name, value] : metrics.items()) {
-      values[name] = value.is_number() ? value.get<double>() : std::nan("");
-    }
+    values = util::numbers_from_json(metrics);
     if (r.length < length.value) {
       r.ended_early = stopped.is_null() ? "the run ended before its length"
                                         : stopped.value("reason", "the run stopped itself");

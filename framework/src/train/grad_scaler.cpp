@@ -3,6 +3,9 @@
 #include <cmath>
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
 
 #include "train/gradient_values.h"
 
@@ -34,6 +37,17 @@ torch::Tensor GradScaler::scale(const torch::Tensor& loss) const {
 }
 
 bool GradScaler::unscale(const std::vector<torch::Tensor>& params) {
+  for (const torch::Tensor& p : params) {
+    if (p.grad().defined() && p.grad().scalar_type() == torch::kHalf) {
+      throw TrainingError(fmt::format(
+          "optimizations.mixed_precision: fp16 trains float32 parameters under float16 autocast, "
+          "but a parameter of shape {} has a float16 gradient (a model converted to "
+          "torch::kHalf?), which the gradient scaler cannot unscale without losing it to "
+          "rounding: keep the model in float32, or set mixed_precision: none to train float16 "
+          "parameters without a scaler",
+          c10::str(p.sizes())));
+    }
+  }
   std::vector<torch::Tensor> grads = gradient_values(params);
   torch::Tensor found = torch::zeros_like(found_inf_);
   const torch::Tensor inv_scale = scale_.to(torch::kDouble).reciprocal().to(torch::kFloat);

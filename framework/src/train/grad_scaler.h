@@ -30,7 +30,8 @@ class GradScaler {
   // loss * scale.
   torch::Tensor scale(const torch::Tensor& loss) const;
   // Divides the defined gradients of `params` by the scale in place. Returns whether any of them
-  // holds inf or NaN (one host sync), which is also recorded for update().
+  // holds inf or NaN (one host sync), which is also recorded for update(). Throws TrainingError,
+  // changing nothing, when one is float16 (PyTorch's GradScaler refuses them too).
   // Sparse gradients must be coalesced (coalesce_sparse_gradients).
   bool unscale(const std::vector<torch::Tensor>& params);
   // Whether unscale() ran since the last update().

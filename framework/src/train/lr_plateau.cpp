@@ -7,6 +7,8 @@
 #include <crucible/errors.h>
 #include <crucible/optim.h>
 
+#include "util/json_number.h"
+
 namespace crucible::lr {
 
 ReduceLROnPlateau::ReduceLROnPlateau(Optimizer optimizer, PlateauOptions options)
@@ -26,20 +28,11 @@ namespace {
 // PyTorch's eps: a drop that would change a rate by this much or less is not made.
 constexpr double kEps = 1e-8;
 
-// A best value as state() writes it: a number, or "inf" / "-inf" (JSON has no infinities).
-nlohmann::json best_json(double best) {
-  if (std::isinf(best)) return best > 0 ? "inf" : "-inf";
-  return best;
-}
-
+// A best value as state() writes it (util::number_json).
 double best_from_json(const nlohmann::json& best) {
-  if (best.is_string()) {
-    const double inf = std::numeric_limits<double>::infinity();
-    if (best == "inf") return inf;
-    if (best == "-inf") return -inf;
-    throw Error(fmt::format("ReduceLROnPlateau state: best {} is no number", best.dump()));
-  }
-  return best.get<double>();
+  const std::optional<double> v = util::number_from_json(best);
+  if (!v) throw Error(fmt::format("ReduceLROnPlateau state: best {} is no number", best.dump()));
+  return *v;
 }
 
 }  // namespace
@@ -85,7 +78,7 @@ void ReduceLROnPlateau::on_validation(const MetricValues& metrics) {
 
 nlohmann::json ReduceLROnPlateau::state() const {
   nlohmann::json out = LRScheduler::state();
-  out["best"] = best_ ? best_json(*best_) : nlohmann::json();
+  out["best"] = best_ ? util::number_json(*best_) : nlohmann::json();
   out["bad_validations"] = bad_validations_;
   out["cooldown_left"] = cooldown_left_;
   out["drops"] = drops_;

@@ -134,6 +134,7 @@ int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& o
           train::call_trial([&] { return fmt::format("predict_batch (batch {})", idx); },
                             [&] {
                               const util::CrashScope crash_scope("in predict_batch", "batch", idx);
+                              const AutocastRegion autocast = session.context().autocast(true);
                               return trial.predict_batch(batch, idx);
                             })
               .detach()

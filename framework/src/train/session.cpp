@@ -172,6 +172,7 @@ MetricValues TrialSession::validate(int64_t max_batches) {
       if (dist.is_chief()) {
         Metrics m = call_trial(named("evaluate_full_dataset"), [&] {
           const util::CrashScope crash_scope("in evaluate_full_dataset");
+          const AutocastRegion autocast = context_->autocast(true);
           return trial_->evaluate_full_dataset(loader);
         });
         result = metrics::to_values(m, "evaluate_full_dataset");
