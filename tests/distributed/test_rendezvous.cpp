@@ -97,6 +97,34 @@ TEST_CASE("Slurm's variables in an srun step", "[dist]") {
   CHECK(r->topology.cross_rank == 1);
   CHECK(r->master_addr == "10.1.2.3");
   CHECK(r->master_port == 23456);
+  // Rank 0 runs on the step's first node, which is not srun's own when srun ran on a login node
+  // (SLURM_LAUNCH_NODE_IPADDR is then the login node's).
+  const auto across = [](const std::string& nodes) {
+    return from_environment({{"SLURM_PROCID", "1"},
+                             {"SLURM_NTASKS", "4"},
+                             {"SLURM_NODEID", "0"},
+                             {"SLURM_NNODES", "4"},
+                             {"SLURM_TASKS_PER_NODE", "1(x4)"},
+                             {"SLURM_STEP_ID", "0"},
+                             {"SLURM_STEP_NODELIST", nodes},
+                             {"SLURM_LAUNCH_NODE_IPADDR", "10.9.9.9"}});
+  };
+  CHECK(across("gpu[07-09,12]")->master_addr == "gpu07");
+  CHECK(across("n0042,n0043,n[1-2]")->master_addr == "n0042");
+  CHECK(across("rack[1-2]-n[003-004]-ib")->master_addr == "rack1-n003-ib");
+  for (const char* bad : {"gpu[07-09", "gpu]", "n[a-b]", ",n1", "n[]"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(across(bad), Catch::Contains(std::string("SLURM_STEP_NODELIST='") + bad +
+                                                   "' is not a host list"));
+  }
+  // On one node every rank is on the same machine as rank 0, wherever srun ran.
+  CHECK(from_environment({{"SLURM_PROCID", "0"},
+                          {"SLURM_NTASKS", "2"},
+                          {"SLURM_NNODES", "1"},
+                          {"SLURM_STEP_ID", "0"},
+                          {"SLURM_STEP_NODELIST", "gpu07"},
+                          {"SLURM_LAUNCH_NODE_IPADDR", "10.9.9.9"}})
+            ->master_addr == "127.0.0.1");
   // Another step of the same job, run at the same time, meets at a port of its own.
   const Env env = {{"SLURM_PROCID", "0"},
                    {"SLURM_NTASKS", "2"},

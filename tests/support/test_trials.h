@@ -796,11 +796,12 @@ class FullDatasetTrial : public Trial {
   Metrics evaluate_full_dataset(DataLoader& loader) override {
     double records = 0, sum_x = 0;
     bool autocast = true;
-    for (Batch& batch : loader) {
+    for (Batch& batch : loader) {  // on the CPU: evaluate_full_dataset's loader is the trial's
       const torch::Tensor& x = batch[0];
       records += static_cast<double>(x.size(0));
       sum_x += x.sum().item<double>();
-      autocast = autocast && model_->forward(x).scalar_type() == torch::kBFloat16;
+      const torch::Tensor y = model_->forward(x.to(ctx_.device()));
+      autocast = autocast && y.scalar_type() == torch::kBFloat16;
     }
     return {{"records", records}, {"sum_x", sum_x}, {"autocast", autocast ? 1.0 : 0.0}};
   }

@@ -47,6 +47,31 @@ int64_t slurm_tasks_per_node(const std::string& text, const std::string& name) {
   return n;
 }
 
+// The first host of a Slurm host list such as SLURM_STEP_NODELIST's ("gpu[07-09,12],login1" gives
+// "gpu07", "rack[1-2]-n[3-4]" gives "rack1-n3"), where a step's rank 0 runs. Throws UsageError
+// naming `name` when `list` is not one.
+std::string first_slurm_host(const std::string& list, const std::string& name) {
+  const auto fail = [&] {
+    return UsageError(fmt::format("Slurm: {}='{}' is not a host list", name, list));
+  };
+  std::string host;
+  for (size_t i = 0; i < list.size() && list[i] != ',';) {
+    if (list[i] == ']') throw fail();
+    if (list[i] != '[') {
+      host += list[i++];
+      continue;
+    }
+    const size_t close = list.find(']', i);
+    if (close == std::string::npos) throw fail();
+    const std::string first = list.substr(i + 1, list.find_first_of(",-]", i + 1) - i - 1);
+    if (first.empty() || first.find_first_not_of("0123456789") != std::string::npos) throw fail();
+    host += first;
+    i = close + 1;
+  }
+  if (host.empty()) throw fail();
+  return host;
+}
+
 void check(const Rendezvous& r) {
   const Topology& t = r.topology;
   auto fail = [&](const std::string& what) {
@@ -141,7 +166,12 @@ Rendezvous slurm(const Env& env) {
   t.local_size = per_node ? slurm_tasks_per_node(env.at(per_node), per_node) : t.size;
   t.cross_rank = integer_or(env, "SLURM_NODEID", 0, r.source);
   t.cross_size = integer_or(env, "SLURM_NNODES", 1, r.source);
-  if (has(env, "SLURM_LAUNCH_NODE_IPADDR")) r.master_addr = env.at("SLURM_LAUNCH_NODE_IPADDR");
+  // Rank 0 runs on the step's first node, which is not srun's when srun ran on a login node.
+  if (t.cross_size > 1 && has(env, "SLURM_STEP_NODELIST")) {
+    r.master_addr = first_slurm_host(env.at("SLURM_STEP_NODELIST"), "SLURM_STEP_NODELIST");
+  } else if (t.cross_size > 1 && has(env, "SLURM_LAUNCH_NODE_IPADDR")) {
+    r.master_addr = env.at("SLURM_LAUNCH_NODE_IPADDR");
+  }
   if (has(env, "SLURM_JOB_ID")) {
     // The step too: concurrent steps of one job (`srun ... &` twice) each get a port of their
     // own, not each other's store.

@@ -39,8 +39,9 @@ Env process_environment();
 //   Slurm (srun steps only, SLURM_STEP_ID set): SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
 //             SLURM_NODEID, SLURM_NNODES, SLURM_NTASKS_PER_NODE or SLURM_TASKS_PER_NODE.
 // For Open MPI and Slurm, MASTER_ADDR and MASTER_PORT are honoured when set; otherwise the
-// address is 127.0.0.1 for a one-node run (SLURM_LAUNCH_NODE_IPADDR under Slurm: the node srun
-// ran on, which must be rank 0's; from a login node's shell, set MASTER_ADDR) and the port
+// address is 127.0.0.1 for a one-node run (across Slurm nodes, the first host of
+// SLURM_STEP_NODELIST, where the step's rank 0 runs whichever node srun ran on, or without it
+// SLURM_LAUNCH_NODE_IPADDR) and the port
 // 20000 + the job id % 10000 (Open MPI: OMPI_MCA_ess_base_jobid; Slurm: (SLURM_JOB_ID + 1009 x
 // SLURM_STEP_ID) % 10000, so that concurrent steps of a job differ), 29500 without one. Returns
 // nullopt when no launcher's variables are present. Throws UsageError naming the variable when one
