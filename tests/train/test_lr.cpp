@@ -293,6 +293,33 @@ TEST_CASE("reduce-on-plateau lowers rates as PyTorch does: never up to min_lr, n
   CHECK(tiny.get_last_lr()[1] == Approx(5e-9));
 }
 
+TEST_CASE("reduce-on-plateau takes a floor per param group, also behind a warm-up", "[train][lr]") {
+  // Rates 1 and 0.5 halved at every validation, floors 0.3 and 0.2.
+  const auto options =
+      lr::PlateauOptions().metric("loss").patience(0).factor(0.5).min_lr(0.9).min_lrs({0.3, 0.2});
+  lr::ReduceLROnPlateau floored(two_group_optimizer(), options);
+  const std::vector<std::vector<double>> expected = {
+      {1.0, 0.5}, {0.5, 0.25}, {0.3, 0.2}, {0.3, 0.2}};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    INFO("validation " << i);
+    floored.observe_validation({{"validation_loss", 1.0}});
+    CHECK(floored.get_last_lr() == expected[i]);
+  }
+  // The same behind a warm-up of 2 steps, once it is over; during it, half way to each rate.
+  lr::LinearWarmup warm(lr::ReduceLROnPlateau(two_group_optimizer(), options), 2);
+  warm.set_step_count(1);
+  CHECK(warm.get_last_lr() == std::vector<double>{0.5, 0.25});
+  warm.set_step_count(2);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    INFO("validation " << i);
+    warm.observe_validation({{"validation_loss", 1.0}});
+    CHECK(warm.get_last_lr() == expected[i]);
+  }
+  CHECK_THROWS_WITH(
+      lr::ReduceLROnPlateau(two_group_optimizer(), lr::PlateauOptions().min_lrs({0.1})),
+      Catch::Contains("min_lrs holds 1 floors for 2 param groups"));
+}
+
 TEST_CASE("reduce-on-plateau measures improvements relative to the best or absolute",
           "[train][lr]") {
   // From a best of 10, with threshold 0.5: 9 improves by more than 0.5 but not below 10 * 0.5.

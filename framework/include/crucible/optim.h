@@ -63,14 +63,19 @@ class LRScheduler {
 
   // The rate of a group whose base rate is `base_lr`, after `step` steps.
   virtual double rate(double base_lr, int64_t step) const { return base_lr * factor(step); }
+  // The rate of param group `group`, whose base rate is `base_lr`, after `step` steps:
+  // rate(base_lr, step) unless the schedule treats its groups apart (per-group floors).
+  virtual double group_rate(size_t /*group*/, double base_lr, int64_t step) const {
+    return rate(base_lr, step);
+  }
 
  protected:
   // Multiplier of the base rates after `step` steps; 1 unless overridden.
   virtual double factor(int64_t /*step*/) const { return 1.0; }
   // See observe_validation.
   virtual void on_validation(const MetricValues& /*metrics*/) {}
-  // Writes rate(base, step_count()) into every param group. A scheduler whose rates come from
-  // elsewhere (a wrapped torch::optim::LRScheduler) overrides it.
+  // Writes group_rate(i, base, step_count()) into every param group i. A scheduler whose rates
+  // come from elsewhere (a wrapped torch::optim::LRScheduler) overrides it.
   virtual void apply();
 
  private:
@@ -228,7 +233,8 @@ class LinearWarmup : public LRScheduler {
   LinearWarmup(S after, int64_t warmup_steps, double start_factor = 0.0)
       : LinearWarmup(std::make_shared<S>(std::move(after)), warmup_steps, start_factor) {}
 
-  double rate(double base_lr, int64_t step) const override;
+  double rate(double base_lr, int64_t step) const override;  // group 0's
+  double group_rate(size_t group, double base_lr, int64_t step) const override;
   nlohmann::json state() const override;
   void load_state(const nlohmann::json& state) override;
 
@@ -262,18 +268,23 @@ struct PlateauOptions {
   TORCH_ARG(int64_t, cooldown) = 0;
   // No drop takes a group's rate below min_lr; a group that starts below it keeps its rate.
   TORCH_ARG(double, min_lr) = 0.0;
+  // One floor per param group, in their order, in place of min_lr (PyTorch's list form); empty:
+  // min_lr for every group.
+  TORCH_ARG(std::vector<double>, min_lrs) = {};
 };
 
 // Multiplies the rate by factor when the watched validation metric has not improved for more
 // than `patience` validations. It is fed by validations, not by steps: wrap it with any
 // StepMode; its step count does not change its rate. As PyTorch's: each drop makes a group's
-// rate max(rate * factor, min_lr), and is not made when it would lower the rate by 1e-8 or less;
-// before a first improvement the best is the worst value (+inf, or -inf when larger is better),
-// and a NaN never improves.
+// rate max(rate * factor, floor) (its floor: min_lr, or its entry of min_lrs), and is not made
+// when it would lower the rate by 1e-8 or less; before a first improvement the best is the worst
+// value (+inf, or -inf when larger is better), and a NaN never improves. Throws crucible::Error
+// when min_lrs is given with another size than the optimizer's param groups.
 class ReduceLROnPlateau : public LRScheduler {
  public:
   ReduceLROnPlateau(Optimizer optimizer, PlateauOptions options = {});
-  double rate(double base_lr, int64_t step) const override;
+  double rate(double base_lr, int64_t step) const override;  // group 0's
+  double group_rate(size_t group, double base_lr, int64_t step) const override;
   nlohmann::json state() const override;
   void load_state(const nlohmann::json& state) override;
   // Times the rate was reduced.

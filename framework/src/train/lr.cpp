@@ -31,7 +31,7 @@ void LRScheduler::observe_validation(const MetricValues& metrics) {
 void LRScheduler::apply() {
   auto& groups = optimizer_->param_groups();
   for (size_t i = 0; i < groups.size() && i < base_lrs_.size(); ++i) {
-    groups[i].options().set_lr(rate(base_lrs_[i], step_count_));
+    groups[i].options().set_lr(group_rate(i, base_lrs_[i], step_count_));
   }
 }
 

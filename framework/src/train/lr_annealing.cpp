@@ -178,9 +178,13 @@ LinearWarmup::LinearWarmup(std::shared_ptr<LRScheduler> after, int64_t warmup_st
 }
 
 double LinearWarmup::rate(double base_lr, int64_t step) const {
-  if (step >= warmup_steps_) return after_->rate(base_lr, step - warmup_steps_);
+  return group_rate(0, base_lr, step);
+}
+
+double LinearWarmup::group_rate(size_t group, double base_lr, int64_t step) const {
+  if (step >= warmup_steps_) return after_->group_rate(group, base_lr, step - warmup_steps_);
   const double progress = static_cast<double>(step) / static_cast<double>(warmup_steps_);
-  return after_->rate(base_lr, 0) * (start_factor_ + (1.0 - start_factor_) * progress);
+  return after_->group_rate(group, base_lr, 0) * (start_factor_ + (1.0 - start_factor_) * progress);
 }
 
 nlohmann::json LinearWarmup::state() const {

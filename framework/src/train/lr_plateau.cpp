@@ -18,6 +18,11 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer optimizer, PlateauOptions options
   }
   if (!(options_.threshold() >= 0))
     throw Error("ReduceLROnPlateau: threshold must not be negative");
+  const size_t groups = this->optimizer()->param_groups().size();
+  if (!options_.min_lrs().empty() && options_.min_lrs().size() != groups) {
+    throw Error(fmt::format("ReduceLROnPlateau: min_lrs holds {} floors for {} param groups",
+                            options_.min_lrs().size(), groups));
+  }
   if (options_.patience() < 0 || options_.cooldown() < 0) {
     throw Error("ReduceLROnPlateau: patience and cooldown must not be negative");
   }
@@ -37,11 +42,17 @@ double best_from_json(const nlohmann::json& best) {
 
 }  // namespace
 
-double ReduceLROnPlateau::rate(double base_lr, int64_t) const {
-  // One drop at a time, as PyTorch lowers a group's rate: never raised to min_lr.
+double ReduceLROnPlateau::rate(double base_lr, int64_t step) const {
+  return group_rate(0, base_lr, step);
+}
+
+double ReduceLROnPlateau::group_rate(size_t group, double base_lr, int64_t) const {
+  const std::vector<double>& floors = options_.min_lrs();
+  const double floor = group < floors.size() ? floors[group] : options_.min_lr();
+  // One drop at a time, as PyTorch lowers a group's rate: never raised to its floor.
   double rate = base_lr;
   for (int64_t i = 0; i < drops_; ++i) {
-    const double lowered = std::max(rate * options_.factor(), options_.min_lr());
+    const double lowered = std::max(rate * options_.factor(), floor);
     if (rate - lowered <= kEps) break;  // every later drop would leave it here too
     rate = lowered;
   }
