@@ -48,15 +48,6 @@ std::vector<int64_t> steps_of(const std::vector<Event>& events) {
   return steps;
 }
 
-// The names in `dir` that hold "tfevents".
-std::vector<std::string> event_files(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& name : crucible::util::list_directory(dir)) {
-    if (name.find("tfevents") != std::string::npos) names.push_back(name);
-  }
-  return names;
-}
-
 // Whether `events` begin as a file that truncate_tensorboard wrote: the version, then a
 // SessionLog START at step 0.
 bool starts_over(const std::vector<Event>& events) {

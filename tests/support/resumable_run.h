@@ -126,6 +126,15 @@ inline std::string resaved_optimizer(const std::string& file, torch::optim::Opti
   return bytes.str();
 }
 
+// The names in `dir` that hold "tfevents" (event files, and what a torn atomic write left).
+inline std::vector<std::string> event_files(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& name : util::list_directory(dir)) {
+    if (name.find("tfevents") != std::string::npos) names.push_back(name);
+  }
+  return names;
+}
+
 // The TensorBoard scalars of `run`, (step, tag, value) in the order written, without the timing
 // and profiling ones (which differ between equal runs).
 inline std::vector<std::tuple<int64_t, std::string, float>> tensorboard_scalars(
@@ -168,11 +177,7 @@ inline void check_same_end(const std::string& reference, const std::string& run,
   const auto scalars = tensorboard_scalars(run);
   CHECK(scalars.size() >= static_cast<size_t>(final_batches / 7));  // a report every 7 batches
   // One event file: a resume's cut-back leaves no other.
-  size_t event_files = 0;
-  for (const auto& name : util::list_directory(run + "/tensorboard")) {
-    if (name.find("tfevents") != std::string::npos) ++event_files;
-  }
-  CHECK(event_files == 1);
+  CHECK(event_files(run + "/tensorboard").size() == 1);
   const bool same_scalars = scalars == tensorboard_scalars(reference);
   CHECK(same_scalars);
 }

@@ -16,6 +16,7 @@
 #include "checkpoint/file_io.h"
 #include "metrics/metric_name.h"
 #include "util/file_system.h"
+#include "util/parse.h"
 
 namespace crucible::metrics {
 
@@ -63,13 +64,9 @@ std::optional<int64_t> seconds_of(const std::string& path) {
   const std::string name = util::file_name(path);
   if (name.rfind(kEventFilePrefix, 0) != 0) return std::nullopt;
   const size_t begin = kEventFilePrefix.size();
-  const size_t end = name.find('.', begin);
-  if (end == std::string::npos || end == begin || end - begin > 15) return std::nullopt;
-  int64_t seconds = 0;
-  for (size_t i = begin; i < end; ++i) {
-    if (name[i] < '0' || name[i] > '9') return std::nullopt;
-    seconds = seconds * 10 + (name[i] - '0');
-  }
+  const auto seconds = util::whole_integer(name.substr(begin, name.find('.', begin) - begin));
+  // Beyond the year 33000 it is no time of ours (and +1 could overflow).
+  if (!seconds || *seconds < 0 || *seconds > int64_t{1'000'000'000'000}) return std::nullopt;
   return seconds;
 }
 
