@@ -4,7 +4,8 @@
 #   slurm_cluster.sh start DIR CTLD_PORT SLURMD_PORT
 #       Starts munged, slurmctld and slurmd with their key, config, state, sockets and logs in
 #       DIR and the given ports; returns once the node is idle, printing the SLURM_CONF path.
-#       Exits non-zero with the daemons' log tails when they do not come up within 30 s.
+#       Exits non-zero with the daemons' log tails when one fails to start (naming the command)
+#       or the node is not idle within 30 s.
 #   slurm_cluster.sh stop DIR
 #       Stops the daemons that `start DIR` started.
 #
@@ -36,6 +37,16 @@ start)
     exit 1
   fi
   mkdir -p "$dir/state" "$dir/spool" "$dir/log"
+  # A daemon that fails after it forked may exit non-zero having written its cause only to its
+  # log: whichever step fails, name it and show the logs.
+  failed() {
+    local status=$?
+    echo "slurm_cluster.sh: '$BASH_COMMAND' exited with status $status" >&2
+    tail -n 20 "$dir"/log/*.log >&2 || true
+    stop
+    exit 1
+  }
+  trap failed ERR
   head -c 1024 /dev/urandom >"$dir/munge.key"
   chmod 400 "$dir/munge.key"
   munged --force --key-file="$dir/munge.key" --socket="$dir/munge.sock" \

@@ -21,7 +21,8 @@ class BlobsTrial : public crucible::Trial {
 
   crucible::Metrics evaluate_full_dataset(crucible::DataLoader& loader) override {
     int64_t correct = 0, total = 0;
-    for (crucible::Batch& b : loader) {
+    for (const crucible::Batch& cpu : loader) {  // this loader yields CPU batches
+      crucible::Batch b = ctx_.to_device(cpu);
       correct += model_->forward(b[0]).argmax(1).eq(b[1].tensor()).sum().item<int64_t>();
       total += b[1].tensor().size(0);
     }
