@@ -9,20 +9,23 @@
 #         headers, which the wheel leaves out, come from Debian 13's libgloo-dev;
 # bench:  bench_all's GPU benchmarks, one table: the Fashion-MNIST CNN job through trainer fit, a
 #         hand-written LibTorch loop, plain PyTorch and Lightning when installed (BENCH_ROUNDS
-#         rounds, default 1), and mixed precision against fp32 (bench_amp.py); then
-#         bench_overhead's step overhead, short (its own figures); then the CNN job's trainer
-#         fit as configured and with one thing changed at a time (no loader worker, checkpoints
-#         or validation at the end only, 1,000 batches profiled, test mode), each with its own
-#         account of where the time went;
+#         rounds, default 1), and mixed precision against fp32 (bench_amp.py); then the CNN
+#         job's trainer fit as configured and with one thing changed at a time (no loader
+#         worker, 1,000 batches profiled with the loader worker and without it, test mode,
+#         checkpoints or validation at the end only), each with its own account of where the
+#         time went; then bench_overhead's step overhead, short (its own figures);
 # search: a 2-trial grid search asking for 2 concurrent trials of 1 slot each, whose trial logs
 #         and experiment.jsonl show where each trial ran and when (trials never share a GPU);
 # test:   the whole suite, the fault-injection cases last; where the machine has no Slurm, the
 #         launcher and search tests' one-node cluster runs Debian 12's (tools/gpu/slurm_env.sh).
 # Stages run in the order above. With DEADLINE_S=N the script ends within N seconds of its
-# start: the suite gets the time the other stages left (CTest's --stop-time), so that one call
-# of the device tool brings everything back. Logs go to $OUT when set (the device tool), else to
-# build-gpu/, seven files at most (gpu_setup.log, gpu_build.log, gpu_build_full.tail,
-# gpu_bench.log, gpu_bench_table.md, gpu_search.log, gpu_ctest.log). Exits with the suite's status, or 1 when the build or a benchmark fails.
+# start: each benchmark runs under the time left (what it printed before it was cut stays in the
+# log) and is skipped when under 20 s are left, and the suite gets the time the other stages left
+# (CTest's --stop-time), so that one call of the device tool brings everything back. Logs go to
+# $OUT when set (the device tool), else to build-gpu/, seven files at most (gpu_setup.log,
+# gpu_build.log, gpu_build_full.tail, gpu_bench.log, gpu_bench_table.md, gpu_search.log,
+# gpu_ctest.log). Exits with the suite's status, or 1 when the build or a benchmark fails (a
+# benchmark cut by the deadline too).
 set -uo pipefail
 start=$(date +%s)
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -33,6 +36,18 @@ prefix=/tmp/crucible-gpu-deps
 python=${PYTHON:-$(command -v python3)}
 mkdir -p "$build" "$logs" "$prefix"
 stamp() { echo "== $1 at +$(($(date +%s) - start)) s"; }
+# Runs a command under the time DEADLINE_S leaves, less 10 s (without DEADLINE_S: a day), or
+# says that it was skipped when under 20 s are left. Returns the command's status (124: cut
+# short), or 125 when skipped.
+within_deadline() {
+  local left=86400
+  [ -z "${DEADLINE_S:-}" ] || left=$((start + DEADLINE_S - $(date +%s)))
+  if [ "$left" -lt 20 ]; then
+    echo "== skipped, ${left} s left of DEADLINE_S: $*"
+    return 125
+  fi
+  timeout "$((left - 10))" "$@"
+}
 
 for deb in .gpu-deps/*.deb; do dpkg -x "$deb" "$prefix"; done
 # The example configs read Fashion-MNIST from where Debian's package puts it.
@@ -123,38 +138,43 @@ fi
 
 if has bench; then
   stamp bench
-  "$build/bin/bench_all" --only gpu,amp --rounds "${BENCH_ROUNDS:-1}" --python "$python" \
-    --markdown "$logs/gpu_bench_table.md" 2>&1 | tee "$logs/gpu_bench.log"
+  within_deadline "$build/bin/bench_all" --only gpu,amp --rounds "${BENCH_ROUNDS:-1}" \
+    --python "$python" --markdown "$logs/gpu_bench_table.md" 2>&1 | tee "$logs/gpu_bench.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-  "$build/bin/bench_overhead" --python "$python" --batches 600 --rounds 3 2>&1 |
-    tee -a "$logs/gpu_bench.log"
   # Where the trainer fit job's time goes: its own account (training, waiting for data,
   # validation, checkpoints) beside the whole process's wall time, as configured and with one
-  # thing changed at a time; the phases of 1,000 profiled batches (no device waits added); the
-  # start-up alone (test mode: one batch, one validation batch, a checkpoint round trip).
+  # thing changed at a time; the phases of 1,000 profiled batches (no device waits added), with
+  # the loader worker and without it; the start-up alone (test mode: one batch, one validation
+  # batch, a checkpoint round trip).
   variant() {
     local name=$1 out=/tmp/crucible-gpu-cnn began
     shift
     rm -rf "$out"
     began=$(date +%s%N)
-    "$build/bin/trainer" fit configs/fashion_mnist_cnn.yaml --quiet --output "$out" "$@"
+    within_deadline "$build/bin/trainer" fit configs/fashion_mnist_cnn.yaml --quiet \
+      --output "$out" "$@" || { [ $? -ne 125 ] || return 0; }
     echo "== trainer fit configs/fashion_mnist_cnn.yaml, $name: $((($(date +%s%N) - began) / 1000000)) ms"
     grep -E "INFO done:" -A 1 "$out/trainer.log"
   }
+  profiled=(--set profiling.enabled=true --set profiling.begin_on_batch=1000
+            --set profiling.end_after_batch=1999 --set profiling.sync_timings=false)
   {
     variant "as configured"
-    grep -E "\[checkpoint\]|\[validation\]" /tmp/crucible-gpu-cnn/trainer.log | head -n 4
+    grep -E "\[checkpoint\]|\[validation\]" /tmp/crucible-gpu-cnn/trainer.log 2>/dev/null | head -n 4
     variant "no loader worker" --set data.workers=0
+    variant "profiled, batches 1000-1999" "${profiled[@]}"
+    tail -n 3 /tmp/crucible-gpu-cnn/profiling/metrics.jsonl 2>/dev/null
+    variant "profiled, batches 1000-1999, no loader worker" "${profiled[@]}" --set data.workers=0
+    tail -n 3 /tmp/crucible-gpu-cnn/profiling/metrics.jsonl 2>/dev/null
+    variant "test mode (start-up)" --test-mode
     variant "checkpoints at the end only" --set min_checkpoint_period.batches=1000000 \
       --set checkpoint_policy=none
     variant "validation (and the checkpoints after it) at the end only" \
       --set min_validation_period.epochs=6
-    variant "profiled, batches 1000-1999" --set profiling.enabled=true \
-      --set profiling.begin_on_batch=1000 --set profiling.end_after_batch=1999 \
-      --set profiling.sync_timings=false
-    tail -n 3 /tmp/crucible-gpu-cnn/profiling/metrics.jsonl
-    variant "test mode (start-up)" --test-mode
   } 2>&1 | tee -a "$logs/gpu_bench.log"
+  within_deadline "$build/bin/bench_overhead" --python "$python" --batches 600 --rounds 3 2>&1 |
+    tee -a "$logs/gpu_bench.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 
 if has search; then
