@@ -13,7 +13,9 @@
 #         job's trainer fit as configured and with one thing changed at a time (no loader
 #         worker, 1,000 batches profiled with the loader worker and without it, test mode,
 #         checkpoints or validation at the end only), each with its own account of where the
-#         time went; then bench_overhead's step overhead, short (its own figures);
+#         time went; then bench_loader (what the DataLoader adds to a step: with a worker or
+#         none, copied ahead on a side stream or by the caller) and bench_overhead's step
+#         overhead, both short (their own figures);
 # search: a 2-trial grid search asking for 2 concurrent trials of 1 slot each, whose trial logs
 #         and experiment.jsonl show where each trial ran and when (trials never share a GPU);
 # test:   the whole suite, the fault-injection cases last; where the machine has no Slurm, the
@@ -172,6 +174,10 @@ if has bench; then
     variant "validation (and the checkpoints after it) at the end only" \
       --set min_validation_period.epochs=6
   } 2>&1 | tee -a "$logs/gpu_bench.log"
+  # The loader's own cost on the device, one process: the worker and the side stream apart.
+  within_deadline "$build/bin/bench_loader" --batches 600 --rounds 3 2>&1 |
+    tee -a "$logs/gpu_bench.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   within_deadline "$build/bin/bench_overhead" --python "$python" --batches 600 --rounds 3 2>&1 |
     tee -a "$logs/gpu_bench.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
