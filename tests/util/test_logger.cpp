@@ -122,6 +122,43 @@ TEST_CASE("a console whose reader went away is closed for good and named, the fi
                        Catch::Contains("WARN careful"));
 }
 
+TEST_CASE("a console stream's reader gone is found before a line fails, where the logger writes",
+          "[util]") {
+  SurvivedPipes survived;
+  TempDir tmp;
+  const auto lost_with = [](Logger& logger, int fd, int target) {
+    std::string lost;
+    with_fd(fd, target, [&] { lost = logger.console_lost(); });
+    return lost;
+  };
+  Logger fit;
+  fit.open(tmp / "fit.log", /*console=*/true);
+  // A pipe with its reader, a file, /dev/null: nothing to report.
+  Pipe reading;
+  CHECK(lost_with(fit, STDOUT_FILENO, reading.write).empty());
+  CHECK(reading.drain().empty());
+  CHECK(
+      lost_with(fit, STDOUT_FILENO, open((tmp / "out").c_str(), O_WRONLY | O_CREAT, 0600)).empty());
+  CHECK(lost_with(fit, STDERR_FILENO, open("/dev/null", O_WRONLY)).empty());
+  // The reader gone, with no line written since: named at once, and closed for good.
+  CHECK(lost_with(fit, STDOUT_FILENO, closed_pipe()) == "standard output: Broken pipe");
+  Pipe out;
+  with_fd(STDOUT_FILENO, out.write, [&] { fit.info("not written"); });
+  CHECK(out.drain().empty());
+  CHECK(read_file(tmp / "fit.log").find("INFO not written") != std::string::npos);
+
+  // A logger that writes no info lines does not watch stdout, until its stderr is closed.
+  Logger rank;
+  rank.console_warnings_only();
+  CHECK(lost_with(rank, STDOUT_FILENO, closed_pipe()).empty());
+  CHECK(lost_with(rank, STDERR_FILENO, closed_pipe()) == "standard error: Broken pipe");
+  // A quiet run (no console) watches neither.
+  Logger quiet;
+  quiet.open(tmp / "quiet.log", /*console=*/false);
+  CHECK(lost_with(quiet, STDOUT_FILENO, closed_pipe()).empty());
+  CHECK(lost_with(quiet, STDERR_FILENO, closed_pipe()).empty());
+}
+
 TEST_CASE("with stderr's reader gone, warnings go to stdout, and stderr stays the one named",
           "[util]") {
   SurvivedPipes survived;

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <thread>
@@ -145,10 +146,13 @@ class Supervisor {
     }
   }
 
-  // Reads what the workers wrote, for at most `timeout_ms`, and writes out whole lines.
+  // Reads what the workers wrote, for at most `timeout_ms`, and writes out whole lines. Watches
+  // the launcher's own console too (where it is this process's stdout and stderr), asking poll
+  // for no event: a pipe or socket whose reader went away is found at once, not when the next
+  // relayed line fails.
   void pump(int timeout_ms) {
     std::vector<pollfd> fds;
-    std::vector<std::pair<size_t, size_t>> owner;  // (worker, stream)
+    std::vector<std::pair<size_t, size_t>> owner;  // (worker or kConsole, stream)
     for (size_t i = 0; i < workers_.size(); ++i) {
       for (size_t s = 0; s < 2; ++s) {
         if (workers_[i].fds[s] >= 0) {
@@ -157,13 +161,25 @@ class Supervisor {
         }
       }
     }
-    if (fds.empty()) {
-      ::usleep(static_cast<useconds_t>(timeout_ms) * 1000);
-      return;
+    for (size_t s = 0; s < 2; ++s) {
+      const int fd = console_fd(s);
+      if (fd >= 0 && !closed_[s] && watch_console_[s]) {
+        fds.push_back({fd, 0, 0});
+        owner.emplace_back(kConsole, s);
+      }
     }
     if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
     char buf[65536];
     for (size_t k = 0; k < fds.size(); ++k) {
+      if (owner[k].first == kConsole) {
+        if (fds[k].revents == 0) continue;
+        if (util::reader_gone(fds[k].fd, fds[k].revents)) {
+          console_closed(owner[k].second);
+        } else {
+          watch_console_[owner[k].second] = false;  // a terminal's hang-up: SIGHUP's business
+        }
+        continue;
+      }
       if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       auto [i, s] = owner[k];
       Worker& w = workers_[i];
@@ -241,6 +257,13 @@ class Supervisor {
     term_at_ = Clock::now() + (unresponsive_.empty() ? Clock::duration::zero() : kAnswerTime);
   }
 
+  // This process's file descriptor behind console stream `stream` (0 stdout, 1 stderr), or -1
+  // when the launcher writes to another stream (a test's).
+  int console_fd(size_t stream) const {
+    if (stream == 0) return &out_ == &std::cout ? STDOUT_FILENO : -1;
+    return &err_ == &std::cerr ? STDERR_FILENO : -1;
+  }
+
   // The reader of `stream` (0 stdout, 1 stderr) went away: says so on the other stream when it
   // is still open, the first time, and stops every rank as on SIGTERM.
   void console_closed(size_t stream) {
@@ -299,9 +322,11 @@ class Supervisor {
   std::ostream& out_;
   std::ostream& err_;
   std::vector<Worker> workers_;
-  std::vector<const Worker*> failures_;  // in the order they were reaped
-  std::array<bool, 2> closed_{};         // out_, err_: a write failed with EPIPE
-  bool console_lost_ = false;            // one was closed and the workers were stopped
+  std::vector<const Worker*> failures_;                        // in the order they were reaped
+  static constexpr size_t kConsole = static_cast<size_t>(-1);  // owner of a console entry
+  std::array<bool, 2> closed_{};  // out_, err_: a write failed with EPIPE, or poll found it so
+  std::array<bool, 2> watch_console_{true, true};  // false once poll reported something else
+  bool console_lost_ = false;                      // one was closed and the workers were stopped
   std::optional<Clock::time_point> first_failure_at_;
   const Worker* failed_ = nullptr;
   std::vector<int64_t> unresponsive_;         // ranks running when only peer-wait failures had come

@@ -1,6 +1,8 @@
 #include "util/broken_pipes.h"
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 namespace crucible::util {
 namespace {
@@ -20,6 +22,12 @@ void survive_broken_pipes() {
   action.sa_flags = SA_RESTART;
   sigemptyset(&action.sa_mask);
   sigaction(SIGPIPE, &action, nullptr);
+}
+
+bool reader_gone(int fd, short revents) {
+  struct stat st {};
+  return (revents & POLLERR) != 0 && fstat(fd, &st) == 0 &&
+         (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 }
 
 }  // namespace crucible::util

@@ -11,4 +11,9 @@ namespace crucible::util {
 // a disposition another thread sets at the same moment may be replaced by the handler.
 void survive_broken_pipes();
 
+// Whether `revents`, what poll(2) reported for `fd` asked for no event, says that `fd` is the
+// write end of a pipe or a socket whose reader is gone (POLLERR), the condition a write would
+// meet as EPIPE. A file or a terminal never says so.
+bool reader_gone(int fd, short revents);
+
 }  // namespace crucible::util

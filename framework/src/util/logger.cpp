@@ -1,5 +1,8 @@
 #include "util/logger.h"
 
+#include <poll.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -9,6 +12,8 @@
 #include <fmt/format.h>
 
 #include <crucible/errors.h>
+
+#include "util/broken_pipes.h"
 
 namespace crucible::util {
 
@@ -35,8 +40,34 @@ void Logger::warn(const std::string& line) { write("WARN", line, true); }
 
 void Logger::error(const std::string& line) { write("ERROR", line, true, false); }
 
-std::string Logger::console_lost() const {
+std::string Logger::console_lost() {
+  if (!lost_.load(std::memory_order_acquire)) {
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (lock.owns_lock()) probe_console();
+  }
   return lost_.load(std::memory_order_acquire) ? console_lost_ : std::string();
+}
+
+void Logger::probe_console() {
+  if (!console_) return;
+  // The streams write_console would write to next: info lines to stdout (a warnings-only
+  // logger's warnings once stderr is closed), warnings to stderr.
+  pollfd fds[2];
+  nfds_t n = 0;
+  if (!closed_[0] && (!warnings_only_ || closed_[1])) fds[n++] = {STDOUT_FILENO, 0, 0};
+  if (!closed_[1]) fds[n++] = {STDERR_FILENO, 0, 0};
+  if (n == 0 || ::poll(fds, n, 0) <= 0) return;
+  for (nfds_t i = 0; i < n; ++i) {
+    if (reader_gone(fds[i].fd, fds[i].revents)) close_console(fds[i].fd == STDOUT_FILENO ? 0 : 1);
+  }
+}
+
+void Logger::close_console(size_t stream) {
+  closed_[stream] = true;
+  if (lost_.load(std::memory_order_relaxed)) return;
+  console_lost_ = fmt::format("{}: {}", stream == 1 ? "standard error" : "standard output",
+                              std::strerror(EPIPE));
+  lost_.store(true, std::memory_order_release);
 }
 
 void Logger::write(const char* level, const std::string& line, bool to_stderr, bool console) {
@@ -58,11 +89,7 @@ std::string Logger::write_console(const std::string& line, bool to_stderr) {
   const int error = errno;
   const char* name = stream == 1 ? "standard error" : "standard output";
   if (error == EPIPE) {
-    closed_[stream] = true;
-    if (!lost_.load(std::memory_order_relaxed)) {
-      console_lost_ = fmt::format("{}: {}", name, std::strerror(EPIPE));
-      lost_.store(true, std::memory_order_release);
-    }
+    close_console(stream);
     return "";
   }
   if (console_error_noted_) return "";
