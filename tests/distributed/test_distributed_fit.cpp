@@ -605,11 +605,11 @@ TEST_CASE(
     expected_exit = 4;
   }
   SECTION("the launcher's console closed: every rank stops at the same batch, checkpointed") {
-    signal = SIGPIPE;  // not sent: the reader of the launcher's stdout ends after batch 35
+    signal = SIGPIPE;  // not sent: the reader of the launcher's stdout ends after batch 21
   }
   bool torchrun = false;
   SECTION("rank 0 of torchrun's 2 cut off from its console: both stop at one batch, checkpointed") {
-    signal = SIGPIPE;  // not sent: the reader of rank 0's stdout ends after batch 35
+    signal = SIGPIPE;  // not sent: the reader of rank 0's stdout ends after batch 21
     torchrun = true;
   }
   if (torchrun) {
@@ -618,7 +618,7 @@ TEST_CASE(
         kTrainer + " fit " + resumable_config(tmp, 60) + " --slots 2 --output " + run;
     Child rank1(torchrun_env(1, 2, port) + " " + fit + " --quiet", tmp / "rank1.log");
     const auto rank0 = run_command("bash -o pipefail -c \"" + torchrun_env(0, 2, port) + " " + fit +
-                                   " | sed -n '/batch *35 /{p;q}'\"");
+                                   " | sed -n '/batch *21 /{p;q}'\"");
     INFO(rank0.output);
     INFO(read_file(tmp / "rank1.log"));
     CHECK(rank0.exit_code == 4);
@@ -626,22 +626,26 @@ TEST_CASE(
                Catch::Contains("warning: the console was closed (standard output: Broken pipe): "
                                "checkpointing at batch"));
     CHECK(rank1.wait() == 4);
-    // Rank 0 found its pipe closed at a vote after 35, before its next line (the checkpoint at
-    // 40) could fail, and both ranks stopped there (60 ms a batch: sed has 4 batches to end).
-    CHECK(latest(run) >= "batch-0000000035");
-    CHECK(latest(run) < "batch-0000000040");
+    // Rank 0 found its pipe closed after a batch past 21, before its next line (the report at 28)
+    // could fail, and both ranks stopped at the next vote (60 ms a batch: sed has 5 to end).
+    CHECK(latest(run) >= "batch-0000000021");
+    CHECK(latest(run) < "batch-0000000028");
   } else if (signal == SIGPIPE) {
     const auto piped =
         run_command("bash -o pipefail -c \"" + kTrainer + " fit " + resumable_config(tmp, 60) +
-                    " --slots 2 --output " + run + " | sed -n '/batch *35 /{p;q}'\"");
+                    " --slots 2 --output " + run + " | sed -n '/batch *21 /{p;q}'\"");
     INFO(piped.output);
     CHECK(piped.exit_code == 4);
-    CHECK_THAT(piped.output, Catch::Contains("the launcher's standard output was closed: "
-                                             "stopping every rank as on SIGTERM"));
+    CHECK_THAT(piped.output,
+               Catch::Contains("the launcher's standard output was closed: the ranks' is closed "
+                               "too, so that they stop as on SIGTERM, with a checkpoint") &&
+                   Catch::Contains("[rank 0] warning: the console was closed (standard output: "
+                                   "Broken pipe): checkpointing at batch"));
     // The launcher found its stdout's reader gone at once, before the next line it relayed (the
-    // checkpoint at 40) could fail, and stopped the ranks (60 ms a batch: sed has 4 to end).
-    CHECK(latest(run) >= "batch-0000000035");
-    CHECK(latest(run) < "batch-0000000040");
+    // report at 28) could fail, and closed rank 0's stdout, which rank 0 found after its batch
+    // (60 ms a batch: sed and the launcher have 5 to act).
+    CHECK(latest(run) >= "batch-0000000021");
+    CHECK(latest(run) < "batch-0000000028");
   } else {
     Child launcher(
         kTrainer + " fit " + resumable_config(tmp, 20) + " --slots 2 --quiet --output " + run,
@@ -704,6 +708,21 @@ TEST_CASE(
                              ": the run trains on 2 slots (resources.slots_per_trial) but "
                              "torchrun started 1 process; a run continues on the slots it "
                              "started with"));
+}
+
+TEST_CASE("a launcher whose reader goes after the run's last line ends as the run did: exit 0",
+          "[dist][fit]") {
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  // sed ends at "done:", before the summary lines rank 0 writes after it: the launcher finds its
+  // stdout closed while the ranks no longer train, and they end as they would have.
+  const auto piped =
+      run_command("bash -o pipefail -c \"" + kTrainer + " fit " + resumable_config(tmp, 0) +
+                  " --slots 2 --output " + run + " | sed -n '/ done: /{p;q}'\"");
+  INFO(piped.output);
+  CHECK(piped.exit_code == 0);
+  CHECK_THAT(piped.output, Catch::Contains("done: 128 batches"));
+  CHECK(latest(run) == "batch-0000000128");
 }
 
 TEST_CASE("bad distributed flags and settings exit 2 naming them", "[dist][fit]") {

@@ -374,8 +374,8 @@ TEST_CASE(
     INFO("signal " << sig);
     const std::string exp = tmp / ("signalled" + std::to_string(sig));
     if (sig == SIGPIPE) {
-      // Not sent: the reader of the search's stdout ends at the first trial kept at rung 0, and
-      // the search's next line fails.
+      // Not sent: the reader of the search's stdout ends at the first trial kept at rung 0; the
+      // search finds its console closed.
       const auto piped = run_command("bash -o pipefail -c \"" + kTrainer + " fit " + config +
                                      " --output " + exp + " | sed -n '/: continue$/{p;q}'\"");
       INFO(piped.output);

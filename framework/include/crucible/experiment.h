@@ -88,12 +88,13 @@ struct ExperimentResult {
 //     stdout or stderr, stops them all when one fails, and waits for them;
 //   - otherwise: fits in this process.
 // Forwards SIGTERM, SIGUSR1, SIGINT and SIGHUP to launched workers (a search stops its trials
-// with SIGTERM on SIGHUP). A console whose reader went away (`trainer fit | head`: a write fails
-// with EPIPE) stops the run, or the search and its trials, as SIGTERM does, after a checkpoint;
-// so that it can, a SIGPIPE left at its default action gets a handler that does nothing (which
-// programs this process execs do not inherit). Throws UsageError for inconsistent options,
-// ConfigError, PluginError and the errors of Trainer::fit; a worker's failure is returned, not
-// thrown.
+// with SIGTERM on SIGHUP). A console whose reader went away (`trainer fit | head`: a pipe or local
+// socket with no reader left, found at the next batch or the next line written, whichever comes
+// first) stops the run, or the search and its trials, as SIGTERM does, after a checkpoint; so
+// that a line written to it first cannot end the process, a SIGPIPE left at its default action gets
+// a handler that does nothing (which programs this process execs do not inherit). Throws UsageError
+// for inconsistent options, ConfigError, PluginError and the errors of Trainer::fit; a worker's
+// failure is returned, not thrown.
 ExperimentResult run_experiment(const ExperimentOptions& options);
 
 // Evaluating a checkpoint the way `trainer validate` and `trainer predict` do.

@@ -61,10 +61,11 @@ class Trainer {
   // with a user-facing message; the last checkpoint written stays loadable.
   // SIGTERM, SIGUSR1, a first SIGINT and SIGHUP (unless ignored, as under nohup) finish the
   // current batch, write a checkpoint and return with `stopped` set; a second SIGINT exits the
-  // process at once with kExitInterrupted. A console whose reader went away (a line fails with
-  // EPIPE, with options.console() on) stops training the same way, on any rank: every rank
-  // stops. That needs SIGPIPE survived, as run_experiment arranges; otherwise the closed pipe
-  // ends the process. Other console write errors only lose lines.
+  // process at once with kExitInterrupted. A console whose reader went away (with
+  // options.console() on: a pipe or local socket with no reader left, found after each batch or
+  // when a line fails with EPIPE) stops training the same way, on any rank: every rank stops.
+  // A line written to it before the check needs SIGPIPE survived, as run_experiment arranges;
+  // otherwise that write ends the process. Other console write errors only lose lines.
   FitResult fit(const FitOptions& options = FitOptions());
 
   // validate and predict run on the ranks of `dist` (default: this process alone), whatever

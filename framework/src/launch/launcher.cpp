@@ -183,6 +183,7 @@ class Supervisor {
       if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       auto [i, s] = owner[k];
       Worker& w = workers_[i];
+      if (w.fds[s] < 0) continue;  // closed by console_closed in this pass
       const ssize_t n = ::read(w.fds[s], buf, sizeof(buf));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
@@ -265,19 +266,25 @@ class Supervisor {
   }
 
   // The reader of `stream` (0 stdout, 1 stderr) went away: says so on the other stream when it
-  // is still open, the first time, and stops every rank as on SIGTERM.
+  // is still open, the first time, and closes the workers' pipes of that stream, so that each
+  // rank finds its console closed as a run of its own does: a rank that trains stops at its next
+  // batch with a checkpoint (every rank at the same batch), and one that writes no more lines
+  // there (a finished fit, a validation) ends as it would have.
   void console_closed(size_t stream) {
+    if (closed_[stream]) return;
     closed_[stream] = true;
-    if (console_lost_) return;
-    console_lost_ = true;
     if (!closed_[1 - stream]) {
       (stream == 0 ? err_ : out_) << "the launcher's "
                                   << (stream == 0 ? "standard output" : "standard error")
-                                  << " was closed: stopping every rank as on SIGTERM, with a "
-                                     "checkpoint"
+                                  << " was closed: the ranks' is closed too, so that they stop as "
+                                     "on SIGTERM, with a checkpoint"
                                   << std::endl;
     }
-    signal_running(SIGTERM);
+    for (auto& w : workers_) {
+      if (w.fds[stream] < 0) continue;
+      ::close(w.fds[stream]);
+      w.fds[stream] = -1;
+    }
   }
 
   static constexpr std::chrono::milliseconds kBlameWindow{1000};
@@ -326,7 +333,6 @@ class Supervisor {
   static constexpr size_t kConsole = static_cast<size_t>(-1);  // owner of a console entry
   std::array<bool, 2> closed_{};  // out_, err_: a write failed with EPIPE, or poll found it so
   std::array<bool, 2> watch_console_{true, true};  // false once poll reported something else
-  bool console_lost_ = false;                      // one was closed and the workers were stopped
   std::optional<Clock::time_point> first_failure_at_;
   const Worker* failed_ = nullptr;
   std::vector<int64_t> unresponsive_;         // ranks running when only peer-wait failures had come

@@ -59,9 +59,10 @@ c10::intrusive_ptr<c10d::TCPStore> serve_store(const std::string& host, int port
 // SIGUSR1, SIGINT and SIGHUP sent to the launcher are forwarded to every worker (SIGHUP stays
 // ignored when the launcher started with it ignored, and so do the workers). When the reader of
 // `out` or `err` went away (a write fails with EPIPE: SIGPIPE is made harmless first,
-// util::survive_broken_pipes), the workers get SIGTERM, so the run stops with a checkpoint as
-// if the launcher had been sent it, and the cause goes to the stream still open. Another write
-// error loses that line only. Workers run in
+// util::survive_broken_pipes; or, where they are this process's stdout and stderr, poll finds
+// it first), the workers' pipes of that stream are closed, so that each rank finds its own
+// console closed: the ranks that train stop at the same batch with a checkpoint, and the cause
+// goes to the stream still open. Another write error loses that line only. Workers run in
 // their own process group and die with the launcher (PR_SET_PDEATHSIG): none is ever left
 // behind. Throws crucible::Error when a worker cannot be started or the store cannot be served.
 LaunchResult launch(const LaunchOptions& options, std::ostream& out, std::ostream& err);

@@ -26,8 +26,9 @@ void survive_broken_pipes() {
 
 bool reader_gone(int fd, short revents) {
   struct stat st {};
-  return (revents & POLLERR) != 0 && fstat(fd, &st) == 0 &&
-         (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+  if ((revents & (POLLERR | POLLHUP)) == 0 || fstat(fd, &st) != 0) return false;
+  // A pipe without a reader reports POLLERR; a local stream socket whose peer closed, POLLHUP.
+  return S_ISFIFO(st.st_mode) ? (revents & POLLERR) != 0 : S_ISSOCK(st.st_mode);
 }
 
 }  // namespace crucible::util

@@ -12,8 +12,9 @@ namespace crucible::util {
 void survive_broken_pipes();
 
 // Whether `revents`, what poll(2) reported for `fd` asked for no event, says that `fd` is the
-// write end of a pipe or a socket whose reader is gone (POLLERR), the condition a write would
-// meet as EPIPE. A file or a terminal never says so.
+// write end of a pipe whose reader is gone (POLLERR) or a local stream socket whose peer closed
+// (POLLHUP or POLLERR): the condition a write would meet as EPIPE. A file or a terminal never
+// says so; a TCP connection says so only once a write failed.
 bool reader_gone(int fd, short revents);
 
 }  // namespace crucible::util

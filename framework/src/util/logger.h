@@ -31,9 +31,10 @@ class Logger {
   void error(const std::string& line);
   // "" while no console stream was closed, else the first one and why: "standard output: Broken
   // pipe" or "standard error: Broken pipe". A stream this logger writes to that is a pipe or a
-  // socket with no reader left counts as closed from this call on, whether or not a write has
-  // found it yet (one poll(2) of the console per call while none is closed; a call during a
-  // console write leaves that to the write). Does not wait for a console write in progress.
+  // local socket with no reader left counts as closed from this call on, whether or not a write has
+  // found it yet (one poll(2) of the console per call while none is closed; a call while the
+  // logger writes a line puts the check off to the next call or leaves it to that write). Does
+  // not wait for a line being written.
   std::string console_lost();
 
  private:
