@@ -617,8 +617,7 @@ TEST_CASE(
     const std::string fit =
         kTrainer + " fit " + resumable_config(tmp, 60) + " --slots 2 --output " + run;
     Child rank1(torchrun_env(1, 2, port) + " " + fit + " --quiet", tmp / "rank1.log");
-    const auto rank0 = run_command("bash -o pipefail -c \"" + torchrun_env(0, 2, port) + " " + fit +
-                                   " | sed -n '/batch *21 /{p;q}'\"");
+    const auto rank0 = run_until_line(torchrun_env(0, 2, port) + " " + fit, "batch *21 ");
     INFO(rank0.output);
     INFO(read_file(tmp / "rank1.log"));
     CHECK(rank0.exit_code == 4);
@@ -631,9 +630,9 @@ TEST_CASE(
     CHECK(latest(run) >= "batch-0000000021");
     CHECK(latest(run) < "batch-0000000028");
   } else if (signal == SIGPIPE) {
-    const auto piped =
-        run_command("bash -o pipefail -c \"" + kTrainer + " fit " + resumable_config(tmp, 60) +
-                    " --slots 2 --output " + run + " | sed -n '/batch *21 /{p;q}'\"");
+    const auto piped = run_until_line(
+        kTrainer + " fit " + resumable_config(tmp, 60) + " --slots 2 --output " + run,
+        "batch *21 ");
     INFO(piped.output);
     CHECK(piped.exit_code == 4);
     CHECK_THAT(piped.output,
@@ -716,9 +715,8 @@ TEST_CASE("a launcher whose reader goes after the run's last line ends as the ru
   const std::string run = tmp / "run";
   // sed ends at "done:", before the summary lines rank 0 writes after it: the launcher finds its
   // stdout closed while the ranks no longer train, and they end as they would have.
-  const auto piped =
-      run_command("bash -o pipefail -c \"" + kTrainer + " fit " + resumable_config(tmp, 0) +
-                  " --slots 2 --output " + run + " | sed -n '/ done: /{p;q}'\"");
+  const auto piped = run_until_line(
+      kTrainer + " fit " + resumable_config(tmp, 0) + " --slots 2 --output " + run, " done: ");
   INFO(piped.output);
   CHECK(piped.exit_code == 0);
   CHECK_THAT(piped.output, Catch::Contains("done: 128 batches"));

@@ -376,8 +376,8 @@ TEST_CASE(
     if (sig == SIGPIPE) {
       // Not sent: the reader of the search's stdout ends at the first trial kept at rung 0; the
       // search finds its console closed.
-      const auto piped = run_command("bash -o pipefail -c \"" + kTrainer + " fit " + config +
-                                     " --output " + exp + " | sed -n '/: continue$/{p;q}'\"");
+      const auto piped =
+          run_until_line(kTrainer + " fit " + config + " --output " + exp, ": continue$");
       INFO(piped.output);
       CHECK(piped.exit_code == crucible::kExitStopped);
       CHECK_THAT(piped.output,

@@ -58,6 +58,14 @@ inline CommandResult run_command(const std::string& command) {
   return r;
 }
 
+// Runs `command` (no double quotes in it) through bash with its stdout read by sed up to the
+// first line matching `pattern` (a sed regular expression without '/'), which sed prints before
+// it ends: the command's console reader goes away there. Returns the output of both and, as
+// pipefail gives it, the command's exit code unless sed failed.
+inline CommandResult run_until_line(const std::string& command, const std::string& pattern) {
+  return run_command("bash -o pipefail -c \"" + command + " | sed -n '/" + pattern + "/{p;q}'\"");
+}
+
 // A command running in the background, output to `log_path`. `command` is a program and its
 // arguments, optionally preceded by VAR=value assignments, as sh would split them; the process
 // is that program itself (exec'd through env), so signals reach it directly. It starts with
