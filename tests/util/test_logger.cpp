@@ -1,6 +1,7 @@
 // util::Logger's console: what a line that stdout or stderr cannot take leaves behind.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -146,6 +147,14 @@ TEST_CASE("a console stream's reader gone is found before a line fails, where th
   with_fd(STDOUT_FILENO, out.write, [&] { fit.info("not written"); });
   CHECK(out.drain().empty());
   CHECK(read_file(tmp / "fit.log").find("INFO not written") != std::string::npos);
+
+  // A local stream socket whose peer closed: the same.
+  int sockets[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sockets) == 0);
+  close(sockets[1]);
+  Logger socket_fit;
+  socket_fit.open(tmp / "socket.log", /*console=*/true);
+  CHECK(lost_with(socket_fit, STDOUT_FILENO, sockets[0]) == "standard output: Broken pipe");
 
   // A logger that writes no info lines does not watch stdout, until its stderr is closed.
   Logger rank;

@@ -72,14 +72,11 @@ double median_step(const Variant& variant, const Run& run, const torch::Tensor& 
   };
   bench::StepClock clock;
   if (variant.feed == Feed::kHandWritten) {
-    const int64_t per_epoch = x.size(0) / run.batch_size;
-    torch::Tensor perm;
+    bench::IndexSelectBatches batches({x, y}, run.batch_size, run.device);
     for (int64_t b = 0; b < run.batches; ++b) {
       clock.tick();
-      const int64_t i = b % per_epoch;
-      if (i == 0) perm = torch::randperm(x.size(0), torch::kLong);
-      const auto idx = perm.slice(0, i * run.batch_size, (i + 1) * run.batch_size);
-      step(x.index_select(0, idx).to(run.device), y.index_select(0, idx).to(run.device));
+      const auto [inputs, labels] = batches.get(b);
+      step(inputs, labels);
     }
   } else {
     crucible::DataLoader loader(

@@ -2,12 +2,13 @@
 
 // The workloads both sides of the overhead and DDP benchmarks run: an MLP on in-memory synthetic
 // Fashion-MNIST-shaped data, SGD with momentum; and a bag of embeddings from a large table on
-// synthetic lookups, plain SGD. One definition, so the C++ sides cannot drift (ddp_pytorch.py
-// builds the same shapes).
+// synthetic lookups, plain SGD; and the hand-written loops' batches. One definition, so the C++
+// sides cannot drift (ddp_pytorch.py builds the same shapes).
 
 #include <chrono>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -37,6 +38,35 @@ inline std::pair<torch::Tensor, torch::Tensor> make_data(uint64_t seed) {
 inline torch::optim::SGD make_optimizer(MLP& model) {
   return torch::optim::SGD(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
 }
+
+// The batches of the hand-written loops: batch `b` (counted across epochs) holds `batch_size`
+// records of `data` (inputs, labels), taken in the order of a randperm that the global generator
+// draws whenever b starts an epoch (whole batches only), index_select-ed on the CPU and copied to
+// `device` (blocking, from pageable memory).
+class IndexSelectBatches {
+ public:
+  IndexSelectBatches(std::pair<torch::Tensor, torch::Tensor> data, int64_t batch_size,
+                     torch::Device device)
+      : data_(std::move(data)),
+        batch_size_(batch_size),
+        per_epoch_(data_.first.size(0) / batch_size),
+        device_(device) {}
+  // Batch `b`; an epoch's batches come from the permutation drawn at its first.
+  std::pair<torch::Tensor, torch::Tensor> get(int64_t b) {
+    const int64_t i = b % per_epoch_;
+    if (i == 0) perm_ = torch::randperm(data_.first.size(0), torch::kLong);
+    const auto idx = perm_.slice(0, i * batch_size_, (i + 1) * batch_size_);
+    return {data_.first.index_select(0, idx).to(device_),
+            data_.second.index_select(0, idx).to(device_)};
+  }
+
+ private:
+  std::pair<torch::Tensor, torch::Tensor> data_;
+  int64_t batch_size_;
+  int64_t per_epoch_;
+  torch::Device device_;
+  torch::Tensor perm_;
+};
 
 // The embedding workload: each record is kLookups rows of a kTableRows x kEmbeddingDim table
 // (64 MiB of floats), averaged (EmbeddingBag, mean), then a linear layer to kClasses. With

@@ -36,16 +36,12 @@ int hand_written(int64_t batches, int64_t batch_size, int64_t warmup) {
   bench::MLP model;
   model->to(device);
   auto opt = bench::make_optimizer(model);
-  auto [x, y] = bench::make_data(1);
-  const int64_t per_epoch = bench::kRecords / batch_size;
-  torch::Tensor perm;
+  bench::IndexSelectBatches data(bench::make_data(1), batch_size, device);
   bench::StepClock clock;
   for (int64_t b = 0; b < batches; ++b) {
     clock.tick();
-    if (b % per_epoch == 0) perm = torch::randperm(bench::kRecords, torch::kLong);
-    auto idx = perm.slice(0, (b % per_epoch) * batch_size, (b % per_epoch + 1) * batch_size);
-    auto loss = torch::nn::functional::cross_entropy(
-        model->forward(x.index_select(0, idx).to(device)), y.index_select(0, idx).to(device));
+    const auto [x, y] = data.get(b);
+    auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
     opt.zero_grad();
     loss.backward();
     opt.step();

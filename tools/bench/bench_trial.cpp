@@ -2,6 +2,8 @@
 // hparam `timing_file` (with ".rank<R>" appended in a distributed run).
 //   BenchMLPTrial        the MLP; hparams workers, worker_threads (DataLoaderOptions), loop_data
 //   BenchEmbeddingTrial  the embedding workload, sparse gradients unless hparam sparse is false
+#include <optional>
+
 #include <crucible/crucible.h>
 
 #include "bench_model.h"
@@ -75,7 +77,8 @@ class BenchMLPTrial : public bench::ClassifierBench<bench::MLP> {
         loop_data_(ctx.hparams().value("loop_data", false)) {}
   crucible::DataLoader build_training_data_loader() override {
     if (!loop_data_) return loader(bench::make_data(ctx_.trial_seed()));
-    data_ = bench::make_data(ctx_.trial_seed());
+    batches_.emplace(bench::make_data(ctx_.trial_seed()), ctx_.per_slot_batch_size(),
+                     ctx_.device());
     return loader({torch::zeros({bench::kRecords, 1}, torch::kUInt8),
                    torch::zeros({bench::kRecords}, torch::kLong)});
   }
@@ -85,19 +88,14 @@ class BenchMLPTrial : public bench::ClassifierBench<bench::MLP> {
   crucible::Metrics train_batch(crucible::Batch& batch, int64_t epoch_idx,
                                 int64_t batch_idx) override {
     if (!loop_data_) return ClassifierBench::train_batch(batch, epoch_idx, batch_idx);
-    const int64_t size = ctx_.per_slot_batch_size(), per_epoch = bench::kRecords / size;
-    if (batch_idx % per_epoch == 0) perm_ = torch::randperm(bench::kRecords, torch::kLong);
-    const auto idx =
-        perm_.slice(0, (batch_idx % per_epoch) * size, (batch_idx % per_epoch + 1) * size);
-    crucible::Batch made{data_.first.index_select(0, idx).to(ctx_.device()),
-                         data_.second.index_select(0, idx).to(ctx_.device())};
+    const auto [x, y] = batches_->get(batch_idx);
+    crucible::Batch made{x, y};
     return ClassifierBench::train_batch(made, epoch_idx, batch_idx);
   }
 
  private:
   bool loop_data_;
-  std::pair<torch::Tensor, torch::Tensor> data_;
-  torch::Tensor perm_;
+  std::optional<bench::IndexSelectBatches> batches_;  // with loop_data
 };
 
 class BenchEmbeddingTrial : public bench::ClassifierBench<bench::EmbeddingNet> {

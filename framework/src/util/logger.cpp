@@ -16,6 +16,14 @@
 #include "util/broken_pipes.h"
 
 namespace crucible::util {
+namespace {
+
+// The name of console stream `stream` (0 stdout, 1 stderr) in messages.
+const char* console_name(size_t stream) {
+  return stream == 1 ? "standard error" : "standard output";
+}
+
+}  // namespace
 
 void Logger::open(const std::string& path, bool console) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -65,8 +73,7 @@ void Logger::probe_console() {
 void Logger::close_console(size_t stream) {
   closed_[stream] = true;
   if (lost_.load(std::memory_order_relaxed)) return;
-  console_lost_ = fmt::format("{}: {}", stream == 1 ? "standard error" : "standard output",
-                              std::strerror(EPIPE));
+  console_lost_ = fmt::format("{}: {}", console_name(stream), std::strerror(EPIPE));
   lost_.store(true, std::memory_order_release);
 }
 
@@ -87,15 +94,14 @@ std::string Logger::write_console(const std::string& line, bool to_stderr) {
   out << (to_stderr ? "warning: " : "") + line + "\n" << std::flush;
   if (out) return "";
   const int error = errno;
-  const char* name = stream == 1 ? "standard error" : "standard output";
   if (error == EPIPE) {
     close_console(stream);
     return "";
   }
   if (console_error_noted_) return "";
   console_error_noted_ = true;
-  return fmt::format("cannot write to {}: {}; the console may lack lines from here on", name,
-                     error != 0 ? std::strerror(error) : "unknown error");
+  return fmt::format("cannot write to {}: {}; the console may lack lines from here on",
+                     console_name(stream), error != 0 ? std::strerror(error) : "unknown error");
 }
 
 void Logger::write_file(const char* level, const std::string& line) {
