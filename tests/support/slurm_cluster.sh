@@ -92,6 +92,11 @@ NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
 PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
 CONF
   [ -z "$plugin_dir" ] || echo "PluginDir=$plugin_dir" >>"$dir/slurm.conf"
+  # slurmd loads a cgroup plugin whatever the other plugins are, and the one it detects by
+  # default fails on a machine without a writable cgroup hierarchy of its own (a container: no
+  # /sys/fs/cgroup, or a cgroup2 one that systemd did not delegate). No plugin here uses cgroups,
+  # and the v1 plugin touches nothing until one does.
+  echo "CgroupPlugin=cgroup/v1" >"$dir/cgroup.conf"
   export SLURM_CONF="$dir/slurm.conf"
   slurmctld -f "$SLURM_CONF" -i
   slurmd -f "$SLURM_CONF" ${stepd:+-d "$stepd"}
