@@ -1,5 +1,6 @@
-// A checkpoint loaded by a trial that wraps other models, optimizers or callbacks than the one
-// that wrote it (a trial changed between a run and its resume) is refused, naming what differs.
+// A checkpoint loaded by a trial that wraps other models, optimizers, schedulers or callbacks
+// than the one that wrote it (a trial changed between a run and its resume) is refused, naming
+// what differs.
 #include "catch.h"
 
 #include "checkpoint/checkpoint.h"
@@ -19,22 +20,33 @@ crucible::Optimizer sgd(const std::vector<std::vector<torch::Tensor>>& groups) {
   return optimizer;
 }
 
+// A scheduler whose load_state refuses every state as a LibTorch check would.
+class UnreadableScheduler : public crucible::LRScheduler {
+ public:
+  using LRScheduler::LRScheduler;
+  void load_state(const nlohmann::json&) override { TORCH_CHECK(false, "not my state"); }
+};
+
 }  // namespace
 
-TEST_CASE("a checkpoint is refused by a trial that wraps other models, optimizers or callbacks",
-          "[checkpoint]") {
+TEST_CASE(
+    "a checkpoint is refused by a trial that wraps other models, optimizers, schedulers or "
+    "callbacks",
+    "[checkpoint]") {
   TempDir tmp;
   auto model = torch::nn::Linear(2, 1);
   ckpt::Contents written;
   written.models = {model.ptr()};
   // The weight in one group and the bias in another, as a trial training them at two rates.
   written.optimizers = {sgd({{model->weight}, {model->bias}})};
+  written.schedulers = {std::make_shared<crucible::lr::StepLR>(written.optimizers[0], 1, 0.5)};
   const std::string dir = ckpt::save(tmp / "run", 3, written, ckpt::Metadata{});
   REQUIRE_NOTHROW(ckpt::load(dir, written));
 
   ckpt::Contents other;
   other.models = written.models;
   other.optimizers = written.optimizers;
+  other.schedulers = written.schedulers;
   SECTION("another number of models") {
     auto second = torch::nn::Linear(2, 1);
     other.models.push_back(second.ptr());
@@ -76,6 +88,18 @@ TEST_CASE("a checkpoint is refused by a trial that wraps other models, optimizer
                                       "dict contains a parameter group that has a different "
                                       "size") &&
                           Catch::Contains(remedy));
+  }
+  SECTION("another number of schedulers") {
+    other.schedulers.clear();
+    CHECK_THROWS_WITH(ckpt::load(dir, other), Catch::Contains("checkpoint " + dir +
+                                                              ": holds 1 scheduler(s), the trial "
+                                                              "wraps 0"));
+  }
+  SECTION("a scheduler that cannot read the state: its reason, without LibTorch's trace") {
+    other.schedulers = {std::make_shared<UnreadableScheduler>(written.optimizers[0])};
+    CHECK_THROWS_WITH(ckpt::load(dir, other),
+                      Catch::Contains("checkpoint " + dir + ": scheduler 0: not my state") &&
+                          !Catch::Contains("Exception raised from"));
   }
   SECTION("other callbacks") {
     other.callbacks = {{"log", std::make_shared<crucible::Callback>()}};

@@ -73,6 +73,22 @@ TEST_CASE("trainer --version, --help and bad usage", "[cli]") {
   CHECK_THAT(option.output,
              Catch::Contains("--output needs a value, and '--quiet' is an option; a value that "
                              "starts with -- is written --output=--quiet"));
+  // --set KEY VALUE, as two arguments: the fix is named.
+  const auto refused = [](const std::string& args) {
+    const auto r = trainer(args);
+    CHECK(r.exit_code == 2);
+    return r.output;
+  };
+  const std::string linear = kConfigs + "/linear.yaml";
+  CHECK(refused("check " + linear + " --set hyperparameters.noise 0.25") ==
+        "error: unexpected argument '0.25'; --set takes KEY=VALUE as one argument: --set "
+        "hyperparameters.noise=0.25\n");
+  CHECK(refused("check " + linear + " other.yaml") == "error: unexpected argument 'other.yaml'\n");
+  CHECK(refused("check") == "error: trainer check needs a CONFIG file\n");
+  CHECK_THAT(refused("fit " + linear + " --resume somewhere"),
+             Catch::Contains("error: trainer fit needs exactly one of CONFIG and --resume"));
+  CHECK(refused("keys " + linear) ==
+        "error: unexpected argument '" + linear + "': trainer keys takes no CONFIG\n");
 }
 
 TEST_CASE("trainer fit trains the linear trial to the known weight", "[cli]") {
@@ -291,6 +307,53 @@ TEST_CASE("a trial failure exits 1 and leaves the last checkpoint", "[cli]") {
   const std::string log = read_file(early + "/trainer.log");
   CHECK_THAT(log, Catch::Contains("ERROR train_batch (batch 2) threw: injected failure") &&
                       Catch::Contains("WARN " + none));
+}
+
+TEST_CASE("a record the dataset cannot read fails naming the loader and batch, checkpoint kept",
+          "[cli]") {
+  TempDir tmp;
+  auto config = test_config(tmp, "RecordingTrial",
+                            "min_checkpoint_period: {batches: 3}\n"
+                            "min_validation_period: {batches: 4}\n"
+                            "reproducibility: {experiment_seed: 3}\n");
+  // Training: record 2 is in batch 3 of this seed's shuffled first epoch.
+  auto training =
+      trainer("fit " + config + " --set hyperparameters.bad_record=2 --output " + (tmp / "t"));
+  CHECK(training.exit_code == 1);
+  check_one_clean_error(training);
+  CHECK_THAT(training.output,
+             Catch::Contains("error: training data loader (batch 3) threw: bad record 2"));
+  CHECK(util::exists(tmp / "t/checkpoints/batch-0000000003/metadata.json"));
+  // Validation at batch 4: record 2 is in validation batch 0 (5 records a batch).
+  auto validation = trainer("fit " + config + " --set hyperparameters.bad_validation_record=2 " +
+                            "--output " + (tmp / "v"));
+  CHECK(validation.exit_code == 1);
+  check_one_clean_error(validation);
+  CHECK_THAT(validation.output,
+             Catch::Contains("error: validation data loader (validation batch 0) threw: "
+                             "bad record 2"));
+  const std::string kept = tmp / "v/checkpoints/batch-0000000003";
+  CHECK(util::exists(kept + "/metadata.json"));
+  // `trainer predict` reads the same validation data from that checkpoint's trial.
+  auto predict = trainer("predict --checkpoint " + kept + " --output " + (tmp / "p.pt"));
+  CHECK(predict.exit_code == 1);
+  check_one_clean_error(predict);
+  CHECK_THAT(predict.output,
+             Catch::Contains("error: predict data loader (batch 0) threw: bad record 2"));
+}
+
+TEST_CASE("trainer predict refuses a trial without predict_batch before it loads anything",
+          "[cli]") {
+  TempDir tmp;
+  auto fit = trainer("fit " + test_config(tmp, "BatchNormTrial") + " --output " + (tmp / "run"));
+  REQUIRE(fit.exit_code == 0);
+  auto predict = trainer("predict --checkpoint " + (tmp / "run") + " --output " + (tmp / "p.pt"));
+  CHECK(predict.exit_code == 3);
+  check_one_clean_error(predict);
+  CHECK_THAT(predict.output, Catch::Contains("error: trial BatchNormTrial does not implement "
+                                             "predict_batch(batch, batch_idx), which trainer "
+                                             "predict runs"));
+  CHECK_FALSE(util::exists(tmp / "p.pt"));
 }
 
 namespace {

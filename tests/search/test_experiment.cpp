@@ -577,6 +577,24 @@ TEST_CASE("options that only a single run has are refused for a search, by name"
                                     kTrainer + " fit " + config);
   CHECK(launched.exit_code == 2);
   CHECK_THAT(launched.output, Catch::Contains("a search starts its trials' processes itself"));
+  const auto nodes = run_command(kTrainer + " fit " + config + " --nnodes 2");
+  CHECK(nodes.exit_code == 2);
+  CHECK_THAT(nodes.output, Catch::Contains("a search runs on one machine; --nnodes is for a run"));
+  const auto warm = run_command(kTrainer + " fit " + config + " --warm-start " + (tmp / "none"));
+  CHECK(warm.exit_code == 2);
+  CHECK_THAT(warm.output, Catch::Contains("--warm-start starts a run, not a search"));
+  // Inside a Slurm allocation, its task and CPU counts must be numbers.
+  for (const std::string bad : {"SLURM_NTASKS=two", "SLURM_NTASKS=2 SLURM_CPUS_PER_TASK=0"}) {
+    const auto slurm = run_command("SLURM_JOB_ID=7 " + bad + " " + kTrainer + " fit " + config +
+                                   " --output " + (tmp / "slurm"));
+    CHECK(slurm.exit_code == 2);
+    const std::string variable = bad.substr(bad.rfind(' ') + 1);
+    CHECK_THAT(slurm.output,
+               Catch::Contains(fmt::format("error: Slurm: environment variable {}='{}' is not a "
+                                           "positive integer",
+                                           variable.substr(0, variable.find('=')),
+                                           variable.substr(variable.find('=') + 1))));
+  }
   search_ok(tmp, "{name: random, metric: validation_loss, max_trials: 1}",
             "lr: {type: double, minval: 0.01, maxval: 0.1}");
   const auto resumed = run_command(kTrainer + " fit --resume " + (tmp / "exp") +

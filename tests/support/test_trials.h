@@ -52,13 +52,38 @@ inline std::shared_ptr<TensorDataset> index_dataset(int64_t n) {
   return std::make_shared<TensorDataset>(std::vector<torch::Tensor>{x, 2 * x});
 }
 
+// The records of `inner`, except that reading record `bad` (-1: none) throws "bad record <bad>",
+// as a corrupt record would.
+class BrokenRecordDataset : public Dataset {
+ public:
+  BrokenRecordDataset(std::shared_ptr<Dataset> inner, int64_t bad)
+      : inner_(std::move(inner)), bad_(bad) {}
+  int64_t size() const override { return inner_->size(); }
+  Batch get(int64_t index) const override {
+    check(index);
+    return inner_->get(index);
+  }
+  Batch get_batch(const std::vector<int64_t>& indices) const override {
+    for (const int64_t index : indices) check(index);
+    return inner_->get_batch(indices);
+  }
+
+ private:
+  void check(int64_t index) const {
+    if (index == bad_) throw std::runtime_error("bad record " + std::to_string(index));
+  }
+  std::shared_ptr<Dataset> inner_;
+  int64_t bad_;
+};
+
 // Records what the fit loop asks of it. Hyperparameters: records, validation_records,
 // validation_batch_size, and optional fail_at / hang_at / nan_at / stop_at / sigterm_at (batch
 // indices, -1 = never: throw, sleep forever, report a NaN loss, call ctx.set_stop_requested,
 // send the process SIGTERM, after stop_at's request when both are at one batch), nan_grad_at and
 // nan_grad_from (a NaN loss before backward on that batch, or on every batch from it),
-// inf_grad_at (a finite loss whose weight gradient is NaN on that batch) and
-// fail_rank (the only rank that fails, hangs or requests a stop; default every rank).
+// inf_grad_at (a finite loss whose weight gradient is NaN on that batch),
+// fail_rank (the only rank that fails, hangs or requests a stop; default every rank), and
+// bad_record / bad_validation_record (a training or validation record whose read throws).
 class RecordingTrial : public Trial {
  public:
   struct Call {
@@ -92,14 +117,18 @@ class RecordingTrial : public Trial {
   }
 
   DataLoader build_training_data_loader() override {
-    return DataLoader(index_dataset(ctx_.hparam<int64_t>("records")),
-                      DataLoaderOptions(ctx_.per_slot_batch_size()).shuffle(true));
+    return DataLoader(
+        std::make_shared<BrokenRecordDataset>(index_dataset(ctx_.hparam<int64_t>("records")),
+                                              ctx_.hparam<int64_t>("bad_record", -1)),
+        DataLoaderOptions(ctx_.per_slot_batch_size()).shuffle(true));
   }
   // Counted in validation_loaders_built(); hyperparameters validation_workers (default 0) and
   // validation_shuffle (default false).
   DataLoader build_validation_data_loader() override {
     ++validation_loaders_built();
-    return DataLoader(index_dataset(ctx_.hparam<int64_t>("validation_records")),
+    return DataLoader(std::make_shared<BrokenRecordDataset>(
+                          index_dataset(ctx_.hparam<int64_t>("validation_records")),
+                          ctx_.hparam<int64_t>("bad_validation_record", -1)),
                       DataLoaderOptions(ctx_.hparam<int64_t>("validation_batch_size"))
                           .num_workers(ctx_.hparam<int64_t>("validation_workers", 0))
                           .shuffle(ctx_.hparam<bool>("validation_shuffle", false)));
@@ -174,6 +203,11 @@ class RecordingTrial : public Trial {
   EvaluationReducer evaluation_reducer() override {
     return EvaluationReducer(
         {{"sum_len", ReduceOp::kSum}, {"max_x", ReduceOp::kMax}, {"min_x", ReduceOp::kMin}});
+  }
+  // The model's output for x scaled as in training.
+  torch::Tensor predict_batch(Batch& batch, int64_t) override {
+    return model_->forward(batch[0].tensor() /
+                           static_cast<double>(ctx_.hparam<int64_t>("records")));
   }
 
   // Counts batches this trial object trained, plus what a restored checkpoint said it had.

@@ -226,7 +226,14 @@ Args parse(const std::vector<std::string>& args) {
     } else if (a.config.empty()) {
       a.config = arg;
     } else {
-      throw UsageError(fmt::format("unexpected argument '{}'", arg));
+      // `--set KEY VALUE`: the value was taken as the whole override.
+      const bool split_set =
+          i >= 2 && args[i - 2] == "--set" && args[i - 1].find('=') == std::string::npos;
+      throw UsageError(fmt::format("unexpected argument '{}'{}", arg,
+                                   split_set ? fmt::format("; --set takes KEY=VALUE as one "
+                                                           "argument: --set {}={}",
+                                                           args[i - 1], arg)
+                                             : ""));
     }
   }
   return a;
@@ -344,7 +351,10 @@ int run(const std::vector<std::string>& args) {
     if (a.command == "fit") return fit(a);
     if (a.command == "check") return check(a);
     if (a.command == "report") return report(a);
-    if (!a.config.empty()) throw UsageError("unexpected argument '" + a.config + "'");
+    if (!a.config.empty()) {
+      throw UsageError(
+          fmt::format("unexpected argument '{}': trainer {} takes no CONFIG", a.config, a.command));
+    }
     if (a.command == "keys") return keys();
     return a.command == "validate" ? validate(a) : predict(a);
   } catch (const Error& e) {

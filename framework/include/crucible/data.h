@@ -65,7 +65,7 @@ struct DataLoaderOptions {
   // parallel regions get a team of their own, so a worker with more than one competes with the
   // training step's team for the same cores; 1 is what PyTorch's DataLoader workers use.
   TORCH_ARG(int64_t, worker_threads) = 1;
-  // Batches built ahead of the consumer when num_workers > 0.
+  // Batches built ahead of the consumer when num_workers > 0; a value below 1 counts as 1.
   TORCH_ARG(int64_t, prefetch) = 2;
   // Seed of the shuffle and of batch_generator(). When unset, the trainer sets it from the trial
   // seed for the loaders it reads (training, validation, prediction); a loader used on its own
@@ -99,6 +99,9 @@ class DataLoader {
  public:
   // An empty loader: dataset() is null, and the trainer refuses it where a trial returns one.
   DataLoader();
+  // A loader at position (0, 0). Throws crucible::Error when `dataset` is null, batch_size is
+  // not positive, num_workers or worker_threads is negative, or the dataset's records make no
+  // batch (none, or fewer than batch_size with drop_last).
   DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options);
   ~DataLoader();
 
@@ -128,10 +131,13 @@ class DataLoader {
   // batch is short, its records are split evenly and ranks short of records repeat records from
   // the start of the epoch's order, so every rank trains on the same number of batches.
   // kStrideBatches: every record once; ranks may have one batch fewer than others, and a rank
-  // past the number of batches has none (iterating yields nothing; next() throws).
+  // past the number of batches has none (iterating yields nothing; next() throws). Throws
+  // crucible::Error when `rank` is not in [0, world), and for kSplitBatches when the records make
+  // no global batch.
   void shard(int64_t rank, int64_t world, ShardMode mode);
 
-  // Moves to `position` in O(1): nothing before it is read.
+  // Moves to `position` in O(1): nothing before it is read. Throws crucible::Error when the
+  // position is negative or its batch is not below batches_per_epoch().
   void seek(DataPosition position);
   DataPosition position() const;
   // The batch at position(), then advances by one. Throws crucible::Error when this shard has no

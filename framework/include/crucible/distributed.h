@@ -34,7 +34,7 @@ struct DistributedAccess;
 // it through TrialContext::distributed(). In a one-process run every collective returns its input.
 // Every rank must call the same collectives in the same order, with tensors on the same kind of
 // device.
-// A collective that a peer never joins (it died or hangs) throws TrainingError after the run's
+// A collective that a peer never joins (it died or hangs) throws PeerLostError after the run's
 // timeout, naming this rank and the operation.
 class DistributedContext {
  public:

@@ -99,8 +99,10 @@ ExperimentResult run_experiment(const ExperimentOptions& options);
 
 // Evaluating a checkpoint the way `trainer validate` and `trainer predict` do.
 struct EvaluationOptions {
-  // A run's checkpoints/batch-<N>: the config it was written with and its trial are used
-  // (Trainer::from_checkpoint).
+  // A checkpoint: a checkpoint directory (a run's checkpoints/batch-<N>), a run directory or its
+  // `latest` file (the run's newest good checkpoint), or an experiment directory or its `best`
+  // file (the best checkpoint its search recorded). The config that checkpoint was written with
+  // and its trial are used (Trainer::from_checkpoint).
   TORCH_ARG(std::string, checkpoint);
   // Processes of this machine that share the batches; absent: one, or as many as an outside
   // launcher started.
@@ -132,8 +134,10 @@ struct EvaluationResult {
 //     of their output is prefixed with "[rank R] ", and one failure stops them all;
 //   - otherwise in this process.
 // Throws UsageError when slots is below 1, differs from an outside launcher's count or does not
-// divide global_batch_size, and the errors of Trainer::from_checkpoint, validate and predict; a
-// worker's failure is returned, not thrown.
+// divide global_batch_size, or (run_prediction) when predictions_file is a directory, lies in a
+// directory that does not exist, or is one of a run's or an experiment's own files; and the
+// errors of Trainer::from_checkpoint, validate and predict. A worker's failure is returned, not
+// thrown.
 EvaluationResult run_validation(const EvaluationOptions& options);
 EvaluationResult run_prediction(const EvaluationOptions& options);
 

@@ -24,11 +24,11 @@ struct FitOptions {
   // Print reports on stdout as well as into the run's log.
   TORCH_ARG(bool, console) = true;
   // With resume_dir: accept a config that differs from the checkpoint's in keys safe on resume
-  // only (`trainer keys`: lengths, periods, scheduling_unit, retention counts). Other changes
-  // are refused.
+  // only (those `trainer keys` marks safe: lengths, periods, reporting, retention, profiling and
+  // a few more). Other changes are refused.
   TORCH_ARG(bool, allow_safe_changes) = false;
-  // A checkpoint whose model weights initialise the trial's models (fine-tuning); optimizer,
-  // schedulers and counters start fresh.
+  // A checkpoint, named as EvaluationOptions::checkpoint is, whose model weights initialise the
+  // trial's models (fine-tuning); optimizer, schedulers and counters start fresh.
   TORCH_ARG(std::string, warm_start);
   // The ranks this process trains with (join_launched_run in experiment.h; run_experiment sets
   // it); must have resources.slots_per_trial ranks. Default: one process.

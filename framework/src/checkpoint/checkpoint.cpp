@@ -476,7 +476,7 @@ Metadata load(const std::string& dir, const Contents& contents, int64_t rank,
     try {
       contents.schedulers[i]->load_state(states[i]);
     } catch (const std::exception& e) {
-      throw TrainingError(fmt::format("checkpoint {}: scheduler {}: {}", dir, i, e.what()));
+      throw TrainingError(fmt::format("checkpoint {}: scheduler {}: {}", dir, i, first_line(e)));
     }
   }
   return meta;

@@ -20,7 +20,7 @@ namespace crucible::detail {
 
 // Collectives of one rank over c10d groups: `group` (Gloo) for CPU tensors and, when given,
 // `cuda_group` (NCCL) for CUDA tensors; without it Gloo takes CUDA tensors too. Every failure of
-// a collective (a peer that closed its connection, a timeout) is a TrainingError naming this rank
+// a collective (a peer that closed its connection, a timeout) is a PeerLostError naming this rank
 // and the operation. Destruction shuts the NCCL group down.
 class Collectives {
  public:
@@ -40,7 +40,7 @@ class Collectives {
   std::vector<torch::Tensor> allgather(const torch::Tensor& tensor, int64_t size);
   void barrier();
 
-  // Blocks until `work` completes; a failure or the timeout is a TrainingError naming `op`.
+  // Blocks until `work` completes; a failure or the timeout is a PeerLostError naming `op`.
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* op);
 
   std::chrono::milliseconds timeout() const { return timeout_; }

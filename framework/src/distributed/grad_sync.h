@@ -89,8 +89,9 @@ class GradientSync {
   // saw a gradient accumulate outside a window, or clear_gradients() ran, since then; without,
   // always true.
   bool changed_since_finish() const;
-  // Completes the averaging described above and closes the window. Throws TrainingError when a
-  // peer fails or does not join within the run's timeout, or for a late change (see above).
+  // Completes the averaging described above and closes the window. Throws PeerLostError when a
+  // peer fails or does not join within the run's timeout, TrainingError for a late change (see
+  // above).
   void finish();
   // Clears the gradients for the next window, as an optimizer step ends: dense ones are zeroed
   // in place (those that are bucket views stay so), sparse ones set to none. Until backward

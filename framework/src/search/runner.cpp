@@ -21,6 +21,7 @@
 #include "checkpoint/file_io.h"
 #include "config/enum_names.h"
 #include "config/paths.h"
+#include "distributed/rendezvous.h"
 #include "launch/launcher.h"
 #include "launch/process.h"
 #include "metrics/metric_name.h"
@@ -42,18 +43,20 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // The Slurm allocation this process runs in (salloc, or an sbatch script), outside any step:
-// its task count; nullopt outside an allocation or inside a step.
-std::optional<int64_t> slurm_allocation_tasks() {
-  if (!std::getenv("SLURM_JOB_ID") || std::getenv("SLURM_STEP_ID")) return std::nullopt;
-  const char* tasks = std::getenv("SLURM_NTASKS");
-  return tasks ? std::max<int64_t>(1, std::atoll(tasks)) : 1;
+// its task count; nullopt outside an allocation or inside a step. Throws UsageError naming a
+// malformed SLURM_NTASKS.
+std::optional<int64_t> slurm_allocation_tasks(const dist::Env& env) {
+  if (!env.count("SLURM_JOB_ID") || env.count("SLURM_STEP_ID")) return std::nullopt;
+  return env.count("SLURM_NTASKS") ? dist::env_integer(env, "SLURM_NTASKS", 1, "Slurm") : 1;
 }
 
-// Trials as job steps of the allocation: as many at once as its tasks hold.
-std::vector<Slot> slurm_slots(int64_t tasks, int64_t slots_per_trial) {
-  const char* per_task = std::getenv("SLURM_CPUS_PER_TASK");
+// Trials as job steps of the allocation: as many at once as its tasks hold. Throws UsageError
+// naming a malformed SLURM_CPUS_PER_TASK.
+std::vector<Slot> slurm_slots(const dist::Env& env, int64_t tasks, int64_t slots_per_trial) {
   Slot slot;
-  slot.threads = per_task ? std::max(1, std::atoi(per_task)) : 1;
+  slot.threads = env.count("SLURM_CPUS_PER_TASK")
+                     ? static_cast<int>(dist::env_integer(env, "SLURM_CPUS_PER_TASK", 1, "Slurm"))
+                     : 1;
   return std::vector<Slot>(static_cast<size_t>(std::max<int64_t>(1, tasks / slots_per_trial)),
                            slot);
 }
@@ -185,10 +188,11 @@ class Runner {
     }
     logger_.open(util::join(dir_, "experiment.log"), options_.console);
     log_.emplace(util::join(dir_, "experiment.jsonl"));
-    slurm_tasks_ = slurm_allocation_tasks();
+    const dist::Env env = dist::process_environment();
+    slurm_tasks_ = slurm_allocation_tasks(env);
     const std::vector<int> cpus = util::allowed_cpus();
     const int gpus = machine_gpus();
-    slots_ = slurm_tasks_ ? slurm_slots(*slurm_tasks_, config_.resources.slots_per_trial)
+    slots_ = slurm_tasks_ ? slurm_slots(env, *slurm_tasks_, config_.resources.slots_per_trial)
                           : local_slots(cpus, gpus, config_.resources.slots_per_trial);
     busy_.assign(slots_.size(), false);
     if (resuming) {

@@ -224,11 +224,13 @@ class FitLoop {
     each_callback("on_training_batch_start",
                   [&](Callback& c) { c.on_training_batch_start(batch_idx); });
     const auto asked = std::chrono::steady_clock::now();
-    Batch batch = call_trial(named("training data loader"), [&] {
-      const util::CrashScope crash_scope("in the training data loader", "batch", batch_idx);
-      const profile::ScopedPhase timing(profiler_.get(), profile::Phase::kDataloaderNext);
-      return train_loader_.next();
-    });
+    Batch batch = call_trial(
+        [&] { return fmt::format("training data loader (batch {})", batch_idx); },
+        [&] {
+          const util::CrashScope crash_scope("in the training data loader", "batch", batch_idx);
+          const profile::ScopedPhase timing(profiler_.get(), profile::Phase::kDataloaderNext);
+          return train_loader_.next();
+        });
     reporter_.data_took(std::chrono::steady_clock::now() - asked);
     Metrics m = call_trial(
         [&] { return fmt::format("train_batch (batch {})", batch_idx); },

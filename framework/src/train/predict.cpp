@@ -128,7 +128,12 @@ int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& o
     const train::EvalModeScope eval_mode(session.state().models);
     torch::NoGradGuard no_grad;
     int64_t k = 0;
-    for (Batch& batch : loader) {
+    const auto taking = [&] {
+      return fmt::format("predict data loader (batch {})", k * dist.size() + dist.rank());
+    };
+    for (auto it = train::call_trial(taking, [&] { return loader.begin(); }); it != loader.end();
+         train::call_trial(taking, [&] { ++it; })) {
+      Batch& batch = *it;
       const int64_t idx = k * dist.size() + dist.rank();
       outputs.push_back(
           train::call_trial([&] { return fmt::format("predict_batch (batch {})", idx); },

@@ -182,9 +182,15 @@ MetricValues TrialSession::validate(int64_t max_batches) {
       const EvaluationReducer reducer = trial_->evaluation_reducer();
       metrics::ValidationAccumulator acc(reducer);
       int64_t idx = 0;
-      for (Batch& batch : loader) {
-        // The first max_batches batches of the unsharded order, whichever rank has them.
-        const int64_t global_idx = idx * dist.size() + dist.rank();
+      // The first max_batches batches of the unsharded order, whichever rank has them.
+      const auto global = [&] { return idx * dist.size() + dist.rank(); };
+      const auto taking = [&] {
+        return fmt::format("validation data loader (validation batch {})", global());
+      };
+      for (auto it = call_trial(taking, [&] { return loader.begin(); }); it != loader.end();
+           call_trial(taking, [&] { ++it; })) {
+        Batch& batch = *it;
+        const int64_t global_idx = global();
         if (max_batches >= 0 && global_idx >= max_batches) break;
         Metrics m = call_trial(
             [&] { return fmt::format("evaluate_batch (validation batch {})", global_idx); },
