@@ -59,7 +59,9 @@ TEST_CASE("StepLR, MultiStepLR and LambdaLR follow their formulas", "[train][lr]
   CHECK(rate_at(multi, 2) == Approx(0.1));
   CHECK(rate_at(multi, 4) == Approx(0.1));
   CHECK(rate_at(multi, 5) == Approx(0.01));
-  CHECK_THROWS_WITH(lr::MultiStepLR(two_group_optimizer(), {3, 3}), Catch::Contains("increasing"));
+  CHECK_THROWS_WITH(lr::MultiStepLR(two_group_optimizer(), {3, 3}),
+                    Catch::Contains("MultiStepLR: milestones must be positive and increasing, got "
+                                    "[3, 3]"));
   lr::LambdaLR lambda(two_group_optimizer(), [](int64_t s) { return 1.0 / (1 + s); });
   CHECK(rate_at(lambda, 3) == 0.25);
 }
@@ -390,4 +392,22 @@ TEST_CASE("every built-in scheduler's state round-trips exactly", "[train][lr]")
   }
   CHECK_THROWS_WITH(lr::StepLR(two_group_optimizer(), 1).load_state({{"steps", 3}}),
                     Catch::Contains("lacks step_count"));
+}
+
+TEST_CASE("a schedule's argument out of its range is refused with its value", "[train][lr]") {
+  CHECK_THROWS_WITH(lr::StepLR(two_group_optimizer(), 0),
+                    Catch::Contains("StepLR: step_size must be positive, got 0"));
+  CHECK_THROWS_WITH(
+      lr::ReduceLROnPlateau(two_group_optimizer(), lr::PlateauOptions().metric("loss").factor(1.5)),
+      Catch::Contains("ReduceLROnPlateau: factor must be in (0, 1), got 1.5"));
+  CHECK_THROWS_WITH(lr::ReduceLROnPlateau(two_group_optimizer(),
+                                          lr::PlateauOptions().metric("loss").cooldown(-2)),
+                    Catch::Contains("patience and cooldown must not be negative, got 10 and -2"));
+  CHECK_THROWS_WITH(lr::OneCycleLR(two_group_optimizer(), 0),
+                    Catch::Contains("OneCycleLR: total_steps must be positive, got 0"));
+  CHECK_THROWS_WITH(lr::OneCycleLR(two_group_optimizer(), 100, 1.5),
+                    Catch::Contains("OneCycleLR: pct_start must be in (0, 1), got 1.5"));
+  CHECK_THROWS_WITH(
+      lr::OneCycleLR(two_group_optimizer(), 100, lr::OneCycleOptions().final_div_factor(-1)),
+      Catch::Contains("div_factor and final_div_factor must be positive, got 25 and -1"));
 }

@@ -17,7 +17,9 @@ EarlyStopping::EarlyStopping(TrialContext& ctx, std::string metric, bool smaller
       min_delta_(min_delta) {
   if (metric_.empty()) throw Error("EarlyStopping: the metric name is empty");
   if (patience_ < 0 || !(min_delta_ >= 0)) {
-    throw Error("EarlyStopping: patience and min_delta must not be negative");
+    throw Error(
+        fmt::format("EarlyStopping: patience and min_delta must not be negative, got {} and {}",
+                    patience_, min_delta_));
   }
 }
 

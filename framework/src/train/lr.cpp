@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <crucible/errors.h>
 #include <crucible/optim.h>
@@ -54,7 +55,8 @@ namespace lr {
 
 StepLR::StepLR(Optimizer optimizer, int64_t step_size, double gamma)
     : LRScheduler(std::move(optimizer)), step_size_(step_size), gamma_(gamma) {
-  if (step_size_ <= 0) throw Error("StepLR: step_size must be positive");
+  if (step_size_ <= 0)
+    throw Error(fmt::format("StepLR: step_size must be positive, got {}", step_size_));
 }
 
 double StepLR::factor(int64_t step) const {
@@ -65,7 +67,8 @@ MultiStepLR::MultiStepLR(Optimizer optimizer, std::vector<int64_t> milestones, d
     : LRScheduler(std::move(optimizer)), milestones_(std::move(milestones)), gamma_(gamma) {
   for (size_t i = 0; i < milestones_.size(); ++i) {
     if (milestones_[i] <= 0 || (i > 0 && milestones_[i] <= milestones_[i - 1])) {
-      throw Error("MultiStepLR: milestones must be positive and increasing");
+      throw Error(fmt::format("MultiStepLR: milestones must be positive and increasing, got [{}]",
+                              fmt::join(milestones_, ", ")));
     }
   }
 }

@@ -20,7 +20,7 @@ double cosine_between(double high, double low, double t) {
 }
 
 void require_positive(int64_t value, const char* what) {
-  if (value <= 0) throw Error(std::string(what) + " must be positive");
+  if (value <= 0) throw Error(fmt::format("{} must be positive, got {}", what, value));
 }
 
 // Whether a param group's options are Options; if so, and `momentum` is given, sets what PyTorch's
@@ -85,7 +85,9 @@ OneCycleLR::OneCycleLR(Optimizer optimizer, int64_t total_steps, OneCycleOptions
     : LRScheduler(std::move(optimizer)), total_steps_(total_steps), options_(options) {
   require_positive(total_steps_, "OneCycleLR: total_steps");
   const double pct_start = options_.pct_start();
-  if (!(pct_start > 0 && pct_start < 1)) throw Error("OneCycleLR: pct_start must be in (0, 1)");
+  if (!(pct_start > 0 && pct_start < 1)) {
+    throw Error(fmt::format("OneCycleLR: pct_start must be in (0, 1), got {}", pct_start));
+  }
   if (!(pct_start * static_cast<double>(total_steps_) > 1)) {
     throw Error(fmt::format(
         "OneCycleLR: pct_start * total_steps is {} * {} = {}; it must exceed 1, so that the rate "
@@ -93,7 +95,9 @@ OneCycleLR::OneCycleLR(Optimizer optimizer, int64_t total_steps, OneCycleOptions
         pct_start, total_steps_, pct_start * static_cast<double>(total_steps_)));
   }
   if (!(options_.div_factor() > 0 && options_.final_div_factor() > 0)) {
-    throw Error("OneCycleLR: div_factor and final_div_factor must be positive");
+    throw Error(
+        fmt::format("OneCycleLR: div_factor and final_div_factor must be positive, got {} and {}",
+                    options_.div_factor(), options_.final_div_factor()));
   }
   if (!options_.cycle_momentum()) return;
   auto& groups = this->optimizer()->param_groups();

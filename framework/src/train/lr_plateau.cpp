@@ -14,17 +14,21 @@ namespace crucible::lr {
 ReduceLROnPlateau::ReduceLROnPlateau(Optimizer optimizer, PlateauOptions options)
     : LRScheduler(std::move(optimizer)), options_(std::move(options)) {
   if (!(options_.factor() > 0 && options_.factor() < 1)) {
-    throw Error("ReduceLROnPlateau: factor must be in (0, 1)");
+    throw Error(
+        fmt::format("ReduceLROnPlateau: factor must be in (0, 1), got {}", options_.factor()));
   }
   if (!(options_.threshold() >= 0))
-    throw Error("ReduceLROnPlateau: threshold must not be negative");
+    throw Error(fmt::format("ReduceLROnPlateau: threshold must not be negative, got {}",
+                            options_.threshold()));
   const size_t groups = this->optimizer()->param_groups().size();
   if (!options_.min_lrs().empty() && options_.min_lrs().size() != groups) {
     throw Error(fmt::format("ReduceLROnPlateau: min_lrs holds {} floors for {} param groups",
                             options_.min_lrs().size(), groups));
   }
   if (options_.patience() < 0 || options_.cooldown() < 0) {
-    throw Error("ReduceLROnPlateau: patience and cooldown must not be negative");
+    throw Error(
+        fmt::format("ReduceLROnPlateau: patience and cooldown must not be negative, got {} and {}",
+                    options_.patience(), options_.cooldown()));
   }
 }
 
