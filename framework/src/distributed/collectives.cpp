@@ -171,7 +171,12 @@ DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeou
     options.timeout = timeout;
     store = open_tcp_store(r.master_addr, options);
   } catch (const std::exception& e) {
-    if (serves_store) throw TrainingError(fmt::format("{} failed: {}", where, first_line(e)));
+    if (serves_store) {
+      throw TrainingError(fmt::format(
+          "{} failed (this rank serves the store there: when another process holds that port, "
+          "give the run a free one in MASTER_PORT): {}",
+          where, first_line(e)));
+    }
     throw PeerLostError(fmt::format(
         "{} failed: no store answered within {} s ({}); {}, which serves it, failed before "
         "serving, hangs, or cannot be reached",
