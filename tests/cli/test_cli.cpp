@@ -80,15 +80,21 @@ TEST_CASE("trainer --version, --help and bad usage", "[cli]") {
     return r.output;
   };
   const std::string linear = kConfigs + "/linear.yaml";
-  CHECK(refused("check " + linear + " --set hyperparameters.noise 0.25") ==
-        "error: unexpected argument '0.25'; --set takes KEY=VALUE as one argument: --set "
-        "hyperparameters.noise=0.25\n");
+  for (const std::string& args : {"check " + linear + " --set hyperparameters.noise 0.25",
+                                  "check --set hyperparameters.noise 0.25 " + linear}) {
+    CHECK(refused(args) ==
+          "error: --set takes KEY=VALUE as one argument: --set hyperparameters.noise=0.25\n");
+  }
   CHECK(refused("check " + linear + " other.yaml") == "error: unexpected argument 'other.yaml'\n");
   CHECK(refused("check") == "error: trainer check needs a CONFIG file\n");
   CHECK_THAT(refused("fit " + linear + " --resume somewhere"),
              Catch::Contains("error: trainer fit needs exactly one of CONFIG and --resume"));
   CHECK(refused("keys " + linear) ==
-        "error: unexpected argument '" + linear + "': trainer keys takes no CONFIG\n");
+        "error: unexpected argument '" + linear + "'; trainer keys takes no CONFIG\n");
+  CHECK(refused("validate --checkpoint somewhere " + linear) ==
+        "error: unexpected argument '" + linear +
+            "'; trainer validate takes no CONFIG: its checkpoint's config is used (--checkpoint "
+            "CKPT)\n");
 }
 
 TEST_CASE("trainer fit trains the linear trial to the known weight", "[cli]") {

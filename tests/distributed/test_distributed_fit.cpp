@@ -776,32 +776,33 @@ TEST_CASE("a rendezvous port another process holds is named, with how to give an
   TempDir tmp;
   // A listener on every address of the port, as another run's store would be.
   const int port = crucible::util::free_port();
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
+  struct Listener {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ~Listener() { ::close(fd); }
+  } listener;
+  REQUIRE(listener.fd >= 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   addr.sin_port = htons(static_cast<uint16_t>(port));
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  REQUIRE(::listen(fd, 4) == 0);
+  REQUIRE(::bind(listener.fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(::listen(listener.fd, 4) == 0);
   const auto launched =
       fit_slots(kLinear, tmp / "launched", 2, " --master-port " + std::to_string(port));
   CHECK(launched.exit_code == 1);
   CHECK_THAT(launched.output,
-             Catch::Contains(fmt::format("error: cannot serve a rendezvous store on 127.0.0.1:{} "
-                                         "(when another process holds that port, give the run a "
-                                         "free one: trainer fit --master-port): ",
-                                         port)));
+             Catch::Contains(
+                 fmt::format("error: cannot serve a rendezvous store on 127.0.0.1:{}: ", port)) &&
+                 Catch::Contains("; if another process holds the port, give the run a free one "
+                                 "(trainer fit --master-port)\n"));
   // Rank 0 of an outside launcher's run serves the store itself.
   const auto outside = run_command(
       fmt::format("RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={} {} fit {} --output {}",
                   port, kTrainer, kLinear, tmp / "outside"));
   CHECK(outside.exit_code == crucible::kExitTrainingFailed);
   CHECK_THAT(outside.output,
-             Catch::Contains(fmt::format("rank 0: rendezvous at 127.0.0.1:{} (torchrun) failed "
-                                         "(this rank serves the store there: when another process "
-                                         "holds that port, give the run a free one in "
-                                         "MASTER_PORT): ",
-                                         port)));
-  ::close(fd);
+             Catch::Contains(
+                 fmt::format("rank 0: rendezvous at 127.0.0.1:{} (torchrun) failed: ", port)) &&
+                 Catch::Contains("; this rank serves the store: if another process holds the port, "
+                                 "give the run a free one (MASTER_PORT)\n"));
 }

@@ -585,8 +585,8 @@ TEST_CASE("options that only a single run has are refused for a search, by name"
   CHECK_THAT(warm.output, Catch::Contains("--warm-start starts a run, not a search"));
   // Inside a Slurm allocation, its task and CPU counts must be numbers.
   for (const std::string bad : {"SLURM_NTASKS=two", "SLURM_NTASKS=2 SLURM_CPUS_PER_TASK=0"}) {
-    const auto slurm = run_command("SLURM_JOB_ID=7 " + bad + " " + kTrainer + " fit " + config +
-                                   " --output " + (tmp / "slurm"));
+    const auto slurm = run_command("env -u SLURM_STEP_ID SLURM_JOB_ID=7 " + bad + " " + kTrainer +
+                                   " fit " + config + " --output " + (tmp / "slurm"));
     CHECK(slurm.exit_code == 2);
     const std::string variable = bad.substr(bad.rfind(' ') + 1);
     CHECK_THAT(slurm.output,
@@ -594,6 +594,7 @@ TEST_CASE("options that only a single run has are refused for a search, by name"
                                            "positive integer",
                                            variable.substr(0, variable.find('=')),
                                            variable.substr(variable.find('=') + 1))));
+    CHECK_FALSE(util::exists(tmp / "slurm"));
   }
   search_ok(tmp, "{name: random, metric: validation_loss, max_trials: 1}",
             "lr: {type: double, minval: 0.01, maxval: 0.1}");

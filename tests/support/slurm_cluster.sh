@@ -95,7 +95,7 @@ CONF
   # slurmd loads a cgroup plugin whatever the other plugins are, and the one it detects by
   # default fails on a machine without a writable cgroup hierarchy of its own (a container: no
   # /sys/fs/cgroup, or a cgroup2 one that systemd did not delegate). No plugin here uses cgroups,
-  # and the v1 plugin touches nothing until one does.
+  # and the v1 plugin touches nothing until one does (Slurm 22.05 and 24.11, those tested here).
   echo "CgroupPlugin=cgroup/v1" >"$dir/cgroup.conf"
   export SLURM_CONF="$dir/slurm.conf"
   slurmctld -f "$SLURM_CONF" -i

@@ -196,6 +196,12 @@ Args parse(const std::vector<std::string>& args) {
       a.checkpoint = value("--checkpoint");
     } else if (flag == "--set" && (a.command == "fit" || a.command == "check")) {
       a.overrides.push_back(value("--set"));
+      // `--set KEY VALUE`: the value given as an argument of its own.
+      if (a.overrides.back().find('=') == std::string::npos && i + 1 < args.size() &&
+          args[i + 1].rfind("-", 0) != 0) {
+        throw UsageError(fmt::format("--set takes KEY=VALUE as one argument: --set {}={}",
+                                     a.overrides.back(), args[i + 1]));
+      }
     } else if (flag == "--output" &&
                (a.command == "fit" || a.command == "predict" || a.command == "report")) {
       a.output = value("--output");
@@ -226,14 +232,7 @@ Args parse(const std::vector<std::string>& args) {
     } else if (a.config.empty()) {
       a.config = arg;
     } else {
-      // `--set KEY VALUE`: the value was taken as the whole override.
-      const bool split_set =
-          i >= 2 && args[i - 2] == "--set" && args[i - 1].find('=') == std::string::npos;
-      throw UsageError(fmt::format("unexpected argument '{}'{}", arg,
-                                   split_set ? fmt::format("; --set takes KEY=VALUE as one "
-                                                           "argument: --set {}={}",
-                                                           args[i - 1], arg)
-                                             : ""));
+      throw UsageError(fmt::format("unexpected argument '{}'", arg));
     }
   }
   return a;
@@ -352,8 +351,11 @@ int run(const std::vector<std::string>& args) {
     if (a.command == "check") return check(a);
     if (a.command == "report") return report(a);
     if (!a.config.empty()) {
-      throw UsageError(
-          fmt::format("unexpected argument '{}': trainer {} takes no CONFIG", a.config, a.command));
+      throw UsageError(fmt::format("unexpected argument '{}'; trainer {} takes {}", a.config,
+                                   a.command,
+                                   a.command == "keys" ? "no CONFIG"
+                                                       : "no CONFIG: its checkpoint's config is "
+                                                         "used (--checkpoint CKPT)"));
     }
     if (a.command == "keys") return keys();
     return a.command == "validate" ? validate(a) : predict(a);

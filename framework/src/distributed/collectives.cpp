@@ -173,9 +173,9 @@ DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeou
   } catch (const std::exception& e) {
     if (serves_store) {
       throw TrainingError(fmt::format(
-          "{} failed (this rank serves the store there: when another process holds that port, "
-          "give the run a free one in MASTER_PORT): {}",
-          where, first_line(e)));
+          "{} failed: {}; this rank serves the store: if another process holds the port, give "
+          "the run a free one (MASTER_PORT)",
+          where, util::first_sentence(e)));
     }
     throw PeerLostError(fmt::format(
         "{} failed: no store answered within {} s ({}); {}, which serves it, failed before "

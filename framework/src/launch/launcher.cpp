@@ -353,10 +353,11 @@ c10::intrusive_ptr<c10d::TCPStore> serve_store(const std::string& host, int port
     options.waitWorkers = false;
     return dist::open_tcp_store(host, options);
   } catch (const std::exception& e) {
-    throw Error(fmt::format(
-        "cannot serve a rendezvous store on {}:{} (when another process holds that port, give "
-        "the run a free one: trainer fit --master-port): {}",
-        host, port, util::first_line(e)));
+    throw Error(fmt::format("cannot serve a rendezvous store on {}:{}: {}{}", host, port,
+                            util::first_sentence(e),
+                            port == 0 ? ""
+                                      : "; if another process holds the port, give the run a "
+                                        "free one (trainer fit --master-port)"));
   }
 }
 

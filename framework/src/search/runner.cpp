@@ -168,6 +168,13 @@ class Runner {
   }
 
   void open() {
+    // The slots first: a malformed Slurm variable leaves no experiment directory behind.
+    const dist::Env env = dist::process_environment();
+    const std::vector<int> cpus = util::allowed_cpus();
+    const int gpus = machine_gpus();
+    slurm_tasks_ = slurm_allocation_tasks(env);
+    slots_ = slurm_tasks_ ? slurm_slots(env, *slurm_tasks_, config_.resources.slots_per_trial)
+                          : local_slots(cpus, gpus, config_.resources.slots_per_trial);
     // A requeued job reruns its command: an --output holding this experiment continues it.
     if (options_.resume_dir.empty() && !options_.output_dir.empty()) {
       train::check_output_dir(options_.output_dir);
@@ -188,12 +195,6 @@ class Runner {
     }
     logger_.open(util::join(dir_, "experiment.log"), options_.console);
     log_.emplace(util::join(dir_, "experiment.jsonl"));
-    const dist::Env env = dist::process_environment();
-    slurm_tasks_ = slurm_allocation_tasks(env);
-    const std::vector<int> cpus = util::allowed_cpus();
-    const int gpus = machine_gpus();
-    slots_ = slurm_tasks_ ? slurm_slots(env, *slurm_tasks_, config_.resources.slots_per_trial)
-                          : local_slots(cpus, gpus, config_.resources.slots_per_trial);
     busy_.assign(slots_.size(), false);
     if (resuming) {
       replay();

@@ -14,4 +14,11 @@ inline std::string first_line(const std::exception& e) {
   return message.substr(0, message.find('\n'));
 }
 
+// first_line without its final period, for a message that goes on after it.
+inline std::string first_sentence(const std::exception& e) {
+  std::string line = first_line(e);
+  while (!line.empty() && (line.back() == '.' || line.back() == ' ')) line.pop_back();
+  return line;
+}
+
 }  // namespace crucible::util
