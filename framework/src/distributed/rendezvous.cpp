@@ -18,7 +18,7 @@ namespace {
 bool has(const Env& env, const std::string& name) { return env.count(name) > 0; }
 
 int64_t integer(const Env& env, const std::string& name, const std::string& source) {
-  return env_integer(env, name, 0, source);
+  return env_integer(env, name, source);
 }
 
 int64_t integer_or(const Env& env, const std::string& name, int64_t fallback,
@@ -179,13 +179,13 @@ Rendezvous slurm(const Env& env) {
 
 }  // namespace
 
-int64_t env_integer(const Env& env, const std::string& name, int64_t least,
-                    const std::string& source) {
+int64_t env_integer(const Env& env, const std::string& name, const std::string& source,
+                    bool positive) {
   const std::string& text = env.at(name);
   const auto value = util::whole_integer(text);
-  if (!value || *value < least) {
+  if (!value || *value < (positive ? 1 : 0)) {
     throw UsageError(fmt::format("{}: environment variable {}='{}' is not a {} integer", source,
-                                 name, text, least > 0 ? "positive" : "non-negative"));
+                                 name, text, positive ? "positive" : "non-negative"));
   }
   return *value;
 }

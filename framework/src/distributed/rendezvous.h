@@ -32,10 +32,11 @@ struct Rendezvous {
 // The variables of this process's environment.
 Env process_environment();
 
-// Variable `name` of `env` (which must hold it) as an integer of at least `least` (0 or 1). Throws
-// UsageError naming `source` (the launcher that set it), the variable and its value otherwise.
-int64_t env_integer(const Env& env, const std::string& name, int64_t least,
-                    const std::string& source);
+// Variable `name` of `env` (which must hold it) as a non-negative integer, or with `positive` a
+// positive one. Throws UsageError naming `source` (the launcher that set it), the variable and
+// its value otherwise.
+int64_t env_integer(const Env& env, const std::string& name, const std::string& source,
+                    bool positive = false);
 
 // The rendezvous that `env` describes, looked for in this order:
 //   torchrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE,

@@ -47,15 +47,17 @@ using Clock = std::chrono::steady_clock;
 // malformed SLURM_NTASKS.
 std::optional<int64_t> slurm_allocation_tasks(const dist::Env& env) {
   if (!env.count("SLURM_JOB_ID") || env.count("SLURM_STEP_ID")) return std::nullopt;
-  return env.count("SLURM_NTASKS") ? dist::env_integer(env, "SLURM_NTASKS", 1, "Slurm") : 1;
+  return env.count("SLURM_NTASKS") ? dist::env_integer(env, "SLURM_NTASKS", "Slurm", true) : 1;
 }
 
-// Trials as job steps of the allocation: as many at once as its tasks hold. Throws UsageError
+// Trials as job steps of the allocation: as many at once as its tasks hold, each step's threads
+// SLURM_CPUS_PER_TASK (held to 2^20, past any machine, so that it fits an int). Throws UsageError
 // naming a malformed SLURM_CPUS_PER_TASK.
 std::vector<Slot> slurm_slots(const dist::Env& env, int64_t tasks, int64_t slots_per_trial) {
   Slot slot;
   slot.threads = env.count("SLURM_CPUS_PER_TASK")
-                     ? static_cast<int>(dist::env_integer(env, "SLURM_CPUS_PER_TASK", 1, "Slurm"))
+                     ? static_cast<int>(std::min<int64_t>(
+                           dist::env_integer(env, "SLURM_CPUS_PER_TASK", "Slurm", true), 1 << 20))
                      : 1;
   return std::vector<Slot>(static_cast<size_t>(std::max<int64_t>(1, tasks / slots_per_trial)),
                            slot);
