@@ -449,10 +449,9 @@ int main(int argc, char** argv) {
       std::cout << out.dump() << std::endl;
       return 0;
     }
-    // Every rank's process groups are built before rank 1 fails: the others must fail in the
-    // all-reduce below, not while still connecting to it. The pause lets the barrier's last
+    // connect() returns once every rank has built its process groups, so the others fail in the
+    // all-reduce below, not while still connecting. The pause lets connect's barrier's last
     // messages arrive before rank 1's connections close.
-    ctx.barrier();
     if (mode == "vanish") {
       if (ctx.rank() == 0) {
         std::thread([] {

@@ -213,8 +213,13 @@ DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeou
   }
   c10::intrusive_ptr<dist::Group> cuda_group;
   if (nccl) cuda_group = nccl_group(r, store, timeout, where);
-  return detail::DistributedAccess::make(
+  DistributedContext ctx = detail::DistributedAccess::make(
       t, std::make_shared<detail::Collectives>(store, group, cuda_group, t.rank, timeout));
+  // Gloo's connecting side counts a pair as connected before its listening side has accepted
+  // it: a rank that ended right after building its group would close a connection another rank
+  // still has to accept, failing that rank's build. No rank returns before all have built.
+  ctx.barrier();
+  return ctx;
 }
 
 }  // namespace crucible::dist

@@ -79,14 +79,15 @@ namespace crucible::dist {
 // master_addr:master_port, holds the roll call (every rank must come within `timeout`), agrees
 // with the other ranks on the backend of CUDA tensors under `backend` (agree_on_nccl; this rank
 // names `gpu`, by default gpu_name of the device rank_device gives it, "" without NCCL; a `gpu`
-// given, as tests do, must be "" without NCCL too) and
-// builds a Gloo process group over the store, and when they agree on NCCL an NCCL process group
-// for CUDA tensors too. Every wait (the rendezvous, each collective) fails after `timeout`. A peer
-// that closes its connections makes the collective that writes to them fail, not this process
-// die of SIGPIPE (util::survive_broken_pipes). Throws PeerLostError naming the rank, the address
-// and the cause when the store does not answer or a rank does not come (roll_call), UsageError
-// when the ranks cannot take the nccl asked for, and TrainingError when this rank cannot serve
-// the store or build its groups.
+// given, as tests do, must be "" without NCCL too), builds a Gloo process group over the store,
+// and when they agree on NCCL an NCCL process group for CUDA tensors too, then waits at a
+// barrier: on return, every rank has built its groups. Every wait (the rendezvous, the barrier,
+// each collective) fails after `timeout`. A peer that closes its connections makes the
+// collective that writes to them fail, not this process die of SIGPIPE
+// (util::survive_broken_pipes). Throws PeerLostError naming the rank, the address and the cause
+// when the store does not answer or a rank does not come (roll_call) or a peer fails after
+// building its groups (the barrier), UsageError when the ranks cannot take the nccl asked for,
+// and TrainingError when this rank cannot serve the store or build its groups.
 DistributedContext connect(const Rendezvous& rendezvous, std::chrono::milliseconds timeout,
                            DistributedBackend backend = DistributedBackend::kGloo,
                            const std::optional<std::string>& gpu = std::nullopt);
