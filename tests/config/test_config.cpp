@@ -99,7 +99,7 @@ TEST_CASE("defaults fill what the file omits", "[config]") {
   CHECK(c.global_batch_size() == 16);
   CHECK(c.max_length == crucible::Length{crucible::LengthUnit::kEpochs, 2});
   CHECK(c.min_validation_period.value == 0);
-  CHECK(c.searcher.name == "single");
+  CHECK(c.searcher.name == crucible::SearcherName::kSingle);
   CHECK(c.checkpoint_storage.host_path == "runs");
   CHECK(c.resources.slots_per_trial == 1);
   CHECK(c.optimizations.aggregation_frequency == 1);
@@ -330,7 +330,7 @@ crucible::ExperimentConfig every_member_set() {
   auto& [searcher_name, metric, smaller_is_better, max_trials, max_concurrent_trials, mode, divisor,
          max_rungs, bracket_rungs, max_time, time_metric, searcher_length, source_trial_id,
          source_checkpoint_uuid] = searcher;
-  searcher_name = "adaptive_asha";
+  searcher_name = crucible::SearcherName::kAdaptiveAsha;
   metric = "accuracy";
   smaller_is_better = false;
   max_trials = 9;

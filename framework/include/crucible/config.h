@@ -36,9 +36,17 @@ struct HyperparameterSpec {
 // How adaptive ASHA spreads its trials over brackets (../shared/SEARCH.md).
 enum class AshaMode { kAggressive, kStandard, kConservative };
 
+// The searcher of an experiment (`searcher.name`).
+enum class SearcherName {
+  kSingle,        // one trial, its hyperparameters constants
+  kGrid,          // a trial per point of the hyperparameters' grid
+  kRandom,        // max_trials trials, hyperparameters drawn at random
+  kAdaptiveAsha,  // adaptive ASHA: random trials, the worst stopped at each rung
+};
+
 // `searcher`, with Determined's keys and defaults.
 struct SearcherConfig {
-  std::string name = "single";
+  SearcherName name = SearcherName::kSingle;
   std::string metric = "validation_loss";
   bool smaller_is_better = true;
   int64_t max_trials = 1;

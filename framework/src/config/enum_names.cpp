@@ -27,6 +27,15 @@ const util::NameTable<DistributedBackend>& names<DistributedBackend>() {
 }
 
 template <>
+const util::NameTable<SearcherName>& names<SearcherName>() {
+  static const util::NameTable<SearcherName> table{{SearcherName::kSingle, "single"},
+                                                   {SearcherName::kGrid, "grid"},
+                                                   {SearcherName::kRandom, "random"},
+                                                   {SearcherName::kAdaptiveAsha, "adaptive_asha"}};
+  return table;
+}
+
+template <>
 const util::NameTable<AshaMode>& names<AshaMode>() {
   static const util::NameTable<AshaMode> table{{AshaMode::kAggressive, "aggressive"},
                                                {AshaMode::kStandard, "standard"},

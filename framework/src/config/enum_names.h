@@ -18,6 +18,8 @@ const util::NameTable<CheckpointPolicy>& names<CheckpointPolicy>();
 template <>
 const util::NameTable<DistributedBackend>& names<DistributedBackend>();
 template <>
+const util::NameTable<SearcherName>& names<SearcherName>();
+template <>
 const util::NameTable<AshaMode>& names<AshaMode>();
 template <>
 const util::NameTable<MixedPrecision>& names<MixedPrecision>();

@@ -36,7 +36,7 @@ nlohmann::json ExperimentConfig::constant_hyperparameters() const {
       throw ConfigError(fmt::format(
           "{}: hyperparameters.{}: is a search space, but searcher '{}' runs one trial with "
           "constant hyperparameters; give it a constant value",
-          source_path, name, searcher.name));
+          source_path, name, config::names<SearcherName>().name(searcher.name)));
     }
     out[name] = spec.value;
   }
@@ -221,11 +221,12 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
     if (!parent.IsDefined() || !parent.IsMap()) return YAML::Node(root);
     return parent[key].IsDefined() ? YAML::Node(parent[key]) : parent;
   };
-  if ((s.name == "random" || s.name == "adaptive_asha") &&
+  if ((s.name == SearcherName::kRandom || s.name == SearcherName::kAdaptiveAsha) &&
       !(root["searcher"].IsDefined() && root["searcher"].IsMap() &&
         root["searcher"]["max_trials"].IsDefined() && !root["searcher"]["max_trials"].IsNull())) {
     source.fail("searcher.max_trials", at("searcher", "max_trials"),
-                fmt::format("required by searcher {}: how many trials to start", s.name));
+                fmt::format("required by searcher {}: how many trials to start",
+                            config::names<SearcherName>().name(s.name)));
   }
   if (!s.source_trial_id.empty() && !s.source_checkpoint_uuid.empty()) {
     source.fail("searcher.source_checkpoint_uuid", root["searcher"]["source_checkpoint_uuid"],
@@ -288,7 +289,7 @@ ExperimentConfig parse_experiment_config(const std::string& yaml_text,
   // random search's trial, validates only at its end, where nothing is left to stop (adaptive
   // ASHA validates its trials at every rung).
   if (!c.early_stopping.metric.empty() && c.min_validation_period.value == 0 &&
-      c.searcher.name != "adaptive_asha") {
+      c.searcher.name != SearcherName::kAdaptiveAsha) {
     warnings.push_back(fmt::format(
         "{}: early_stopping has nothing to act on: with no min_validation_period the trial "
         "validates only at the end of training; set min_validation_period",

@@ -123,20 +123,6 @@ Key text(const std::string& path, Access<std::string> access, Text rule, std::st
   return key;
 }
 
-// A string that is one of `choices`.
-Key choice(const std::string& path, Access<std::string> access, std::vector<std::string> choices,
-           std::string description) {
-  Key key = make_key(path, std::move(description));
-  key.read = [access, choices = std::move(choices), name = key.name](const MapReader& r,
-                                                                     ExperimentConfig& c) {
-    access(c) = r.choice(name, access(c), choices);
-  };
-  key.emit = [access](YAML::Emitter& out, const ExperimentConfig& c) {
-    emit_string(out, get(access, c));
-  };
-  return key;
-}
-
 template <typename E>
 Key enumerated(const std::string& path, Access<E> access, std::string description) {
   Key key = make_key(path, std::move(description));
@@ -343,8 +329,10 @@ std::vector<Key> build_schema() {
                     "<library>:<TrialClass>; the library is looked up as README describes",
                     check_entrypoint)),
       required(hyperparameters_key()),
-      choice("searcher.name", member(&C::searcher, &SearcherConfig::name),
-             {"single", "grid", "random", "adaptive_asha"}, "the searcher"),
+      enumerated("searcher.name", member(&C::searcher, &SearcherConfig::name),
+                 "single (one trial) | grid (a trial per point of the hyperparameters' grid) | "
+                 "random (max_trials random draws) | adaptive_asha (random draws, the worst "
+                 "stopped at each rung)"),
       text("searcher.metric", member(&C::searcher, &SearcherConfig::metric), Text::kNonEmpty,
            "the validation metric that ranks checkpoints"),
       boolean("searcher.smaller_is_better",

@@ -97,7 +97,7 @@ std::string searcher_ending(const Trial& t, const std::string& metric, const std
 // How many trials the search creates, those that its searcher replaces not counted (a grid's
 // points, else max_trials); nullopt when a grid cannot be planned.
 std::optional<int64_t> trial_budget(const ExperimentConfig& config) {
-  if (config.searcher.name != "grid") return config.searcher.max_trials;
+  if (config.searcher.name != SearcherName::kGrid) return config.searcher.max_trials;
   int64_t points = 1;
   try {
     for (const auto& [name, spec] : config.hyperparameters) {
@@ -131,8 +131,9 @@ std::string how_it_stands(const ExperimentConfig& config, const std::vector<json
     ended += t.state != "running" && t.state != "invalid" ? 1 : 0;
   }
   // The searcher replaces an invalid trial, up to max_trials of them (a grid point: none).
-  ended += invalid -
-           (config.searcher.name == "grid" ? 0 : std::min(invalid, config.searcher.max_trials));
+  ended += invalid - (config.searcher.name == SearcherName::kGrid
+                          ? 0
+                          : std::min(invalid, config.searcher.max_trials));
   const std::optional<int64_t> budget = trial_budget(config);
   return fmt::format(
       "not finished: {}{} trials ended{} (still running, or stopped or killed; `trainer fit "
@@ -350,9 +351,10 @@ std::string experiment_page(
     }
   }
   std::string searcher_text =
-      fmt::format("{}, metric {} ({} is better)", searcher.name, searcher.metric,
-                  searcher.smaller_is_better ? "smaller" : "larger");
-  if (searcher.name != "grid") searcher_text += fmt::format(", max_trials {}", searcher.max_trials);
+      fmt::format("{}, metric {} ({} is better)", config::names<SearcherName>().name(searcher.name),
+                  searcher.metric, searcher.smaller_is_better ? "smaller" : "larger");
+  if (searcher.name != SearcherName::kGrid)
+    searcher_text += fmt::format(", max_trials {}", searcher.max_trials);
   const std::vector<std::pair<std::string, std::string>> summary = {
       {"experiment directory", escape(dir)},
       {"trial", escape(config.entrypoint)},

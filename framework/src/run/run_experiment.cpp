@@ -140,8 +140,8 @@ TrialFactory check_experiment(const ExperimentConfig& config) {
   if (config.resources.slots_per_trial > 1) {
     dist::use_nccl(config.resources.distributed_backend, dist::rank_device(0), 1);
   }
-  if (config.searcher.name != "single") search::Scheduler plan(config);
-  if (config.searcher.name == "single") config.constant_hyperparameters();
+  if (config.searcher.name != SearcherName::kSingle) search::Scheduler plan(config);
+  if (config.searcher.name == SearcherName::kSingle) config.constant_hyperparameters();
   train::check_warm_start_source(config);
   return factory;
 }
@@ -184,7 +184,7 @@ ExperimentResult run_experiment(const ExperimentOptions& options) {
   const std::optional<dist::Rendezvous> launcher =
       dist::from_environment(dist::process_environment());
   const bool launched = launcher.has_value();
-  if (launched && config.searcher.name == "single" &&
+  if (launched && config.searcher.name == SearcherName::kSingle &&
       config.resources.slots_per_trial != launcher->topology.size) {
     config = adopt_launcher_slots(options, path, overrides, config, *launcher);
   }
@@ -193,7 +193,7 @@ ExperimentResult run_experiment(const ExperimentOptions& options) {
     for (const std::string& warning : config.warnings) std::cerr << "warning: " << warning << "\n";
   }
   TrialFactory factory = check_experiment(config);
-  if (config.searcher.name != "single") {
+  if (config.searcher.name != SearcherName::kSingle) {
     if (launched) {
       throw UsageError(
           "a search starts its trials' processes itself; run `trainer fit` on it without "

@@ -205,7 +205,8 @@ class Runner {
                                scheduler_.trials().size(), scheduler_.running().size()));
     } else {
       logger_.info(fmt::format(
-          "experiment {}: searcher {}, up to {} trials at once{}", dir_, config_.searcher.name,
+          "experiment {}: searcher {}, up to {} trials at once{}", dir_,
+          config::names<SearcherName>().name(config_.searcher.name),
           std::min(static_cast<int64_t>(slots_.size()), scheduler_.concurrency()),
           slurm_tasks_ ? " as job steps of Slurm job " + std::string(std::getenv("SLURM_JOB_ID"))
                        : slot_limit(slots_.size(), scheduler_.concurrency(),

@@ -61,7 +61,7 @@ Length asha_length(const ExperimentConfig& config) {
 
 LengthUnit search_unit(const ExperimentConfig& config) {
   const SearcherConfig& s = config.searcher;
-  if (s.name == "adaptive_asha") {
+  if (s.name == SearcherName::kAdaptiveAsha) {
     if (s.max_time <= 0) return asha_length(config).unit;
     const auto unit = config::names<LengthUnit>().parse(s.time_metric);
     TORCH_INTERNAL_ASSERT(unit, "time_metric ", s.time_metric, " passed config validation");
@@ -77,15 +77,14 @@ Scheduler::Scheduler(const ExperimentConfig& config)
       space_(config.hyperparameters),
       unit_(search_unit(config)) {
   const SearcherConfig& s = config.searcher;
-  TORCH_INTERNAL_ASSERT(
-      searcher_ == "grid" || searcher_ == "random" || searcher_ == "adaptive_asha",
-      "Scheduler: searcher ", searcher_, " is not a search");
+  TORCH_INTERNAL_ASSERT(searcher_ != SearcherName::kSingle,
+                        "Scheduler: searcher single is not a search");
   max_invalid_ = s.max_trials;
-  if (searcher_ != "adaptive_asha") {
+  if (searcher_ != SearcherName::kAdaptiveAsha) {
     // One segment per trial, of the trial's whole length.
     const Length length = s.max_length.value > 0 ? s.max_length : config.max_length;
     Bracket b;
-    if (searcher_ == "grid") {
+    if (searcher_ == SearcherName::kGrid) {
       try {
         grid_ = grid(space_);
       } catch (const ConfigError& e) {

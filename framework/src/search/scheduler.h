@@ -125,7 +125,7 @@ class Scheduler {
   int64_t next_length(const Bracket& bracket, int64_t reached) const;
   double ranked(double metric) const;  // smaller is better; NaN is worst
 
-  std::string searcher_;
+  SearcherName searcher_;
   bool smaller_is_better_ = true;
   uint64_t seed_ = 0;
   std::map<std::string, HyperparameterSpec> space_;

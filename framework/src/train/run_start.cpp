@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_io.h"
 #include "config/diff.h"
+#include "config/enum_names.h"
 #include "config/yaml_reader.h"
 #include "distributed/backend.h"
 #include "util/file_system.h"
@@ -19,11 +20,11 @@ namespace crucible::train {
 
 void check_runnable(const ExperimentConfig& config, const TrialFactory& factory,
                     const DistributedContext& dist) {
-  if (config.searcher.name != "single") {
+  if (config.searcher.name != SearcherName::kSingle) {
     throw ConfigError(
         fmt::format("{}: searcher.name: '{}' is a search, and a Trainer trains one trial; run "
                     "searches with run_experiment (experiment.h) or `trainer fit`",
-                    config.source_path, config.searcher.name));
+                    config.source_path, config::names<SearcherName>().name(config.searcher.name)));
   }
   if (config.resources.slots_per_trial != dist.size()) {
     throw ConfigError(fmt::format(
