@@ -40,6 +40,12 @@ void JsonlSink::write(const Report& report) {
   }
 }
 
+std::optional<ReportKind> kind_of(const nlohmann::json& row) {
+  const auto it = row.find("type");
+  if (it == row.end() || !it->is_string()) return std::nullopt;
+  return report_kind_names().parse(it->get<std::string>());
+}
+
 void truncate_metrics_file(const std::string& path, int64_t batches,
                            const std::function<void(const std::string&)>& warn) {
   if (!util::exists(path)) return;

@@ -3,8 +3,11 @@
 #include <cstdint>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "metrics/sink.h"
 
@@ -26,6 +29,10 @@ class JsonlSink : public MetricSink {
   std::vector<ReportKind> kinds_;
   std::ofstream out_;
 };
+
+// The kind of a metrics.jsonl row; nullopt when its "type" is missing, not a string, or no kind's
+// name.
+std::optional<ReportKind> kind_of(const nlohmann::json& row);
 
 // Keeps the rows of a metrics.jsonl whose "batches" is at most `batches` (resume support). A torn
 // last line is dropped. A damaged line (not a JSON object) with rows after it is dropped too, and

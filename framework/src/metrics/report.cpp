@@ -5,17 +5,17 @@
 
 #include <fmt/format.h>
 
-#include "util/name_table.h"
-
 namespace crucible::metrics {
 
-const char* name_of(ReportKind kind) {
+const util::NameTable<ReportKind>& report_kind_names() {
   static const util::NameTable<ReportKind> names{{ReportKind::kTraining, "training"},
                                                  {ReportKind::kValidation, "validation"},
                                                  {ReportKind::kStopped, "stopped"},
                                                  {ReportKind::kProfiling, "profiling"}};
-  return names.name(kind);
+  return names;
 }
+
+const char* name_of(ReportKind kind) { return report_kind_names().name(kind); }
 
 std::string duration_text(double seconds) {
   if (!(seconds > 0)) seconds = 0;  // NaN too

@@ -8,6 +8,8 @@
 
 #include <crucible/metrics.h>
 
+#include "util/name_table.h"
+
 namespace crucible::metrics {
 
 // Where a report sits in training.
@@ -24,6 +26,8 @@ enum class ReportKind {
   kProfiling,   // the profiler's phase timings and system use since the previous one
 };
 
+// The spelling of each kind in metrics.jsonl's "type" and the log: the only table of it.
+const util::NameTable<ReportKind>& report_kind_names();
 // "training", "validation", "stopped", "profiling".
 const char* name_of(ReportKind kind);
 

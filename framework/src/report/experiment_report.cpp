@@ -30,14 +30,14 @@ struct Validation {
   int64_t length = 0;
   double metric = 0;
   std::optional<int64_t> bracket, rung;
-  std::string decision;
+  std::optional<search::AshaDecision> decision;  // nullopt: none the searcher spells
 };
 
 // One trial as the experiment's rows tell it.
 struct Trial {
   int64_t id = 0;
   json hparams = json::object();
-  std::string state = "running";
+  search::TrialState state = search::TrialState::kRunning;
   int64_t length = 0;
   std::optional<double> best;
   std::string error;
@@ -52,15 +52,15 @@ std::map<int64_t, Trial> trials_of(const std::vector<json>& rows, bool smaller_i
     if (!id) continue;
     Trial& t = trials[*id];
     t.id = *id;
-    const std::string event = text_in(row, "event");
+    const std::optional<search::TrialEvent> event = search::event_of(row);
     if (row.contains("hparams") && row["hparams"].is_object()) t.hparams = row["hparams"];
-    if (event == "validated") {
+    if (event == search::TrialEvent::kValidated) {
       Validation v;
       v.length = integer_in(row, "length").value_or(0);
       v.metric = number_in(row, "metric");
       v.bracket = integer_in(row, "bracket");
       v.rung = integer_in(row, "rung");
-      v.decision = text_in(row, "decision");
+      v.decision = search::decision_names().parse(text_in(row, "decision"));
       t.length = std::max(t.length, v.length);
       // The trial's best of all its validations, as the search ranks it (logs before that was
       // recorded hold the segment's metric only).
@@ -69,10 +69,10 @@ std::map<int64_t, Trial> trials_of(const std::vector<json>& rows, bool smaller_i
         if (!t.best || better(m, *t.best, smaller_is_better)) t.best = m;
       }
       t.validations.push_back(v);
-    } else if (event == "restarted") {
+    } else if (event == search::TrialEvent::kRestarted) {
       if (search::uses_a_restart(row)) ++t.restarts;
-    } else if (event != "created" && !event.empty()) {
-      t.state = event;
+    } else if (const auto ended = event ? search::state_after(*event) : std::nullopt) {
+      t.state = *ended;
       t.error = text_in(row, "error");
     }
   }
@@ -82,9 +82,9 @@ std::map<int64_t, Trial> trials_of(const std::vector<json>& rows, bool smaller_i
 // How the searcher ended trial `t`, "" unless it stopped it: the rung of the validation that
 // decided it, which the trial's own run cannot tell from a complete segment.
 std::string searcher_ending(const Trial& t, const std::string& metric, const std::string& unit) {
-  if (t.state != "stopped") return "";
+  if (t.state != search::TrialState::kStopped) return "";
   for (auto v = t.validations.rbegin(); v != t.validations.rend(); ++v) {
-    if (v->decision != "stop") continue;
+    if (v->decision != search::AshaDecision::kStop) continue;
     return fmt::format(
         "stopped by the searcher at {}{} {} ({} {} there): ASHA continues only the best of each "
         "rung",
@@ -126,9 +126,10 @@ std::string how_it_stands(const ExperimentConfig& config, const std::vector<json
   }
   int64_t running = 0, invalid = 0, ended = 0;
   for (const auto& [_, t] : trials) {
-    running += t.state == "running" ? 1 : 0;
-    invalid += t.state == "invalid" ? 1 : 0;
-    ended += t.state != "running" && t.state != "invalid" ? 1 : 0;
+    running += t.state == search::TrialState::kRunning ? 1 : 0;
+    invalid += t.state == search::TrialState::kInvalid ? 1 : 0;
+    ended +=
+        t.state != search::TrialState::kRunning && t.state != search::TrialState::kInvalid ? 1 : 0;
   }
   // The searcher replaces an invalid trial, up to max_trials of them (a grid point: none).
   ended += invalid - (config.searcher.name == SearcherName::kGrid
@@ -173,9 +174,9 @@ std::string progress_chart(const std::map<int64_t, Trial>& trials, const Trial* 
     s.name = fmt::format("trial {}", id);
     s.emphasized = &t == best;
     for (const Validation& v : t.validations) {
-      s.points.push_back(
-          {static_cast<double>(v.length), v.metric,
-           (v.rung ? fmt::format("rung {}: ", *v.rung) : std::string()) + v.decision});
+      s.points.push_back({static_cast<double>(v.length), v.metric,
+                          (v.rung ? fmt::format("rung {}: ", *v.rung) : std::string()) +
+                              (v.decision ? search::decision_names().name(*v.decision) : "")});
     }
     chart.series.push_back(std::move(s));
   }
@@ -222,12 +223,12 @@ std::string trial_table(const ExperimentConfig& config, const std::vector<const 
   out.header.push_back("error");
   out.numeric = {true, false, true, true, true};
   for (const Trial* t : order) {
-    const std::string href =
-        trial_link(t->id, TrialEnding{t->state, searcher_ending(*t, metric, unit)});
+    const std::string href = trial_link(t->id, TrialEnding{search::state_names().name(t->state),
+                                                           searcher_ending(*t, metric, unit)});
     std::vector<std::string> cells = {
         href.empty() ? std::to_string(t->id) : hyperlink(href, std::to_string(t->id)),
-        escape(t->state), number_text(t->best), std::to_string(t->length),
-        std::to_string(t->restarts)};
+        escape(search::state_names().name(t->state)), number_text(t->best),
+        std::to_string(t->length), std::to_string(t->restarts)};
     for (const std::string& name : names) {
       const auto it = t->hparams.find(name);
       cells.push_back(it == t->hparams.end() ? "-"
@@ -257,9 +258,9 @@ std::string rung_table(const std::map<int64_t, Trial>& trials, bool smaller_is_b
       Rung& r = rungs[{v.bracket.value_or(0), *v.rung}];
       r.length = std::max(r.length, v.length);
       ++r.validated;
-      r.continued += v.decision == "continue" ? 1 : 0;
-      r.stopped += v.decision == "stop" ? 1 : 0;
-      r.done += v.decision == "done" ? 1 : 0;
+      r.continued += v.decision == search::AshaDecision::kContinue ? 1 : 0;
+      r.stopped += v.decision == search::AshaDecision::kStop ? 1 : 0;
+      r.done += v.decision == search::AshaDecision::kDone ? 1 : 0;
       if (!r.best || better(v.metric, *r.best, smaller_is_better)) r.best = v.metric;
     }
   }
@@ -323,7 +324,7 @@ std::string experiment_page(
   const std::vector<const Trial*> order = ranked(trials, searcher.smaller_is_better);
 
   std::map<std::string, int64_t> states;
-  for (const auto& [_, t] : trials) ++states[t.state];
+  for (const auto& [_, t] : trials) ++states[search::state_names().name(t.state)];
   std::string state_text;
   for (const auto& [state, count] : states) {
     state_text += fmt::format("{}{} {}", state_text.empty() ? "" : ", ", count, state);

@@ -12,6 +12,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "config/enum_names.h"
+#include "metrics/jsonl_sink.h"
 #include "metrics/metric_name.h"
 #include "report/chart.h"
 #include "report/fields.h"
@@ -88,7 +89,7 @@ Run read_run(const std::string& dir) {
   run.config_text = util::read_file(files.config_file());
   run.rows = util::read_json_lines(files.metrics_file(), kDamageHint, true).rows;
   for (const json& row : run.rows) {
-    if (text_in(row, "type") == "validation") run.validations.push_back(&row);
+    if (metrics::kind_of(row) == metrics::ReportKind::kValidation) run.validations.push_back(&row);
   }
   run.best = best_index(run, run.validations.size(),
                         [&](size_t i) { return metrics_in(*run.validations[i]); });
@@ -157,7 +158,7 @@ std::string how_it_ended(const Run& run, const std::string& continue_command) {
            last_error;
   }
   for (const json& row : run.rows) {
-    if (text_in(row, "type") == "stopped") {
+    if (metrics::kind_of(row) == metrics::ReportKind::kStopped) {
       return fmt::format("stopped early at {} batches: {}", count_text(number_in(row, "batches")),
                          text_in(row, "reason"));
     }
@@ -212,9 +213,11 @@ std::string metric_charts(const Run& run) {
   const std::optional<size_t>& best = run.best;
   size_t validation_index = 0;
   for (const json& row : run.rows) {
-    const std::string type = text_in(row, "type");
-    if (type != "training" && type != "validation") continue;
-    const bool is_validation = type == "validation";
+    const std::optional<metrics::ReportKind> kind = metrics::kind_of(row);
+    if (kind != metrics::ReportKind::kTraining && kind != metrics::ReportKind::kValidation) {
+      continue;
+    }
+    const bool is_validation = kind == metrics::ReportKind::kValidation;
     const double batches = number_in(row, "batches");
     const std::string note =
         is_validation && best && *best == validation_index ? "the best validation" : "";

@@ -16,6 +16,21 @@
 
 namespace crucible::search {
 
+const util::NameTable<TrialEvent>& event_names() {
+  static const util::NameTable<TrialEvent> table{
+      {TrialEvent::kCreated, "created"},     {TrialEvent::kValidated, "validated"},
+      {TrialEvent::kRestarted, "restarted"}, {TrialEvent::kStopped, "stopped"},
+      {TrialEvent::kCompleted, "completed"}, {TrialEvent::kFailed, "failed"},
+      {TrialEvent::kInvalid, "invalid"}};
+  return table;
+}
+
+std::optional<TrialEvent> event_of(const nlohmann::json& row) {
+  const auto it = row.find("event");
+  if (it == row.end() || !it->is_string()) return std::nullopt;
+  return event_names().parse(it->get<std::string>());
+}
+
 ExperimentLog::ExperimentLog(const std::string& path) : path_(path) {
   util::JsonLines lines = util::read_json_lines(
       path,

@@ -1,11 +1,31 @@
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "util/name_table.h"
+
 namespace crucible::search {
+
+// What a row of experiment.jsonl records (its "event"), with the fields it adds to "trial".
+enum class TrialEvent {
+  kCreated,    // the searcher created the trial: "hparams", "length" (its first segment)
+  kValidated,  // it validated at a segment's end: "length", "metric", "decision"
+  kRestarted,  // its process failed, or was stopped from outside, and runs again: "error"
+  kStopped,    // it ends: the searcher stopped it
+  kCompleted,  // it ends: it reached its length
+  kFailed,     // it ends: it failed with no restart left ("error")
+  kInvalid,    // it ends: it rejected its hyperparameters ("error")
+};
+
+// The spelling of each event in experiment.jsonl: the only table of it.
+const util::NameTable<TrialEvent>& event_names();
+
+// The event of `row`; nullopt when its "event" is missing, not a string, or no event's name.
+std::optional<TrialEvent> event_of(const nlohmann::json& row);
 
 // experiment.jsonl: one JSON row per trial event, appended and fsynced as it happens, so that a
 // killed experiment, or a machine that loses power, loses at most the row being written.

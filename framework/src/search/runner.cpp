@@ -343,12 +343,15 @@ class Runner {
     if (code == kExitStopped) {
       // Stopped from outside the search (a signal to the trial alone, a job step's), with a
       // checkpoint: no failure, so it continues without using up a restart.
-      write({{{"event", "restarted"}, {"trial", trial}, {"stopped", true}, {"error", why}}});
+      write({{{"event", event_names().name(TrialEvent::kRestarted)},
+              {"trial", trial},
+              {"stopped", true},
+              {"error", why}}});
       return;
     }
     if (restarts < config_.max_restarts) {
       ++restarts;
-      write({{{"event", "restarted"},
+      write({{{"event", event_names().name(TrialEvent::kRestarted)},
               {"trial", trial},
               {"restart", restarts},
               {"max_restarts", config_.max_restarts},

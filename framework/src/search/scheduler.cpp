@@ -16,7 +16,6 @@
 #include "util/name_table.h"
 
 namespace crucible::search {
-namespace {
 
 const util::NameTable<TrialState>& state_names() {
   static const util::NameTable<TrialState> table = {{TrialState::kRunning, "running"},
@@ -34,9 +33,29 @@ const util::NameTable<AshaDecision>& decision_names() {
   return table;
 }
 
-}  // namespace
+TrialEvent ending_event(TrialState state) {
+  switch (state) {
+    case TrialState::kStopped:
+      return TrialEvent::kStopped;
+    case TrialState::kCompleted:
+      return TrialEvent::kCompleted;
+    case TrialState::kFailed:
+      return TrialEvent::kFailed;
+    case TrialState::kInvalid:
+      return TrialEvent::kInvalid;
+    case TrialState::kRunning:
+      break;
+  }
+  TORCH_INTERNAL_ASSERT(false, "ending_event: a running trial has not ended");
+}
 
-const char* state_name(TrialState state) { return state_names().name(state); }
+std::optional<TrialState> state_after(TrialEvent event) {
+  for (const TrialState state :
+       {TrialState::kStopped, TrialState::kCompleted, TrialState::kFailed, TrialState::kInvalid}) {
+    if (ending_event(state) == event) return state;
+  }
+  return std::nullopt;
+}
 
 double rank_key(double metric, bool smaller_is_better) {
   if (std::isnan(metric)) return std::numeric_limits<double>::infinity();
@@ -155,15 +174,16 @@ void Scheduler::fill(size_t index, std::vector<nlohmann::json>& rows) {
     ++b.active;
     const int64_t length = b.rung_lengths.front();
     segments_[t.id] = Segment{t.id, length, now_ + length};
-    nlohmann::json r = row("created", t);
+    nlohmann::json r = row(TrialEvent::kCreated, t);
     r["length"] = length;
     rows.push_back(std::move(r));
     trials_.emplace(t.id, std::move(t));
   }
 }
 
-nlohmann::json Scheduler::row(const char* event, const TrialRecord& t) const {
-  nlohmann::json r = {{"event", event}, {"trial", t.id}, {"hparams", t.hparams}};
+nlohmann::json Scheduler::row(TrialEvent event, const TrialRecord& t) const {
+  nlohmann::json r = {
+      {"event", event_names().name(event)}, {"trial", t.id}, {"hparams", t.hparams}};
   if (brackets_.size() > 1 || brackets_.front().rungs) r["bracket"] = t.bracket;
   return r;
 }
@@ -185,7 +205,7 @@ void Scheduler::finish(TrialRecord& t, TrialState state, std::vector<nlohmann::j
     if (invalid_ < max_invalid_) --b.created;  // replaced: it does not count
     ++invalid_;
   }
-  nlohmann::json r = row(state_name(state), t);
+  nlohmann::json r = row(ending_event(state), t);
   r["length"] = t.length;
   if (t.best_metric) r["best_metric"] = util::number_json(*t.best_metric);
   if (!t.error.empty()) r["error"] = t.error;
@@ -231,7 +251,7 @@ std::vector<nlohmann::json> Scheduler::report(const SegmentResult& result) {
     decision = AshaDecision::kContinue;
   }
   if (!result.ended_early.empty()) decision = AshaDecision::kDone;
-  nlohmann::json r = row("validated", t);
+  nlohmann::json r = row(TrialEvent::kValidated, t);
   r["length"] = result.length;
   r["metric"] = util::number_json(result.metric);
   if (result.best) r["best_metric"] = util::number_json(*result.best);
@@ -261,9 +281,9 @@ std::vector<nlohmann::json> Scheduler::replay(const std::vector<nlohmann::json>&
     // A created row's first length too: a search planned otherwise (another unit or other
     // rungs) does not match it.
     const auto same = [&](const nlohmann::json& d) {
-      return d.value("event", "") == row.value("event", "") &&
+      return event_of(d) == event_of(row) &&
              d.value("trial", int64_t{-1}) == row.value("trial", int64_t{-1}) &&
-             (d.value("event", "") != "created" || !row.contains("length") ||
+             (event_of(d) != TrialEvent::kCreated || !row.contains("length") ||
               d.value("length", int64_t{-1}) == row.value("length", int64_t{-2}));
     };
     size_t k = recorded;
@@ -279,7 +299,7 @@ std::vector<nlohmann::json> Scheduler::replay(const std::vector<nlohmann::json>&
     const nlohmann::json& row = log[i];
     // Checks the row's event and trial first.
     const auto r = result_of_row(row, fmt::format("{}, row {}", where, i + 1));
-    if (row.value("event", "") == "restarted") continue;
+    if (event_of(row) == TrialEvent::kRestarted) continue;
     if (!r) {
       check_recorded(row, i + 1);
       continue;
@@ -344,10 +364,13 @@ std::optional<SegmentResult> Scheduler::read_result_row(const nlohmann::json& ro
     if (!v) throw TrainingError(fmt::format("'{}' is not a number", key));
     return *v;
   };
-  const std::string event = row.value("event", "");
+  if (row.contains("event") && !row.at("event").is_string()) {
+    throw TrainingError("'event' is not a string");
+  }
+  const std::optional<TrialEvent> event = event_of(row);
   SegmentResult r;
   r.trial = integer("trial", 0);
-  if (event == "validated") {
+  if (event == TrialEvent::kValidated) {
     r.kind = SegmentResult::Kind::kValidated;
     r.length = integer("length", std::nullopt);
     r.metric = number(row.at("metric"), "metric");
@@ -358,9 +381,10 @@ std::optional<SegmentResult> Scheduler::read_result_row(const nlohmann::json& ro
     r.ended_early = row.value("ended_early", "");
     return r;
   }
-  if (event == "failed" || event == "invalid") {
-    r.kind = event == "failed" ? SegmentResult::Kind::kFailed : SegmentResult::Kind::kInvalid;
-    if (event == "failed") r.length = integer("length", 0);
+  if (event == TrialEvent::kFailed || event == TrialEvent::kInvalid) {
+    r.kind =
+        event == TrialEvent::kFailed ? SegmentResult::Kind::kFailed : SegmentResult::Kind::kInvalid;
+    if (event == TrialEvent::kFailed) r.length = integer("length", 0);
     r.error = row.value("error", "");
     return r;
   }

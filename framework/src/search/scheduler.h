@@ -21,6 +21,7 @@
 #include <crucible/config.h>
 
 #include "search/asha.h"
+#include "search/experiment_log.h"
 
 namespace crucible::search {
 
@@ -120,7 +121,7 @@ class Scheduler {
   };
 
   void fill(size_t bracket, std::vector<nlohmann::json>& rows);
-  nlohmann::json row(const char* event, const TrialRecord& trial) const;
+  nlohmann::json row(TrialEvent event, const TrialRecord& trial) const;
   void finish(TrialRecord& trial, TrialState state, std::vector<nlohmann::json>& rows);
   int64_t next_length(const Bracket& bracket, int64_t reached) const;
   double ranked(double metric) const;  // smaller is better; NaN is worst
@@ -150,7 +151,14 @@ double rank_key(double metric, bool smaller_is_better);
 // adaptive ASHA counts records as batches of global_batch_size.
 LengthUnit search_unit(const ExperimentConfig& config);
 
-// A trial state as experiment.jsonl and the table spell it.
-const char* state_name(TrialState state);
+// The spelling of each trial state in tables and reports, and of each ASHA decision in
+// experiment.jsonl's validated rows: the only tables of them.
+const util::NameTable<TrialState>& state_names();
+const util::NameTable<AshaDecision>& decision_names();
+
+// The event that records a trial ending in `state`; requires a state other than kRunning.
+TrialEvent ending_event(TrialState state);
+// The state `event` leaves its trial in when the event ends it; nullopt for one that does not.
+std::optional<TrialState> state_after(TrialEvent event);
 
 }  // namespace crucible::search

@@ -27,15 +27,15 @@ std::string describe_row(const nlohmann::json& row, const std::string& metric,
   const auto integer = [&](const char* key) {
     return detail::json_as<int64_t>(row.at(key), std::string("'") + key + "'");
   };
-  const std::string event = row.value("event", "");
+  const std::optional<TrialEvent> event = event_of(row);
   const int64_t trial = row.contains("trial") ? integer("trial") : 0;
-  if (event == "created") {
+  if (event == TrialEvent::kCreated) {
     return fmt::format(
         "trial {} created{}: {}", trial,
         row.contains("bracket") ? fmt::format(" in bracket {}", integer("bracket")) : "",
         row.at("hparams").dump());
   }
-  if (event == "validated") {
+  if (event == TrialEvent::kValidated) {
     return fmt::format(
         "trial {}: {} {} at {} {}{}: {}{}", trial, metric, number(row.at("metric")),
         integer("length"), unit,
@@ -43,21 +43,22 @@ std::string describe_row(const nlohmann::json& row, const std::string& metric,
         row.at("decision").get<std::string>(),
         row.contains("ended_early") ? " (" + row.at("ended_early").get<std::string>() + ")" : "");
   }
-  if (event == "failed" || event == "invalid" || event == "restarted") {
+  if (event == TrialEvent::kFailed || event == TrialEvent::kInvalid ||
+      event == TrialEvent::kRestarted) {
     const std::string what =
-        event == "failed"    ? "failed"
-        : event == "invalid" ? "rejected its hyperparameters (replaced)"
+        event == TrialEvent::kFailed    ? "failed"
+        : event == TrialEvent::kInvalid ? "rejected its hyperparameters (replaced)"
         : !uses_a_restart(row)
             ? std::string("restarted after a stop from outside the search (no restart used up)")
             : fmt::format("restarted ({} of {})", row.contains("restart") ? integer("restart") : 0,
                           row.contains("max_restarts") ? integer("max_restarts") : 0);
     return fmt::format("trial {} {}: {}", trial, what, row.value("error", ""));
   }
-  return fmt::format("trial {} {}", trial, event);
+  return fmt::format("trial {} {}", trial, row.value("event", ""));
 }
 
 bool uses_a_restart(const nlohmann::json& row) {
-  return row.value("event", "") == "restarted" && !row.value("stopped", false);
+  return event_of(row) == TrialEvent::kRestarted && !row.value("stopped", false);
 }
 
 std::string summary_table(const Scheduler& scheduler, const std::string& metric) {
@@ -73,7 +74,7 @@ std::string summary_table(const Scheduler& scheduler, const std::string& metric)
   std::string out = fmt::format("{:>5}  {:<9}  {:>{}}  {:>8}  {}\n", "TRIAL", "STATE", metric,
                                 metric_width, "LENGTH", "HYPERPARAMETERS");
   for (const TrialRecord* t : rows) {
-    out += fmt::format("{:>5}  {:<9}  {:>{}}  {:>8}  {}\n", t->id, state_name(t->state),
+    out += fmt::format("{:>5}  {:<9}  {:>{}}  {:>8}  {}\n", t->id, state_names().name(t->state),
                        t->best_metric ? fmt::format("{:.6g}", *t->best_metric) : "-", metric_width,
                        t->length, t->hparams.dump());
   }

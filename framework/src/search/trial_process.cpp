@@ -14,6 +14,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_io.h"
 #include "config/enum_names.h"
+#include "metrics/jsonl_sink.h"
 #include "metrics/metric_name.h"
 #include "util/error_text.h"
 #include "util/file_system.h"
@@ -97,9 +98,8 @@ SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const 
   nlohmann::json validation, stopped;
   std::optional<double> best;
   for (const nlohmann::json& row : object_rows(text)) {
-    const auto type_field = row.find("type");
-    const std::string type = type_field != row.end() && type_field->is_string() ? *type_field : "";
-    if (type == "validation") {
+    const std::optional<metrics::ReportKind> kind = metrics::kind_of(row);
+    if (kind == metrics::ReportKind::kValidation) {
       validation = row;
       const auto metrics = row.find("metrics");
       if (metrics == row.end()) continue;
@@ -110,7 +110,7 @@ SegmentResult read_segment_result(const TrialFiles& files, int64_t trial, const 
         best = *v;
       }
     }
-    if (type == "stopped") stopped = row;
+    if (kind == metrics::ReportKind::kStopped) stopped = row;
   }
   if (validation.is_null()) {
     throw TrainingError(fmt::format("trial {}: {} holds no validation", trial, path));
