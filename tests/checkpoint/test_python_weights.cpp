@@ -6,9 +6,9 @@
 #include "catch.h"
 
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/file_io.h"
 #include "checkpoint/tensor_files.h"
 #include "resumable_run.h"
+#include "util/file_io.h"
 
 using namespace crucible::testing;
 namespace ckpt = crucible::checkpoint;
@@ -76,7 +76,7 @@ void write_file_bytes(const std::string& path, const ckpt::NamedTensors& tensors
   } else {
     bytes = ckpt::torch_dict_bytes(tensors);
   }
-  ckpt::write_durably(path, bytes);
+  crucible::util::write_durably(path, bytes);
 }
 
 CommandResult read_in_python(const std::string& pt, const std::string& safetensors = "") {
@@ -141,7 +141,7 @@ TEST_CASE("a damaged safetensors file is refused by the Python reader", "[checkp
   write_file_bytes(tmp / "t.safetensors", tensors, true);
   auto bytes = crucible::util::read_file_bytes(tmp / "t.safetensors");
   bytes.pop_back();
-  ckpt::write_durably(tmp / "t.safetensors", bytes);
+  crucible::util::write_durably(tmp / "t.safetensors", bytes);
   const CommandResult py = read_in_python(tmp / "t.pt", tmp / "t.safetensors");
   CHECK(py.exit_code != 0);
 }

@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
-#include "checkpoint/file_io.h"
 #include "checkpoint/state_dict.h"
 #include "util/error_text.h"
+#include "util/file_io.h"
 #include "util/file_system.h"
 
 namespace crucible::checkpoint {
@@ -21,7 +21,7 @@ namespace {
 constexpr const char* kOwnChecksum = "metadata_crc32";
 
 nlohmann::json with_own_checksum(nlohmann::json meta) {
-  meta[kOwnChecksum] = crc32_hex(meta.dump());
+  meta[kOwnChecksum] = util::crc32_hex(meta.dump());
   return meta;
 }
 
@@ -276,8 +276,8 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
     util::create_directories(tmp);
     nlohmann::json files = nlohmann::json::object();
     // Writes file `name` through `fill`, which writes its bytes into the DurableFile.
-    auto put = [&](const std::string& name, const std::function<void(DurableFile&)>& fill) {
-      DurableFile file(util::join(tmp, name));
+    auto put = [&](const std::string& name, const std::function<void(util::DurableFile&)>& fill) {
+      util::DurableFile file(util::join(tmp, name));
       fill(file);
       file.finish();
       files[name] = {{"size", file.size()}, {"crc32", file.crc32_hex()}};
@@ -287,7 +287,7 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
     // the process (std::terminate, from its destructor) when its output reports a failure.
     auto put_archive = [&](const std::string& name,
                            const std::function<void(torch::serialize::OutputArchive&)>& fill) {
-      put(name, [&](DurableFile& file) {
+      put(name, [&](util::DurableFile& file) {
         torch::serialize::OutputArchive archive;
         fill(archive);
         std::exception_ptr failed;
@@ -307,11 +307,11 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
     // Each model twice: a torch.load-able state dict and the same tensors as safetensors.
     for (size_t i = 0; i < contents.models.size(); ++i) {
       const NamedTensors tensors = state_dict(*contents.models[i]);
-      put(indexed("model", i), [&](DurableFile& file) {
+      put(indexed("model", i), [&](util::DurableFile& file) {
         const std::vector<char> bytes = torch_dict_bytes(tensors);
         file.write(bytes.data(), bytes.size());
       });
-      put(indexed("model", i, "safetensors"), [&](DurableFile& file) {
+      put(indexed("model", i, "safetensors"), [&](util::DurableFile& file) {
         write_safetensors(tensors, {{"format", "pt"}},
                           [&](const void* data, size_t size) { file.write(data, size); });
       });
@@ -342,12 +342,12 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
     metadata.parts = part_names(contents);
     metadata.cuda_devices = cuda_devices().size();
     metadata.files = files;
-    write_durably(util::join(tmp, "metadata.json"),
-                  with_own_checksum(metadata.to_json()).dump(2) + "\n");
-    fsync_path(tmp);
+    util::write_durably(util::join(tmp, "metadata.json"),
+                        with_own_checksum(metadata.to_json()).dump(2) + "\n");
+    util::fsync_path(tmp);
     util::replace_directory(tmp, final_dir);
-    fsync_path(checkpoints);
-    replace_atomically(util::join(run_dir, "latest"), directory_name(batches) + "\n");
+    util::fsync_path(checkpoints);
+    util::replace_atomically(util::join(run_dir, "latest"), directory_name(batches) + "\n");
   } catch (const std::exception& e) {
     util::try_remove_all(tmp);
     throw TrainingError(fmt::format("cannot write checkpoint {}: {}", final_dir, first_line(e)));
@@ -371,7 +371,7 @@ Metadata metadata(const std::string& dir) {
   if (meta.is_object() && meta.contains(kOwnChecksum)) {
     const nlohmann::json written = meta[kOwnChecksum];
     meta.erase(kOwnChecksum);
-    const std::string actual = crc32_hex(meta.dump());
+    const std::string actual = util::crc32_hex(meta.dump());
     if (written != actual) {
       throw DamagedCheckpoint(
           fmt::format("checkpoint {}: metadata.json fails its checksum (crc32 {}, it says {})", dir,
@@ -391,7 +391,7 @@ Metadata verify(const std::string& dir) {
       throw DamagedCheckpoint(fmt::format("checkpoint {}: {} has {} bytes, metadata says {}", dir,
                                           name, *size, expected.value("size", uint64_t{0})));
     }
-    const std::string crc = sum_file(path).crc32;
+    const std::string crc = util::sum_file(path).crc32;
     if (crc != expected.value("crc32", "")) {
       throw DamagedCheckpoint(
           fmt::format("checkpoint {}: {} fails its checksum (crc32 {}, metadata says {})", dir,
@@ -530,7 +530,7 @@ std::vector<std::string> remove_unfinished(const std::string& run_dir,
     // moved aside (a file system that cannot exchange two names): it is the checkpoint.
     if (name.rfind(temporary + "batch-", 0) == 0 && !util::exists(final_dir) && whole(path)) {
       util::rename(path, final_dir);
-      fsync_path(dir);
+      util::fsync_path(dir);
       if (warn) {
         warn(fmt::format(
             "moved {} into place: a checkpoint written whole whose move into place was cut short",

@@ -11,7 +11,7 @@
 
 #include <crucible/errors.h>
 
-#include "checkpoint/file_io.h"
+#include "util/file_io.h"
 #include "util/file_system.h"
 #include "util/json_number.h"
 
@@ -76,7 +76,7 @@ void truncate_metrics_file(const std::string& path, int64_t batches,
     if (row.value("batches", int64_t{0}) <= batches) keep += line + '\n';
   }
   try {
-    checkpoint::replace_atomically(path, keep);
+    util::replace_atomically(path, keep);
   } catch (const std::exception& e) {
     throw TrainingError(fmt::format("cannot rewrite metrics file {}: {}", path, e.what()));
   }

@@ -13,8 +13,8 @@
 
 #include <crucible/errors.h>
 
-#include "checkpoint/file_io.h"
 #include "metrics/metric_name.h"
+#include "util/file_io.h"
 #include "util/file_system.h"
 #include "util/parse.h"
 
@@ -90,11 +90,11 @@ void truncate_tensorboard(const std::string& dir, int64_t step) {
   // Both at the run's start, so that wall times never fall along the file.
   const double started = kept.started.value_or(now);
   try {
-    checkpoint::write_durably(
-        temporary, frame_record(encode_event({started, 0, "brain.Event:2", {}})) +
-                       frame_record(encode_event({started, 0, "", {}, true})) + kept.records);
+    util::write_durably(temporary, frame_record(encode_event({started, 0, "brain.Event:2", {}})) +
+                                       frame_record(encode_event({started, 0, "", {}, true})) +
+                                       kept.records);
     util::rename(temporary, path);
-    checkpoint::fsync_path(dir);
+    util::fsync_path(dir);
   } catch (const std::exception& e) {
     util::try_remove_all(temporary);
     throw TrainingError(fmt::format("cannot write TensorBoard file {}: {}", path, e.what()));

@@ -13,7 +13,7 @@
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/file_io.h"
+#include "util/file_io.h"
 #include "util/file_system.h"
 
 namespace crucible::profile {
@@ -76,7 +76,7 @@ void OperatorTrace::write(const std::function<void(const std::string&)>& warn) {
     warn(fmt::format("{}; it is replaced by the trace of batches from {}", e.what(), first_batch_));
     merged = merge_traces("[]", text_.str(), first_batch_);
   }
-  checkpoint::replace_atomically(path_, merged);
+  util::replace_atomically(path_, merged);
 }
 
 std::string merge_traces(const std::string& earlier, const std::string& events,

@@ -4,12 +4,12 @@
 
 #include <crucible/errors.h>
 
-#include "checkpoint/file_io.h"
 #include "report/experiment_report.h"
 #include "report/html.h"
 #include "report/run_report.h"
 #include "search/trial_process.h"
 #include "train/run_dir.h"
+#include "util/file_io.h"
 #include "util/file_system.h"
 
 namespace crucible {
@@ -40,16 +40,16 @@ std::vector<std::string> write_report(const ReportOptions& options) {
       return report::relative_path(path, page_dir);
     };
     const std::string html = report::experiment_page(dir, page_dir, trial_link);
-    checkpoint::replace_atomically(output, html);
+    util::replace_atomically(output, html);
     std::vector<std::string> written = {output};
     for (const auto& [path, page] : pages) {
-      checkpoint::replace_atomically(path, page);
+      util::replace_atomically(path, page);
       written.push_back(path);
     }
     return written;
   }
   if (report::holds_run(dir)) {
-    checkpoint::replace_atomically(output, report::run_page(dir, page_dir));
+    util::replace_atomically(output, report::run_page(dir, page_dir));
     return {output};
   }
   throw UsageError(fmt::format(

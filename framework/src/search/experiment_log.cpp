@@ -11,7 +11,7 @@
 
 #include <crucible/errors.h>
 
-#include "checkpoint/file_io.h"
+#include "util/file_io.h"
 #include "util/json_lines.h"
 
 namespace crucible::search {
@@ -41,7 +41,7 @@ ExperimentLog::ExperimentLog(const std::string& path) : path_(path) {
   if (lines.torn_line > 0) {
     std::string kept;
     for (const nlohmann::json& row : rows_) kept += row.dump() + "\n";
-    checkpoint::replace_atomically(path, kept);
+    util::replace_atomically(path, kept);
   }
   fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) {

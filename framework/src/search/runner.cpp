@@ -18,7 +18,6 @@
 #include <crucible/metrics.h>
 
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/file_io.h"
 #include "config/enum_names.h"
 #include "config/paths.h"
 #include "distributed/rendezvous.h"
@@ -34,6 +33,7 @@
 #include "search/trial_process.h"
 #include "train/run_dir.h"
 #include "util/cpus.h"
+#include "util/file_io.h"
 #include "util/file_system.h"
 #include "util/logger.h"
 
@@ -193,7 +193,7 @@ class Runner {
                  : options_.output_dir;
       lock_ = train::lock_run_dir(dir_, [&](const std::string& w) { logger_.warn(w); });
       util::create_directories(util::join(dir_, "trials"));
-      checkpoint::replace_atomically(util::join(dir_, "config.yaml"), to_yaml(config_));
+      util::replace_atomically(util::join(dir_, "config.yaml"), to_yaml(config_));
     }
     logger_.open(util::join(dir_, "experiment.log"), options_.console);
     log_.emplace(util::join(dir_, "experiment.jsonl"));
@@ -393,7 +393,7 @@ class Runner {
                         config_.searcher.smaller_is_better);
     if (checkpoint.empty() || checkpoint == best_checkpoint_) return;
     best_checkpoint_ = checkpoint;
-    checkpoint::replace_atomically(util::join(dir_, "best"), relative(checkpoint) + "\n");
+    util::replace_atomically(util::join(dir_, "best"), relative(checkpoint) + "\n");
   }
 
   std::string relative(const std::string& path) const {

@@ -12,11 +12,11 @@
 #include <crucible/metrics.h>
 
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/file_io.h"
 #include "config/enum_names.h"
 #include "metrics/jsonl_sink.h"
 #include "metrics/metric_name.h"
 #include "util/error_text.h"
+#include "util/file_io.h"
 #include "util/file_system.h"
 #include "util/json_number.h"
 
@@ -64,8 +64,8 @@ std::vector<std::string> segment_command(const std::string& trainer, const Trial
             "--quiet"};
   }
   if (util::exists(files.run_dir)) util::remove_all(files.run_dir);
-  checkpoint::replace_atomically(files.config_file,
-                                 to_yaml(trial_config(experiment, trial.hparams, length)));
+  util::replace_atomically(files.config_file,
+                           to_yaml(trial_config(experiment, trial.hparams, length)));
   return {trainer, "fit", files.config_file, "--output", files.run_dir, "--quiet"};
 }
 

@@ -8,12 +8,12 @@
 #include <crucible/errors.h>
 
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/file_io.h"
 #include "checkpoint/tensor_files.h"
 #include "train/eval_mode.h"
 #include "train/run_start.h"
 #include "train/session.h"
 #include "util/crash_report.h"
+#include "util/file_io.h"
 
 namespace crucible {
 namespace {
@@ -150,8 +150,7 @@ int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& o
   const torch::Tensor all = gather_in_order(dist, outputs);
   if (dist.is_chief()) {
     try {
-      checkpoint::replace_atomically(output_file,
-                                     checkpoint::torch_dict_bytes({{"predictions", all}}));
+      util::replace_atomically(output_file, checkpoint::torch_dict_bytes({{"predictions", all}}));
     } catch (const std::exception& e) {
       throw TrainingError(fmt::format("cannot write predictions: {}", e.what()));
     }

@@ -16,12 +16,12 @@
 #include <crucible/errors.h>
 
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/file_io.h"
 #include "config/diff.h"
 #include "config/paths.h"
 #include "metrics/jsonl_sink.h"
 #include "metrics/tensorboard_sink.h"
 #include "plugin/loader.h"
+#include "util/file_io.h"
 #include "util/file_system.h"
 
 namespace crucible::train {
@@ -125,7 +125,7 @@ void record_trial_library(const ExperimentConfig& config, const RunDir& run) {
   } catch (const PluginError&) {
     return;
   }
-  checkpoint::replace_atomically(util::join(run.path, plugin::kTrialLibraryFile), library + "\n");
+  util::replace_atomically(util::join(run.path, plugin::kTrialLibraryFile), library + "\n");
 }
 
 }  // namespace
@@ -148,7 +148,7 @@ RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_
   // at all, so that a run cut short before it can be started again with the same --output.
   record_trial_library(config, run);
   try {
-    checkpoint::replace_atomically(run.config_file(), to_yaml(config));
+    util::replace_atomically(run.config_file(), to_yaml(config));
   } catch (const std::exception& e) {
     throw TrainingError(fmt::format("cannot write {}: {}", run.config_file(), e.what()));
   }

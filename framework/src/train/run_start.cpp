@@ -9,11 +9,11 @@
 #include <crucible/errors.h>
 
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/file_io.h"
 #include "config/diff.h"
 #include "config/enum_names.h"
 #include "config/yaml_reader.h"
 #include "distributed/backend.h"
+#include "util/file_io.h"
 #include "util/file_system.h"
 
 namespace crucible::train {
@@ -103,7 +103,7 @@ void accept_config_changes(const ExperimentConfig& config, const std::string& di
         "--allow-safe-changes to accept them.",
         run.path, run.config_file(), change_list(fresh)));
   }
-  if (chief && !fresh.empty()) checkpoint::replace_atomically(run.config_file(), to_yaml(config));
+  if (chief && !fresh.empty()) util::replace_atomically(run.config_file(), to_yaml(config));
   if (!fresh.empty()) logger.info("accepted config changes:" + change_list(fresh));
   if (!changes.empty() && change_list(changes) != change_list(fresh)) {
     logger.info(
@@ -150,7 +150,7 @@ void restart_from_beginning(const ExperimentConfig& config, const RunDir& run,
   if (!changes.empty()) logger.info("with config changes:" + change_list(changes));
   run.keep_reports_until(-1, [&](const std::string& w) { logger.warn(w); });
   util::remove(run.trace_file());
-  checkpoint::replace_atomically(run.config_file(), to_yaml(config));
+  util::replace_atomically(run.config_file(), to_yaml(config));
 }
 
 }  // namespace

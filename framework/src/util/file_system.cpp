@@ -18,11 +18,11 @@
 
 namespace crucible::util {
 
-namespace {
-
-[[noreturn]] void fail(const char* what, const std::string& path) {
+void throw_errno(const char* what, const std::string& path) {
   throw std::runtime_error(std::string(what) + " " + path + ": " + std::strerror(errno));
 }
+
+namespace {
 
 std::string without_trailing_slashes(const std::string& path) {
   size_t end = path.size();
@@ -37,7 +37,7 @@ bool stat_of(const std::string& path, struct stat& st) { return ::stat(path.c_st
 bool stat_or_throw(const std::string& path, struct stat& st) {
   if (stat_of(path, st)) return true;
   if (errno == ENOENT || errno == ENOTDIR) return false;
-  fail("cannot look up", path);
+  throw_errno("cannot look up", path);
 }
 
 // A directory stream, closed when it goes out of scope.
@@ -51,7 +51,7 @@ std::vector<std::string> read_names(DIR* dir, const std::string& path) {
     const std::string name = entry->d_name;
     if (name != "." && name != "..") names.push_back(name);
   }
-  if (errno != 0) fail("cannot read directory", path);
+  if (errno != 0) throw_errno("cannot read directory", path);
   return names;
 }
 
@@ -60,24 +60,24 @@ void remove_children(int fd, const std::string& path) {
   Directory dir(::fdopendir(fd), &::closedir);
   if (!dir) {
     ::close(fd);
-    fail("cannot read directory", path);
+    throw_errno("cannot read directory", path);
   }
   for (const auto& name : read_names(dir.get(), path)) {
     const std::string child = join(path, name);
     struct stat st {};
     if (::fstatat(::dirfd(dir.get()), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT) continue;
-      fail("cannot stat", child);
+      throw_errno("cannot stat", child);
     }
     if (S_ISDIR(st.st_mode)) {
       const int child_fd = ::openat(::dirfd(dir.get()), name.c_str(),
                                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (child_fd < 0) fail("cannot open directory", child);
+      if (child_fd < 0) throw_errno("cannot open directory", child);
       remove_children(child_fd, child);
     }
     if (::unlinkat(::dirfd(dir.get()), name.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0 &&
         errno != ENOENT) {
-      fail("cannot remove", child);
+      throw_errno("cannot remove", child);
     }
   }
 }
@@ -109,7 +109,7 @@ bool is_absolute(const std::string& path) { return !path.empty() && path[0] == '
 std::string current_path() {
   std::vector<char> buffer(PATH_MAX);
   while (::getcwd(buffer.data(), buffer.size()) == nullptr) {
-    if (errno != ERANGE) fail("cannot read the working directory", ".");
+    if (errno != ERANGE) throw_errno("cannot read the working directory", ".");
     buffer.resize(buffer.size() * 2);
   }
   return buffer.data();
@@ -176,7 +176,7 @@ void create_directories(const std::string& path) {
   const std::string parent = parent_path(p);
   if (!parent.empty() && parent != p) create_directories(parent);
   if (::mkdir(p.c_str(), 0777) != 0 && !(errno == EEXIST && is_directory(p))) {
-    fail("cannot create directory", p);
+    throw_errno("cannot create directory", p);
   }
 }
 
@@ -184,15 +184,15 @@ void remove_all(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return;
-    fail("cannot stat", path);
+    throw_errno("cannot stat", path);
   }
   if (S_ISDIR(st.st_mode)) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) fail("cannot open directory", path);
+    if (fd < 0) throw_errno("cannot open directory", path);
     remove_children(fd, path);
-    if (::rmdir(path.c_str()) != 0 && errno != ENOENT) fail("cannot remove", path);
+    if (::rmdir(path.c_str()) != 0 && errno != ENOENT) throw_errno("cannot remove", path);
   } else if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    fail("cannot remove", path);
+    throw_errno("cannot remove", path);
   }
 }
 
@@ -206,11 +206,12 @@ bool try_remove_all(const std::string& path) noexcept {
 }
 
 void remove(const std::string& path) {
-  if (::remove(path.c_str()) != 0 && errno != ENOENT) fail("cannot remove", path);
+  if (::remove(path.c_str()) != 0 && errno != ENOENT) throw_errno("cannot remove", path);
 }
 
 void rename(const std::string& from, const std::string& to) {
-  if (::rename(from.c_str(), to.c_str()) != 0) fail(("cannot rename " + from + " to").c_str(), to);
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    throw_errno(("cannot rename " + from + " to").c_str(), to);
 }
 
 void replace_directory(const std::string& from, const std::string& to) {
@@ -219,14 +220,14 @@ void replace_directory(const std::string& from, const std::string& to) {
     return;
   }
   const int error = errno;
-  if (!is_directory(from)) fail("cannot replace a directory with", from);
+  if (!is_directory(from)) throw_errno("cannot replace a directory with", from);
   if (error == ENOENT) {
     rename(from, to);
     return;
   }
   if (error != EINVAL && error != ENOSYS) {
     errno = error;
-    fail(("cannot exchange " + from + " and").c_str(), to);
+    throw_errno(("cannot exchange " + from + " and").c_str(), to);
   }
   // The file system cannot exchange names: the old one goes aside whole first, so that a kill
   // leaves both complete, never `to` half deleted.
@@ -248,7 +249,7 @@ std::string move_aside(const std::string& path) {
 
 std::vector<std::string> list_directory(const std::string& path) {
   Directory dir(::opendir(path.c_str()), &::closedir);
-  if (!dir) fail("cannot read directory", path);
+  if (!dir) throw_errno("cannot read directory", path);
   std::vector<std::string> names = read_names(dir.get(), path);
   std::sort(names.begin(), names.end());
   return names;
@@ -299,7 +300,7 @@ std::string read_symlink(const std::string& path) {
   std::vector<char> buffer(PATH_MAX);
   for (;;) {
     const ssize_t n = ::readlink(path.c_str(), buffer.data(), buffer.size());
-    if (n < 0) fail("cannot read link", path);
+    if (n < 0) throw_errno("cannot read link", path);
     if (static_cast<size_t>(n) < buffer.size()) return std::string(buffer.data(), n);
     buffer.resize(buffer.size() * 2);
   }

@@ -18,6 +18,9 @@
 
 namespace crucible::util {
 
+// Throws std::runtime_error "WHAT PATH: strerror(errno)", for a call on `path` that failed.
+[[noreturn]] void throw_errno(const char* what, const std::string& path);
+
 // `base` and `name` joined by one '/'; `name` alone when it is absolute or `base` is empty.
 std::string join(const std::string& base, const std::string& name);
 

@@ -1,4 +1,4 @@
-#include "checkpoint/file_io.h"
+#include "util/file_io.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -12,25 +12,21 @@
 
 #include "util/file_system.h"
 
-namespace crucible::checkpoint {
+namespace crucible::util {
 
 namespace {
-
-[[noreturn]] void fail(const char* what, const std::string& path) {
-  throw std::runtime_error(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
-}
 
 // Closes `fd` after a failed call, keeping that call's errno for the message.
 [[noreturn]] void close_and_fail(int fd, const char* what, const std::string& path) {
   const int saved = errno;
   ::close(fd);
   errno = saved;
-  fail(what, path);
+  throw_errno(what, path);
 }
 
 int open_for_reading(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("cannot open", path);
+  if (fd < 0) throw_errno("cannot open", path);
   return fd;
 }
 
@@ -59,7 +55,7 @@ std::string hex(unsigned long crc) { return fmt::format("{:08x}", static_cast<ui
 
 DurableFile::DurableFile(const std::string& path) : path_(path), crc_(crc32(0L, Z_NULL, 0)) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) fail("cannot create", path);
+  if (fd_ < 0) throw_errno("cannot create", path);
 }
 
 DurableFile::~DurableFile() {
@@ -76,7 +72,7 @@ void DurableFile::write(const void* data, size_t size) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       if (n == 0) errno = EIO;
-      fail("cannot write", path_);
+      throw_errno("cannot write", path_);
     }
     done += static_cast<size_t>(n);
   }
@@ -86,7 +82,7 @@ void DurableFile::finish() {
   const int fd = fd_;
   fd_ = -1;
   if (::fsync(fd) != 0) close_and_fail(fd, "cannot fsync", path_);
-  if (::close(fd) != 0) fail("cannot close", path_);
+  if (::close(fd) != 0) throw_errno("cannot close", path_);
 }
 
 std::string DurableFile::crc32_hex() const { return hex(crc_); }
@@ -153,4 +149,4 @@ void replace_atomically(const std::string& path, const std::vector<char>& bytes)
   replace_with(path, bytes);
 }
 
-}  // namespace crucible::checkpoint
+}  // namespace crucible::util

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-namespace crucible::checkpoint {
+namespace crucible::util {
 
 // A file being written durably: bytes go straight to the file while its size and CRC-32 are
 // counted; finish() fsyncs and closes it. Every failure throws std::runtime_error with the path
@@ -56,4 +56,4 @@ std::string crc32_hex(const std::string& bytes);
 void replace_atomically(const std::string& path, const std::string& text);
 void replace_atomically(const std::string& path, const std::vector<char>& bytes);
 
-}  // namespace crucible::checkpoint
+}  // namespace crucible::util
