@@ -13,6 +13,7 @@
 
 #include "util/file_io.h"
 #include "util/file_system.h"
+#include "util/json_lines.h"
 #include "util/json_number.h"
 
 namespace crucible::metrics {
@@ -41,9 +42,7 @@ void JsonlSink::write(const Report& report) {
 }
 
 std::optional<ReportKind> kind_of(const nlohmann::json& row) {
-  const auto it = row.find("type");
-  if (it == row.end() || !it->is_string()) return std::nullopt;
-  return report_kind_names().parse(it->get<std::string>());
+  return util::enum_field(row, "type", report_kind_names());
 }
 
 void truncate_metrics_file(const std::string& path, int64_t batches,

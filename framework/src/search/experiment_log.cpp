@@ -26,9 +26,7 @@ const util::NameTable<TrialEvent>& event_names() {
 }
 
 std::optional<TrialEvent> event_of(const nlohmann::json& row) {
-  const auto it = row.find("event");
-  if (it == row.end() || !it->is_string()) return std::nullopt;
-  return event_names().parse(it->get<std::string>());
+  return util::enum_field(row, "event", event_names());
 }
 
 ExperimentLog::ExperimentLog(const std::string& path) : path_(path) {

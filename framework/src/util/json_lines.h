@@ -4,12 +4,24 @@
 // experiment.jsonl), where a kill can leave the last row half written.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "util/name_table.h"
+
 namespace crucible::util {
+
+// The value of `table` that field `key` of `row` spells; nullopt when the field is missing, not a
+// string, or no value's name.
+template <typename E>
+std::optional<E> enum_field(const nlohmann::json& row, const char* key, const NameTable<E>& table) {
+  const auto it = row.find(key);
+  if (it == row.end() || !it->is_string()) return std::nullopt;
+  return table.parse(it->get<std::string>());
+}
 
 struct JsonLines {
   std::vector<nlohmann::json> rows;  // the lines that are JSON objects, in order
