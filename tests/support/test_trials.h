@@ -394,7 +394,8 @@ class JitteredDataset : public Dataset {
 // sparse: true, also a 16 x 1 Embedding of sparse gradients, indexed by the first feature, added
 // to the output and trained by a SparseAdam of its own.
 // CRUCIBLE_TEST_CRASH=segv@N or abort@N (crash_if_asked) crashes train_batch at batch N,
-// evaluate@N evaluate_batch at validation batch N.
+// evaluate@N evaluate_batch at validation batch N, predict@N predict_batch at batch N, and
+// predict_loader@0 build_predict_data_loader.
 class ResumableTrial : public Trial {
  public:
   explicit ResumableTrial(TrialContext& ctx)
@@ -448,7 +449,14 @@ class ResumableTrial : public Trial {
     crash_if_asked("evaluate", batch_idx, ctx_.distributed().rank());
     return {{"loss", torch::mse_loss(forward(batch[0].tensor()), batch[1])}};
   }
-  torch::Tensor predict_batch(Batch& batch, int64_t) override { return forward(batch[0].tensor()); }
+  DataLoader build_predict_data_loader() override {
+    crash_if_asked("predict_loader", 0, ctx_.distributed().rank());
+    return build_validation_data_loader();
+  }
+  torch::Tensor predict_batch(Batch& batch, int64_t batch_idx) override {
+    crash_if_asked("predict", batch_idx, ctx_.distributed().rank());
+    return forward(batch[0].tensor());
+  }
 
   // Its state (validations seen) must survive a kill too.
   Callbacks build_callbacks() override { return {{"log", std::make_shared<EventLog>()}}; }

@@ -117,6 +117,15 @@ TEST_CASE(
       {"evaluate@2", kBadAccessReported, kBadAccessExit,
        R"(in evaluate_batch \(validation batch 2\))", "14evaluate_batch"},
       kTrainer + " validate --checkpoint " + runs.reference + "/checkpoints/batch-0000000048", "");
+  // So does trainer predict, in the trial's loader method and in predict_batch.
+  const std::string predict = kTrainer + " predict --checkpoint " + runs.reference +
+                              "/checkpoints/batch-0000000048 --output " + (runs.tmp / "p.pt");
+  check_crash({"predict_loader@0", kBadAccessReported, kBadAccessExit,
+               R"(in build_predict_data_loader)", "25build_predict_data_loader"},
+              predict, "");
+  check_crash({"predict@3", kBadAccessReported, kBadAccessExit, R"(in predict_batch \(batch 3\))",
+               "13predict_batch"},
+              predict, "");
   // So does any command whose trial library crashes while it loads.
   check_crash({"static@0", kBadAccessReported, kBadAccessExit,
                R"(in the static initialisers of trial library /.*/libcrucible_test_trials\.so)",

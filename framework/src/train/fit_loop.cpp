@@ -446,13 +446,9 @@ class FitLoop {
       logger_.info("model weights from " + warm);
     }
     Trial& trial = session_->trial();
-    train_loader_ = call_trial(named("build_training_data_loader"), [&] {
-      const util::CrashScope crash_scope("in build_training_data_loader");
-      return trial.build_training_data_loader();
-    });
-    adopt_loader(train_loader_, "build_training_data_loader", session_->state());
-    train_loader_.shard(dist_.rank(), dist_.size(), ShardMode::kSplitBatches);
-    train_loader_.set_device(session_->state().device);
+    train_loader_ = build_trial_loader(
+        "build_training_data_loader", [&] { return trial.build_training_data_loader(); },
+        session_->state(), ShardMode::kSplitBatches);
     schedule_ = Schedule::make(config_, train_loader_.batches_per_epoch());
     session_->state().epoch_len = schedule_.epoch_len;
     max_batches_ = schedule_.to_batches(config_.max_length);

@@ -118,23 +118,14 @@ int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& o
   const checkpoint::Metadata meta = checkpoint::load(checkpoint_dir, session.contents());
   detail::set_trained_position(session.state(), meta.batches, meta.epochs);
   Trial& trial = session.trial();
-  DataLoader loader = train::call_trial(train::named("build_predict_data_loader"),
-                                        [&] { return trial.build_predict_data_loader(); });
-  train::adopt_loader(loader, "build_predict_data_loader", session.state());
-  loader.shard(dist.rank(), dist.size(), ShardMode::kStrideBatches);
-  loader.set_device(session.state().device);
+  DataLoader loader = train::build_trial_loader(
+      "build_predict_data_loader", [&] { return trial.build_predict_data_loader(); },
+      session.state(), ShardMode::kStrideBatches);
   std::vector<torch::Tensor> outputs;
   {
     const train::EvalModeScope eval_mode(session.state().models);
     torch::NoGradGuard no_grad;
-    int64_t k = 0;
-    const auto taking = [&] {
-      return fmt::format("predict data loader (batch {})", k * dist.size() + dist.rank());
-    };
-    for (auto it = train::call_trial(taking, [&] { return loader.begin(); }); it != loader.end();
-         train::call_trial(taking, [&] { ++it; })) {
-      Batch& batch = *it;
-      const int64_t idx = k * dist.size() + dist.rank();
+    train::for_each_strided_batch(loader, dist, "predict", "batch", [&](Batch& batch, int64_t idx) {
       outputs.push_back(
           train::call_trial([&] { return fmt::format("predict_batch (batch {})", idx); },
                             [&] {
@@ -144,8 +135,8 @@ int64_t Trainer::predict(const std::string& checkpoint_dir, const std::string& o
                             })
               .detach()
               .to(torch::kCPU));
-      ++k;
-    }
+      return true;
+    });
   }
   const torch::Tensor all = gather_in_order(dist, outputs);
   if (dist.is_chief()) {

@@ -41,11 +41,22 @@ class RewindAtEnd {
 
 }  // namespace
 
-void adopt_loader(DataLoader& loader, const char* method, const detail::TrialState& state) {
+DataLoader build_trial_loader(const char* method, const std::function<DataLoader()>& build,
+                              const detail::TrialState& state, std::optional<ShardMode> shard) {
+  DataLoader loader = call_trial(named(method), [&] {
+    const std::string where = std::string("in ") + method;
+    const util::CrashScope crash_scope(where.c_str());
+    return build();
+  });
   if (!loader.dataset()) {
     throw TrainingError(fmt::format("{} returned an empty DataLoader", method));
   }
   if (!loader.options().seed()) loader.set_seed(state.trial_seed);
+  if (shard) {
+    loader.shard(state.dist.rank(), state.dist.size(), *shard);
+    loader.set_device(state.device);
+  }
+  return loader;
 }
 
 TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& factory,
@@ -143,16 +154,11 @@ void TrialSession::reduce_custom(MetricValues& values) {
 MetricValues TrialSession::validate(int64_t max_batches) {
   const DistributedContext& dist = state_.dist;
   if (!validation_loader_) {
-    DataLoader built = call_trial(named("build_validation_data_loader"), [&] {
-      const util::CrashScope crash_scope("in build_validation_data_loader");
-      return trial_->build_validation_data_loader();
-    });
-    adopt_loader(built, "build_validation_data_loader", state_);
-    if (!factory_.overrides_evaluate_full_dataset) {
-      built.shard(dist.rank(), dist.size(), ShardMode::kStrideBatches);
-      built.set_device(state_.device);
-    }
-    validation_loader_ = built;
+    validation_loader_ = build_trial_loader(
+        "build_validation_data_loader", [&] { return trial_->build_validation_data_loader(); },
+        state_,
+        factory_.overrides_evaluate_full_dataset ? std::nullopt
+                                                 : std::optional(ShardMode::kStrideBatches));
   }
   DataLoader& loader = *validation_loader_;
   rewind(loader);
@@ -181,28 +187,20 @@ MetricValues TrialSession::validate(int64_t max_batches) {
     } else {
       const EvaluationReducer reducer = trial_->evaluation_reducer();
       metrics::ValidationAccumulator acc(reducer);
-      int64_t idx = 0;
       // The first max_batches batches of the unsharded order, whichever rank has them.
-      const auto global = [&] { return idx * dist.size() + dist.rank(); };
-      const auto taking = [&] {
-        return fmt::format("validation data loader (validation batch {})", global());
-      };
-      for (auto it = call_trial(taking, [&] { return loader.begin(); }); it != loader.end();
-           call_trial(taking, [&] { ++it; })) {
-        Batch& batch = *it;
-        const int64_t global_idx = global();
-        if (max_batches >= 0 && global_idx >= max_batches) break;
-        Metrics m = call_trial(
-            [&] { return fmt::format("evaluate_batch (validation batch {})", global_idx); },
-            [&] {
-              const util::CrashScope crash_scope("in evaluate_batch", "validation batch",
-                                                 global_idx);
-              const AutocastRegion autocast = context_->autocast(true);
-              return trial_->evaluate_batch(batch, global_idx);
-            });
-        acc.add(m, trial_->get_batch_length(batch), global_idx);
-        ++idx;
-      }
+      for_each_strided_batch(
+          loader, dist, "validation", "validation batch", [&](Batch& batch, int64_t idx) {
+            if (max_batches >= 0 && idx >= max_batches) return false;
+            Metrics m = call_trial(
+                [&] { return fmt::format("evaluate_batch (validation batch {})", idx); },
+                [&] {
+                  const util::CrashScope crash_scope("in evaluate_batch", "validation batch", idx);
+                  const AutocastRegion autocast = context_->autocast(true);
+                  return trial_->evaluate_batch(batch, idx);
+                });
+            acc.add(m, trial_->get_batch_length(batch), idx);
+            return true;
+          });
       values = dist.size() == 1
                    ? acc.result()
                    : metrics::combine_partials(dist.allgather_object(acc.partial()), reducer);

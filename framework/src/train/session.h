@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,10 +34,32 @@ inline auto named(const char* name) {
   return [name] { return name; };
 }
 
-// Makes `loader`, as the trial's method `method` returned it, one the trainer reads: refuses it
-// when it is empty (TrainingError naming the method), and gives it the trial seed when it has no
-// seed of its own.
-void adopt_loader(DataLoader& loader, const char* method, const detail::TrialState& state);
+// Calls `build`, the trial's loader method `method` (such as "build_training_data_loader"), as
+// call_trial does and inside a CrashScope naming it, and makes its loader one the trainer reads:
+// refuses an empty one (TrainingError naming the method) and gives it the trial seed when it has
+// no seed of its own. With `shard`, the loader is also sharded for this rank (state.dist) that
+// way and yields its batches on state.device; without, it is left whole, on the CPU.
+DataLoader build_trial_loader(const char* method, const std::function<DataLoader()>& build,
+                              const detail::TrialState& state,
+                              std::optional<ShardMode> shard = std::nullopt);
+
+// Calls visit(batch, index) on each batch of `loader`, sharded across dist's ranks with
+// ShardMode::kStrideBatches, that this rank holds, in order; `index` is the batch's place in the
+// unsharded order. Stops after a visit that returns false. What the loader throws while taking a
+// batch becomes an error naming "`loader_name` data loader (`unit` INDEX)" (call_trial).
+template <class Visit>
+void for_each_strided_batch(DataLoader& loader, const DistributedContext& dist,
+                            const char* loader_name, const char* unit, Visit&& visit) {
+  int64_t k = 0;
+  const auto index = [&] { return k * dist.size() + dist.rank(); };
+  const auto taking = [&] {
+    return fmt::format("{} data loader ({} {})", loader_name, unit, index());
+  };
+  for (auto it = call_trial(taking, [&] { return loader.begin(); }); it != loader.end();
+       ++k, call_trial(taking, [&] { ++it; })) {
+    if (!visit(*it, index())) return;
+  }
+}
 
 // One trial, constructed: its state, its context, and the checkpointable contents it wrapped.
 class TrialSession {
