@@ -26,11 +26,10 @@ const std::string kWorker = std::string(CRUCIBLE_BIN_DIR) + "/dist_worker";
 const std::string kMarker = "launch-test-" + std::to_string(getpid());
 
 LaunchOptions workers(int64_t slots, const std::string& mode) {
-  LaunchOptions o;
-  o.command = {kWorker, mode, kMarker};
-  o.slots = slots;
-  o.grace = std::chrono::milliseconds(2000);
-  return o;
+  return LaunchOptions()
+      .command({kWorker, mode, kMarker})
+      .slots(slots)
+      .grace(std::chrono::milliseconds(2000));
 }
 
 // The lines of `text` that start with `prefix`, without it.
@@ -165,11 +164,8 @@ TEST_CASE("a hung worker is killed once the others fail", "[launch]") {
 }
 
 TEST_CASE("a worker command that cannot run is reported with its output", "[launch]") {
-  LaunchOptions o;
-  o.command = {"/nonexistent/worker"};
-  o.slots = 2;
   std::ostringstream out, err;
-  const auto result = launch(o, out, err);
+  const auto result = launch(LaunchOptions().command({"/nonexistent/worker"}).slots(2), out, err);
   CHECK(result.exit_code == 127);
   CHECK_THAT(result.failure, Catch::Contains("exited with code 127") &&
                                  Catch::Contains("cannot exec rank") &&

@@ -25,12 +25,12 @@ TEST_CASE("ASHA: the worked example (T 1000, d 4, N 16, standard)", "[search][as
 
 TEST_CASE("ASHA: modes, rung limits and concurrency", "[search][asha]") {
   AshaOptions o;
-  o.mode = AshaMode::kAggressive;
+  o.mode(AshaMode::kAggressive);
   auto b = crucible::search::asha_brackets(o);
   REQUIRE(b.size() == 1);
   CHECK(b[0].trials == 16);
   CHECK(b[0].concurrency == 16);
-  o.mode = AshaMode::kConservative;
+  o.mode(AshaMode::kConservative);
   b = crucible::search::asha_brackets(o);
   REQUIRE(b.size() == 3);
   // Weights 16/3, 2, 1 of 25/3: 10, 3 and 1 trials, the 2 left over to the first.
@@ -38,57 +38,57 @@ TEST_CASE("ASHA: modes, rung limits and concurrency", "[search][asha]") {
   CHECK(b[1].trials == 3);
   CHECK(b[2].trials == 1);
   CHECK(b[2].rung_lengths == std::vector<int64_t>{1000});
-  o.max_concurrent_trials = 2;  // raised to the 3 brackets, one each
+  o.max_concurrent_trials(2);  // raised to the 3 brackets, one each
   b = crucible::search::asha_brackets(o);
   CHECK((b[0].concurrency == 1 && b[1].concurrency == 1 && b[2].concurrency == 1));
-  o.max_concurrent_trials = 0;  // no limit: max(trials of the last bracket, d)
+  o.max_concurrent_trials(0);  // no limit: max(trials of the last bracket, d)
   b = crucible::search::asha_brackets(o);
   CHECK(b[0].concurrency == 4);
-  o.max_trials = 1000;
-  o.max_time = 100000;
-  o.max_rungs = 3;
+  o.max_trials(1000);
+  o.max_time(100000);
+  o.max_rungs(3);
   CHECK(crucible::search::asha_rungs(o) == 3);
-  o.bracket_rungs = 2;
+  o.bracket_rungs(2);
   CHECK(crucible::search::asha_rungs(o) == 2);
-  o.max_time = 3;  // rung lengths never drop below 1
-  o.bracket_rungs = 3;
+  o.max_time(3);  // rung lengths never drop below 1
+  o.bracket_rungs(3);
   CHECK(crucible::search::asha_brackets(o)[0].rung_lengths == std::vector<int64_t>{1, 1, 3});
   // bracket_rungs far past log_d(max_time), with a divisor whose powers leave int64 and double
   // behind: lengths of 1 below the top, the trials all in the one aggressive bracket.
-  o.mode = AshaMode::kAggressive;
-  o.bracket_rungs = 64;
-  o.divisor = int64_t{1} << 40;
-  o.max_trials = 4;
+  o.mode(AshaMode::kAggressive);
+  o.bracket_rungs(64);
+  o.divisor(int64_t{1} << 40);
+  o.max_trials(4);
   b = crucible::search::asha_brackets(o);
   REQUIRE(b.size() == 1);
   CHECK(b[0].trials == 4);
   CHECK(b[0].rung_lengths.size() == 64);
   CHECK(b[0].rung_lengths.front() == 1);
   CHECK(b[0].rung_lengths.back() == 3);
-  o.bracket_rungs = 65;
+  o.bracket_rungs(65);
   CHECK_THROWS_WITH(crucible::search::asha_brackets(o),
                     Catch::Contains("searcher.bracket_rungs: 65 rungs; at most 64"));
   // Conservative: a bracket per rung count, each needing a trial.
-  o.mode = AshaMode::kConservative;
-  o.divisor = 4;
-  o.bracket_rungs = 5;
+  o.mode(AshaMode::kConservative);
+  o.divisor(4);
+  o.bracket_rungs(5);
   CHECK_THROWS_WITH(crucible::search::asha_brackets(o),
                     Catch::Contains("5 rungs make 5 brackets in this mode, more than max_trials "
                                     "(4)"));
-  o.max_trials = 5;
+  o.max_trials(5);
   CHECK(crucible::search::asha_brackets(o).size() == 5);
   // Enough brackets, but the other brackets' shares (at least one trial each) take every trial:
   // 3, 2, 1 and twelve of 1 out of 16 leave the 16-rung bracket none.
-  o.divisor = 2;
-  o.max_trials = 16;
-  o.bracket_rungs = 16;
+  o.divisor(2);
+  o.max_trials(16);
+  o.bracket_rungs(16);
   CHECK_THROWS_WITH(crucible::search::asha_brackets(o),
                     Catch::Contains("16 rungs make 16 brackets whose shares of max_trials (16) "
                                     "add up to 18, leaving the 16-rung bracket no trial"));
-  o.max_trials = 19;  // 4, 2, 1 and twelve of 1 take all 19
+  o.max_trials(19);  // 4, 2, 1 and twelve of 1 take all 19
   CHECK_THROWS_WITH(crucible::search::asha_brackets(o),
                     Catch::Contains("add up to 19, leaving the 16-rung bracket no trial"));
-  o.max_trials = 20;  // 9, 4, 2, 1, and twelve of 1: one left for the first
+  o.max_trials(20);  // 9, 4, 2, 1, and twelve of 1: one left for the first
   b = crucible::search::asha_brackets(o);
   int64_t trials = 0;
   for (const auto& bracket : b) trials += bracket.trials;

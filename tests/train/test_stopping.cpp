@@ -6,6 +6,7 @@
 #include <crucible/crucible.h>
 
 #include "checkpoint/checkpoint.h"
+#include "context_fixture.h"
 #include "fit_helpers.h"
 
 using namespace crucible::testing;
@@ -195,4 +196,54 @@ TEST_CASE("a trial callback named early_stopping clashes with the experiment fil
   CHECK_THAT(error_of([&] { fit_recording<CallbackTrial>(config, tmp / "run"); }),
              Catch::Contains("the name 'early_stopping' belongs to the experiment file's "
                              "early_stopping callback"));
+}
+
+TEST_CASE(
+    "EarlyStopping as a trial builds it: direction, min_delta, patience, its state, and its "
+    "refusals",
+    "[train][early_stopping]") {
+  using crucible::EarlyStopping;
+  using crucible::EarlyStoppingOptions;
+  ContextFixture f(R"(name: e
+entrypoint: l:T
+hyperparameters: {global_batch_size: 4}
+max_length: {batches: 1}
+)");
+  // Larger is better; an improvement must beat the best by more than 0.1; two validations in a
+  // row without one stop.
+  EarlyStopping stop(
+      f.ctx, EarlyStoppingOptions("accuracy").smaller_is_better(false).patience(2).min_delta(0.1));
+  stop.on_validation_end({{"validation_accuracy", 0.5}});
+  CHECK(stop.best() == 0.5);
+  stop.on_validation_end({{"validation_accuracy", 0.55}});  // not by more than 0.1
+  CHECK(stop.best() == 0.5);
+  CHECK(stop.validations_without_improvement() == 1);
+  CHECK_FALSE(f.ctx.stop_requested());
+  stop.on_validation_end({{"validation_accuracy", 0.7}});  // an improvement resets the count
+  CHECK(stop.best() == 0.7);
+  CHECK(stop.validations_without_improvement() == 0);
+  torch::serialize::OutputArchive saved;
+  stop.save_state(saved);
+  stop.on_validation_end({{"validation_accuracy", 0.2}});
+  CHECK_FALSE(f.ctx.stop_requested());
+  stop.on_validation_end({{"validation_accuracy", 0.75}});
+  CHECK(f.ctx.stop_requested());
+
+  // Its state, saved after the third validation, restores the best and the count.
+  std::ostringstream bytes;
+  saved.save_to(bytes);
+  std::istringstream in(bytes.str());
+  torch::serialize::InputArchive archive;
+  archive.load_from(in);
+  EarlyStopping restored(f.ctx, EarlyStoppingOptions("validation_accuracy"));
+  restored.load_state(archive);
+  CHECK(restored.best() == 0.7);
+  CHECK(restored.validations_without_improvement() == 0);
+
+  CHECK_THAT(error_of([&] { EarlyStopping(f.ctx, EarlyStoppingOptions("")); }),
+             Catch::Contains("EarlyStopping: the metric name is empty"));
+  CHECK_THAT(error_of([&] { EarlyStopping(f.ctx, EarlyStoppingOptions("loss").patience(-1)); }),
+             Catch::Contains("patience and min_delta must not be negative, got -1 and 0"));
+  CHECK_THAT(error_of([&] { EarlyStopping(f.ctx, EarlyStoppingOptions("loss").min_delta(-0.5)); }),
+             Catch::Contains("patience and min_delta must not be negative, got 0 and -0.5"));
 }

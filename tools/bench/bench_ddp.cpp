@@ -168,10 +168,10 @@ void data_parallel_mlp(const Settings& o) {
 
 // (b): the gradient sync's all-reduce against a bare one, in launched workers.
 void gradient_allreduce(const Settings& o) {
-  crucible::launch::LaunchOptions options;
-  options.command = {crucible::util::read_symlink("/proc/self/exe"), "--allreduce-worker", o.sizes,
-                     std::to_string(o.repeats)};
-  options.slots = kRanks;
+  const auto options = crucible::launch::LaunchOptions()
+                           .command({crucible::util::read_symlink("/proc/self/exe"),
+                                     "--allreduce-worker", o.sizes, std::to_string(o.repeats)})
+                           .slots(kRanks);
   std::ostringstream out, err;
   const auto result = crucible::launch::launch(options, out, err);
   if (result.exit_code != 0) throw std::runtime_error(result.failure + "\n" + err.str());

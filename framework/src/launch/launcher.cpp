@@ -68,26 +68,26 @@ class Supervisor {
       : options_(options), out_(out), err_(err) {}
 
   LaunchResult run(int port) {
-    const int64_t world = options_.slots * options_.nnodes;
-    workers_.resize(static_cast<size_t>(options_.slots));
-    for (int64_t i = 0; i < options_.slots; ++i) {
+    const int64_t world = options_.slots() * options_.nnodes();
+    workers_.resize(static_cast<size_t>(options_.slots()));
+    for (int64_t i = 0; i < options_.slots(); ++i) {
       Worker& w = workers_[static_cast<size_t>(i)];
-      w.rank = options_.node_rank * options_.slots + i;
+      w.rank = options_.node_rank() * options_.slots() + i;
       std::map<std::string, std::string> vars = {
           {"RANK", std::to_string(w.rank)},
           {"WORLD_SIZE", std::to_string(world)},
           {"LOCAL_RANK", std::to_string(i)},
-          {"LOCAL_WORLD_SIZE", std::to_string(options_.slots)},
-          {"GROUP_RANK", std::to_string(options_.node_rank)},
-          {"GROUP_WORLD_SIZE", std::to_string(options_.nnodes)},
-          {"MASTER_ADDR", options_.master_addr},
+          {"LOCAL_WORLD_SIZE", std::to_string(options_.slots())},
+          {"GROUP_RANK", std::to_string(options_.node_rank())},
+          {"GROUP_WORLD_SIZE", std::to_string(options_.nnodes())},
+          {"MASTER_ADDR", options_.master_addr()},
           {"MASTER_PORT", std::to_string(port)},
           {"CRUCIBLE_STORE_HOSTED", "1"}};
       if (!std::getenv("OMP_NUM_THREADS")) {
         const auto cores = static_cast<int64_t>(util::allowed_cpus().size());
-        vars["OMP_NUM_THREADS"] = std::to_string(std::max<int64_t>(1, cores / options_.slots));
+        vars["OMP_NUM_THREADS"] = std::to_string(std::max<int64_t>(1, cores / options_.slots()));
       }
-      spawn_worker(w, options_.command, environment_with(vars));
+      spawn_worker(w, options_.command(), environment_with(vars));
     }
     while (!all_finished()) {
       if (const int sig = SignalCatcher::take()) {
@@ -100,7 +100,7 @@ class Supervisor {
       if (term_at_ && Clock::now() >= *term_at_) {
         signal_running(SIGTERM);
         term_at_.reset();
-        kill_at_ = Clock::now() + options_.grace;
+        kill_at_ = Clock::now() + options_.grace();
       }
       if (kill_at_ && Clock::now() >= *kill_at_) {
         signal_running(SIGKILL);
@@ -204,14 +204,14 @@ class Supervisor {
     if (!closed_[stream]) {
       to.clear();  // a write error other than a closed reader loses its line only
       errno = 0;
-      if (stream == 1 || !(options_.plain_rank0_stdout && w.rank == 0)) {
+      if (stream == 1 || !(options_.plain_rank0_stdout() && w.rank == 0)) {
         to << "[rank " << w.rank << "] ";
       }
       to << line << std::endl;
       if (!to && errno == EPIPE) console_closed(stream);
     }
     w.tail.push_back(line);
-    while (w.tail.size() > options_.tail_lines) w.tail.pop_front();
+    while (w.tail.size() > options_.tail_lines()) w.tail.pop_front();
   }
 
   // Reaps exited workers. After the first failure the others get a moment to fail on their
@@ -362,15 +362,16 @@ c10::intrusive_ptr<c10d::TCPStore> serve_store(const std::string& host, int port
 }
 
 LaunchResult launch(const LaunchOptions& options, std::ostream& out, std::ostream& err) {
-  TORCH_INTERNAL_ASSERT(!options.command.empty() && options.slots >= 1 && options.nnodes >= 1);
-  if (options.nnodes > 1 && options.master_port == 0) {
+  TORCH_INTERNAL_ASSERT(!options.command().empty() && options.slots() >= 1 &&
+                        options.nnodes() >= 1);
+  if (options.nnodes() > 1 && options.master_port() == 0) {
     throw UsageError("a run over several nodes needs --master-port (and --master-addr)");
   }
   util::survive_broken_pipes();
   c10::intrusive_ptr<c10d::TCPStore> store;
-  int port = options.master_port;
-  if (options.node_rank == 0) {
-    store = serve_store(options.master_addr, options.master_port);
+  int port = options.master_port();
+  if (options.node_rank() == 0) {
+    store = serve_store(options.master_addr(), options.master_port());
     port = store->getPort();
   }
   SignalCatcher forwarding;

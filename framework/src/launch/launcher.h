@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <torch/arg.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 namespace crucible::launch {
@@ -18,20 +19,20 @@ struct LaunchOptions {
   // (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR,
   // MASTER_PORT) and CRUCIBLE_STORE_HOSTED=1; and, unless this process's environment sets it,
   // OMP_NUM_THREADS = max(1, cores / slots), so that the workers' threads share the cores.
-  std::vector<std::string> command;
-  int64_t slots = 1;      // workers on this node
-  int64_t nnodes = 1;     // nodes of the run, each with its own launcher
-  int64_t node_rank = 0;  // this node; node 0's launcher serves the rendezvous store
-  std::string master_addr = "127.0.0.1";
-  int master_port = 0;  // 0: node 0 picks a free one (only with nnodes 1)
+  TORCH_ARG(std::vector<std::string>, command);
+  TORCH_ARG(int64_t, slots) = 1;      // workers on this node
+  TORCH_ARG(int64_t, nnodes) = 1;     // nodes of the run, each with its own launcher
+  TORCH_ARG(int64_t, node_rank) = 0;  // this node; node 0's launcher serves the rendezvous store
+  TORCH_ARG(std::string, master_addr) = "127.0.0.1";
+  TORCH_ARG(int, master_port) = 0;  // 0: node 0 picks a free one (only with nnodes 1)
   // After the first failure, how long the other workers get between SIGTERM and SIGKILL.
-  std::chrono::milliseconds grace{10000};
+  TORCH_ARG(std::chrono::milliseconds, grace) = std::chrono::milliseconds(10000);
   // true: rank 0's stdout lines pass through without the "[rank R] " prefix (its stderr and the
   // other ranks' output keep it), for a result that rank 0 alone prints and that must stay
   // parseable.
-  bool plain_rank0_stdout = false;
+  TORCH_ARG(bool, plain_rank0_stdout) = false;
   // Lines of each worker's output kept for the failure report.
-  size_t tail_lines = 20;
+  TORCH_ARG(size_t, tail_lines) = 20;
 };
 
 struct LaunchResult {

@@ -50,11 +50,12 @@ EvaluationResult evaluate(
   train::for_evaluation(config, slots);  // refuses a slot count that splits no batch
   if (!launcher && slots > 1) {
     dist::use_nccl(config.resources.distributed_backend, dist::rank_device(0), slots);
-    launch::LaunchOptions launch_options;
-    launch_options.command =
-        options.worker_command().empty() ? run::own_command_line() : options.worker_command();
-    launch_options.slots = slots;
-    launch_options.plain_rank0_stdout = true;
+    const auto launch_options =
+        launch::LaunchOptions()
+            .command(options.worker_command().empty() ? run::own_command_line()
+                                                      : options.worker_command())
+            .slots(slots)
+            .plain_rank0_stdout(true);
     const launch::LaunchResult launched = launch::launch(launch_options, std::cout, std::cerr);
     EvaluationResult result;
     result.exit_code = launched.exit_code;

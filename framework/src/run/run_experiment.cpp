@@ -31,18 +31,19 @@ ExperimentResult launch_workers(const ExperimentOptions& o, int64_t slots) {
         "the same number of slots",
         slots, o.nnodes()));
   }
-  launch::LaunchOptions options;
-  options.command = o.worker_command().empty() ? run::own_command_line() : o.worker_command();
-  options.slots = slots / o.nnodes();
-  options.nnodes = o.nnodes();
-  options.node_rank = o.node_rank();
   if (o.nnodes() > 1 && o.master_addr().empty()) {
     throw UsageError(
         "a run over several nodes needs --master-addr: node 0's address, which every node "
         "reaches (on node 0 too: its workers give it to the other nodes' workers)");
   }
-  options.master_addr = o.master_addr().empty() ? "127.0.0.1" : o.master_addr();
-  options.master_port = o.master_port();
+  const auto options =
+      launch::LaunchOptions()
+          .command(o.worker_command().empty() ? run::own_command_line() : o.worker_command())
+          .slots(slots / o.nnodes())
+          .nnodes(o.nnodes())
+          .node_rank(o.node_rank())
+          .master_addr(o.master_addr().empty() ? "127.0.0.1" : o.master_addr())
+          .master_port(o.master_port());
   const launch::LaunchResult launched = launch::launch(options, std::cout, std::cerr);
   ExperimentResult result;
   result.exit_code = launched.exit_code;
@@ -81,13 +82,12 @@ ExperimentResult run_search(const ExperimentOptions& o, const ExperimentConfig& 
         "value for each searched hyperparameter (--set hyperparameters.NAME=VALUE)");
   }
   if (!fit.warm_start().empty()) throw UsageError("--warm-start starts a run, not a search");
-  search::SearchOptions options;
-  options.output_dir = fit.output_dir();
-  options.resume_dir = fit.resume_dir();
-  options.trainer = trainer_program(o);
-  options.console = fit.console();
   ExperimentResult result;
-  result.search = search::run_search(config, options);
+  result.search = search::run_search(config, search::SearchOptions()
+                                                 .output_dir(fit.output_dir())
+                                                 .resume_dir(fit.resume_dir())
+                                                 .trainer(trainer_program(o))
+                                                 .console(fit.console()));
   result.exit_code = result.search->interrupted  ? kExitStopped
                      : result.search->best_trial ? kExitOk
                                                  : kExitTrainingFailed;

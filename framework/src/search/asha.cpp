@@ -25,17 +25,17 @@ int64_t power(int64_t base, int64_t exponent) {
 }  // namespace
 
 int64_t asha_rungs(const AshaOptions& o) {
-  if (o.bracket_rungs) return *o.bracket_rungs;
-  const double ln_d = std::log(static_cast<double>(o.divisor));
+  if (o.bracket_rungs()) return *o.bracket_rungs();
+  const double ln_d = std::log(static_cast<double>(o.divisor()));
   const auto by_time =
-      static_cast<int64_t>(std::floor(std::log(static_cast<double>(o.max_time)) / ln_d)) + 1;
+      static_cast<int64_t>(std::floor(std::log(static_cast<double>(o.max_time())) / ln_d)) + 1;
   const auto by_trials =
-      static_cast<int64_t>(std::floor(std::log(static_cast<double>(o.max_trials)) / ln_d)) + 1;
-  return std::min({o.max_rungs, by_time, by_trials});
+      static_cast<int64_t>(std::floor(std::log(static_cast<double>(o.max_trials())) / ln_d)) + 1;
+  return std::min({o.max_rungs(), by_time, by_trials});
 }
 
 std::vector<AshaBracket> asha_brackets(const AshaOptions& o) {
-  if (o.divisor < 2 || o.max_trials < 1 || o.max_time < 1 || o.max_rungs < 1) {
+  if (o.divisor() < 2 || o.max_trials() < 1 || o.max_time() < 1 || o.max_rungs() < 1) {
     throw Error("adaptive ASHA needs divisor >= 2 and positive max_trials, max_time, max_rungs");
   }
   const int64_t r = asha_rungs(o);
@@ -44,27 +44,27 @@ std::vector<AshaBracket> asha_brackets(const AshaOptions& o) {
     throw ConfigError(fmt::format("searcher.bracket_rungs: {} rungs; at most {}", r, kMostRungs));
   }
   std::vector<int64_t> counts;
-  const int64_t lowest = o.mode == AshaMode::kAggressive ? r
-                         : o.mode == AshaMode::kStandard ? (r - 1) / 2 + 1
-                                                         : 1;
+  const int64_t lowest = o.mode() == AshaMode::kAggressive ? r
+                         : o.mode() == AshaMode::kStandard ? (r - 1) / 2 + 1
+                                                           : 1;
   for (int64_t rungs = r; rungs >= lowest; --rungs) counts.push_back(rungs);
-  if (static_cast<int64_t>(counts.size()) > o.max_trials) {
+  if (static_cast<int64_t>(counts.size()) > o.max_trials()) {
     throw ConfigError(fmt::format(
         "searcher.bracket_rungs: {} rungs make {} brackets in this mode, more than max_trials "
         "({}); each bracket needs a trial: give fewer rungs, more trials or mode aggressive",
-        r, counts.size(), o.max_trials));
+        r, counts.size(), o.max_trials()));
   }
 
   std::vector<double> weights;
   double total = 0;
   for (const int64_t rungs : counts) {
-    weights.push_back(std::pow(static_cast<double>(o.divisor), static_cast<double>(rungs - 1)) /
+    weights.push_back(std::pow(static_cast<double>(o.divisor()), static_cast<double>(rungs - 1)) /
                       static_cast<double>(rungs));
     total += weights.back();
   }
   if (!std::isfinite(total)) {
     // d^(r-1) past a double's range: the same shares, from logarithms relative to the largest.
-    const double ln_d = std::log(static_cast<double>(o.divisor));
+    const double ln_d = std::log(static_cast<double>(o.divisor()));
     total = 0;
     for (size_t i = 0; i < counts.size(); ++i) {
       const auto rungs = static_cast<double>(counts[i]);
@@ -78,29 +78,29 @@ std::vector<AshaBracket> asha_brackets(const AshaOptions& o) {
   for (size_t i = 0; i < counts.size(); ++i) {
     out[i].rungs = counts[i];
     out[i].trials = std::max<int64_t>(
-        static_cast<int64_t>(weights[i] / total * static_cast<double>(o.max_trials)), 1);
+        static_cast<int64_t>(weights[i] / total * static_cast<double>(o.max_trials())), 1);
     assigned += out[i].trials;
     for (int64_t rung = 0; rung < counts[i]; ++rung) {
       out[i].rung_lengths.push_back(
-          std::max<int64_t>(o.max_time / power(o.divisor, counts[i] - rung - 1), 1));
+          std::max<int64_t>(o.max_time() / power(o.divisor(), counts[i] - rung - 1), 1));
     }
   }
   // Every bracket but the first gets at least one trial; the first gets what they leave.
   const int64_t others = assigned - out.front().trials;
-  if (o.max_trials - others < 1) {
+  if (o.max_trials() - others < 1) {
     throw ConfigError(fmt::format(
         "searcher.bracket_rungs: {} rungs make {} brackets whose shares of max_trials ({}) add "
         "up to {}, leaving the {}-rung bracket no trial; give fewer rungs, more trials or mode "
         "aggressive",
-        r, counts.size(), o.max_trials, others, counts.front()));
+        r, counts.size(), o.max_trials(), others, counts.front()));
   }
-  out.front().trials = o.max_trials - others;
+  out.front().trials = o.max_trials() - others;
 
   const auto n = static_cast<int64_t>(out.size());
-  if (o.max_concurrent_trials == 0) {
-    for (auto& b : out) b.concurrency = std::max(out.back().trials, o.divisor);
+  if (o.max_concurrent_trials() == 0) {
+    for (auto& b : out) b.concurrency = std::max(out.back().trials, o.divisor());
   } else {
-    const int64_t c = std::max(o.max_concurrent_trials, n);
+    const int64_t c = std::max(o.max_concurrent_trials(), n);
     for (int64_t i = 0; i < n; ++i) out[i].concurrency = c / n + (i < c % n ? 1 : 0);
   }
   return out;

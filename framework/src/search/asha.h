@@ -8,18 +8,20 @@
 #include <optional>
 #include <vector>
 
+#include <torch/arg.h>
+
 #include <crucible/config.h>
 
 namespace crucible::search {
 
 struct AshaOptions {
-  int64_t max_trials = 16;  // N
-  int64_t max_time = 1000;  // T, in the time metric's units
-  int64_t divisor = 4;      // d
-  int64_t max_rungs = 5;
-  int64_t max_concurrent_trials = 16;  // C; 0 = no limit
-  AshaMode mode = AshaMode::kStandard;
-  std::optional<int64_t> bracket_rungs;  // overrides the computed rung count
+  TORCH_ARG(int64_t, max_trials) = 16;  // N
+  TORCH_ARG(int64_t, max_time) = 1000;  // T, in the time metric's units
+  TORCH_ARG(int64_t, divisor) = 4;      // d
+  TORCH_ARG(int64_t, max_rungs) = 5;
+  TORCH_ARG(int64_t, max_concurrent_trials) = 16;  // C; 0 = no limit
+  TORCH_ARG(AshaMode, mode) = AshaMode::kStandard;
+  TORCH_ARG(std::optional<int64_t>, bracket_rungs);  // overrides the computed rung count
 };
 
 struct AshaBracket {

@@ -178,24 +178,24 @@ class Runner {
     slots_ = slurm_tasks_ ? slurm_slots(env, *slurm_tasks_, config_.resources.slots_per_trial)
                           : local_slots(cpus, gpus, config_.resources.slots_per_trial);
     // A requeued job reruns its command: an --output holding this experiment continues it.
-    if (options_.resume_dir.empty() && !options_.output_dir.empty()) {
-      train::check_output_dir(options_.output_dir);
+    if (options_.resume_dir().empty() && !options_.output_dir().empty()) {
+      train::check_output_dir(options_.output_dir());
     }
     const bool rerun =
-        options_.resume_dir.empty() && train::holds_run_of(config_, options_.output_dir);
-    const bool resuming = rerun || !options_.resume_dir.empty();
+        options_.resume_dir().empty() && train::holds_run_of(config_, options_.output_dir());
+    const bool resuming = rerun || !options_.resume_dir().empty();
     if (resuming) {
-      dir_ = rerun ? options_.output_dir : options_.resume_dir;
+      dir_ = rerun ? options_.output_dir() : options_.resume_dir();
       lock_ = train::lock_run_dir(dir_, [&](const std::string& w) { logger_.warn(w); });
     } else {
-      dir_ = options_.output_dir.empty()
+      dir_ = options_.output_dir().empty()
                  ? util::join(config::runs_dir(config_), train::new_run_id())
-                 : options_.output_dir;
+                 : options_.output_dir();
       lock_ = train::lock_run_dir(dir_, [&](const std::string& w) { logger_.warn(w); });
       util::create_directories(util::join(dir_, "trials"));
       util::replace_atomically(util::join(dir_, "config.yaml"), to_yaml(config_));
     }
-    logger_.open(util::join(dir_, "experiment.log"), options_.console);
+    logger_.open(util::join(dir_, "experiment.log"), options_.console());
     log_.emplace(util::join(dir_, "experiment.jsonl"));
     busy_.assign(slots_.size(), false);
     if (resuming) {
@@ -256,8 +256,8 @@ class Runner {
   void start(const Segment& s, size_t slot) {
     const TrialFiles files(dir_, s.trial);
     const Length length{scheduler_.unit(), s.length};
-    std::vector<std::string> command =
-        segment_command(options_.trainer, files, config_, scheduler_.trials().at(s.trial), length);
+    std::vector<std::string> command = segment_command(options_.trainer(), files, config_,
+                                                       scheduler_.trials().at(s.trial), length);
     const Slot& where = slots_[slot];
     std::map<std::string, std::string> env = {{"OMP_NUM_THREADS", std::to_string(where.threads)}};
     if (!where.cuda_devices.empty()) env["CUDA_VISIBLE_DEVICES"] = where.cuda_devices;

@@ -5,16 +5,20 @@
 
 #include <string>
 
+#include <torch/arg.h>
+
 #include <crucible/config.h>
 #include <crucible/experiment.h>
 
 namespace crucible::search {
 
 struct SearchOptions {
-  std::string output_dir;  // the experiment directory to create; "" = <host_path>/<name>/<id>
-  std::string resume_dir;  // an experiment directory to continue instead
-  std::string trainer;     // the trainer program each trial process runs
-  bool console = true;     // print the experiment's log lines and its table on stdout too
+  // The experiment directory to create; "": <host_path>/<name>/<id>.
+  TORCH_ARG(std::string, output_dir);
+  TORCH_ARG(std::string, resume_dir);  // an experiment directory to continue instead
+  TORCH_ARG(std::string, trainer);     // the trainer program each trial process runs
+  // Print the experiment's log lines and its table on stdout too.
+  TORCH_ARG(bool, console) = true;
 };
 
 // Runs the search that config.searcher names (grid, random or adaptive_asha) with the trial

@@ -120,18 +120,14 @@ Scheduler::Scheduler(const ExperimentConfig& config)
     brackets_.push_back(std::move(b));
     return;
   }
-  AshaOptions o;
-  o.max_trials = s.max_trials;
-  o.divisor = s.divisor;
-  o.max_rungs = s.max_rungs;
-  o.max_concurrent_trials = s.max_concurrent_trials;
-  o.mode = s.mode;
-  if (s.bracket_rungs > 0) o.bracket_rungs = s.bracket_rungs;
-  if (s.max_time > 0) {
-    o.max_time = s.max_time;
-  } else {
-    o.max_time = asha_length(config).value;
-  }
+  auto o = AshaOptions()
+               .max_trials(s.max_trials)
+               .divisor(s.divisor)
+               .max_rungs(s.max_rungs)
+               .max_concurrent_trials(s.max_concurrent_trials)
+               .mode(s.mode)
+               .max_time(s.max_time > 0 ? s.max_time : asha_length(config).value);
+  if (s.bracket_rungs > 0) o.bracket_rungs(s.bracket_rungs);
   std::vector<AshaBracket> planned;
   try {
     planned = asha_brackets(o);

@@ -8,35 +8,31 @@
 
 namespace crucible {
 
-EarlyStopping::EarlyStopping(TrialContext& ctx, std::string metric, bool smaller_is_better,
-                             int64_t patience, double min_delta)
-    : ctx_(ctx),
-      metric_(std::move(metric)),
-      smaller_is_better_(smaller_is_better),
-      patience_(patience),
-      min_delta_(min_delta) {
-  if (metric_.empty()) throw Error("EarlyStopping: the metric name is empty");
-  if (patience_ < 0 || !(min_delta_ >= 0)) {
+EarlyStopping::EarlyStopping(TrialContext& ctx, EarlyStoppingOptions options)
+    : ctx_(ctx), options_(std::move(options)) {
+  if (options_.metric().empty()) throw Error("EarlyStopping: the metric name is empty");
+  if (options_.patience() < 0 || !(options_.min_delta() >= 0)) {
     throw Error(
         fmt::format("EarlyStopping: patience and min_delta must not be negative, got {} and {}",
-                    patience_, min_delta_));
+                    options_.patience(), options_.min_delta()));
   }
 }
 
 void EarlyStopping::on_validation_end(const MetricValues& metrics) {
-  const double value = validation_metric(metrics, metric_, "early stopping");
+  const double value = validation_metric(metrics, options_.metric(), "early stopping");
+  const double delta = options_.min_delta();
   const bool improved =
-      !best_ || (smaller_is_better_ ? value < *best_ - min_delta_ : value > *best_ + min_delta_);
+      !best_ || (options_.smaller_is_better() ? value < *best_ - delta : value > *best_ + delta);
   if (improved) {
     best_ = value;
     bad_validations_ = 0;
     return;
   }
   ++bad_validations_;
-  if (bad_validations_ >= patience_) {
+  if (bad_validations_ >= options_.patience()) {
     ctx_.set_stop_requested(fmt::format(
         "early stopping: {} did not improve on its best {} by more than {} in {} validation(s)",
-        metric_, *best_, min_delta_, bad_validations_));
+        options_.metric(), *best_, delta, bad_validations_));
   }
 }
 

@@ -112,8 +112,11 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
       call_trial(named("build_callbacks"), [&] { return trial_->build_callbacks(); });
   const EarlyStoppingConfig& stop = config_.early_stopping;
   if (!stop.metric.empty()) {
-    auto early = std::make_shared<EarlyStopping>(*context_, stop.metric, stop.smaller_is_better,
-                                                 stop.patience, stop.min_delta);
+    auto early =
+        std::make_shared<EarlyStopping>(*context_, EarlyStoppingOptions(stop.metric)
+                                                       .smaller_is_better(stop.smaller_is_better)
+                                                       .patience(stop.patience)
+                                                       .min_delta(stop.min_delta));
     if (!contents_.callbacks.emplace("early_stopping", early).second) {
       throw TrainingError(
           "build_callbacks: the name 'early_stopping' belongs to the experiment file's "
