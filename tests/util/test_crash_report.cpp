@@ -28,7 +28,7 @@ constexpr int kBadAccessExit = SIGSEGV;
 
 // A crash a test asks for, and what its report must say.
 struct Crash {
-  std::string spec;   // CRUCIBLE_TEST_CRASH (tests/support/test_trials.h)
+  std::string spec;   // CRUCIBLE_TEST_CRASH (tests/support/trial_pieces.h)
   int reported;       // the signal the report names
   int exit_signal;    // the signal the process dies of
   std::string place;  // a regular expression
