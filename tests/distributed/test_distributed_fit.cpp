@@ -795,6 +795,10 @@ TEST_CASE("a rendezvous port another process holds is named, with how to give an
                  fmt::format("error: cannot serve a rendezvous store on 127.0.0.1:{}: ", port)) &&
                  Catch::Contains("; if another process holds the port, give the run a free one "
                                  "(trainer fit --master-port)\n"));
+  // Said once, in Crucible's words, before c10d logs its own lines about the port.
+  const std::string taken =
+      fmt::format("port {} is taken: another socket listens on it (Address already in use)", port);
+  CHECK_THAT(launched.output, Catch::Contains(taken) && !Catch::Contains("[c10d]"));
   // Rank 0 of an outside launcher's run serves the store itself.
   const auto outside = run_command(
       fmt::format("RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={} {} fit {} --output {}",
@@ -805,4 +809,5 @@ TEST_CASE("a rendezvous port another process holds is named, with how to give an
                  fmt::format("rank 0: rendezvous at 127.0.0.1:{} (torchrun) failed: ", port)) &&
                  Catch::Contains("; this rank serves the store: if another process holds the port, "
                                  "give the run a free one (MASTER_PORT)\n"));
+  CHECK_THAT(outside.output, Catch::Contains(taken) && !Catch::Contains("[c10d]"));
 }

@@ -14,6 +14,7 @@
 #include "distributed/backend_choice.h"
 #include "distributed/gpu_name.h"
 #include "distributed/roll_call.h"
+#include "distributed/store_port.h"
 #include "util/broken_pipes.h"
 #include "util/error_text.h"
 
@@ -164,6 +165,7 @@ DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeou
   // roll call does, and names the ranks that do not come.
   const bool serves_store = t.rank == 0 && !r.store_hosted;
   try {
+    if (serves_store) check_store_port(r.master_port);
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(r.master_port);
     options.isServer = serves_store;

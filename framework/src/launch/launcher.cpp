@@ -21,6 +21,7 @@
 #include <crucible/errors.h>
 
 #include "distributed/c10d_compat.h"
+#include "distributed/store_port.h"
 #include "launch/process.h"
 #include "util/broken_pipes.h"
 #include "util/cpus.h"
@@ -347,6 +348,7 @@ class Supervisor {
 c10::intrusive_ptr<c10d::TCPStore> serve_store(const std::string& host, int port) {
   util::survive_broken_pipes();
   try {
+    dist::check_store_port(port);
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(port);
     options.isServer = true;

@@ -1,0 +1,60 @@
+#include "distributed/store_port.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include <crucible/errors.h>
+
+namespace crucible::dist {
+
+namespace {
+
+// 0 when a socket of `family` with SO_REUSEADDR binds `port` on the wildcard address and
+// listens (it is closed again), otherwise the errno of the step that failed.
+int try_listen(int family, int port) {
+  const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  const int on = 1, off = 0;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+  int rc;
+  if (family == AF_INET6) {
+    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+    sockaddr_in6 addr{};
+    addr.sin6_family = AF_INET6;
+    addr.sin6_addr = in6addr_any;
+    addr.sin6_port = htons(static_cast<uint16_t>(port));
+    rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  } else {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  }
+  if (rc == 0) rc = ::listen(fd, 1);
+  const int error = rc == 0 ? 0 : errno;
+  ::close(fd);
+  return error;
+}
+
+}  // namespace
+
+void check_store_port(int port) {
+  if (port == 0) return;
+  const int v6 = try_listen(AF_INET6, port);
+  if (v6 == 0) return;
+  const int v4 = try_listen(AF_INET, port);
+  if (v4 == 0) return;
+  if (v6 != EADDRINUSE && v4 != EADDRINUSE) return;
+  throw Error(fmt::format("port {} is taken: another socket listens on it ({})", port,
+                          std::strerror(EADDRINUSE)));
+}
+
+}  // namespace crucible::dist
