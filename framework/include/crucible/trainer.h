@@ -14,6 +14,11 @@
 
 namespace crucible {
 
+// What `trainer fit` does with its flags, for a program of one's own. Errors about an option
+// name it by the `trainer` flag that sets it, since both read the same message: output_dir is
+// --output, resume_dir --resume, test_mode --test-mode, allow_safe_changes --allow-safe-changes,
+// warm_start --warm-start (and, in experiment.h, EvaluationOptions::checkpoint --checkpoint,
+// predictions_file --output, slots --slots).
 struct FitOptions {
   // One training batch, one validation batch, a checkpoint saved and loaded back.
   TORCH_ARG(bool, test_mode) = false;
