@@ -198,17 +198,23 @@ TEST_CASE("a trial callback named early_stopping clashes with the experiment fil
                              "early_stopping callback"));
 }
 
+namespace {
+
+const char* kEarlyStopping = R"(name: e
+entrypoint: l:T
+hyperparameters: {global_batch_size: 4}
+max_length: {batches: 1}
+)";
+
+}  // namespace
+
 TEST_CASE(
     "EarlyStopping as a trial builds it: direction, min_delta, patience, its state, and its "
     "refusals",
     "[train][early_stopping]") {
   using crucible::EarlyStopping;
   using crucible::EarlyStoppingOptions;
-  ContextFixture f(R"(name: e
-entrypoint: l:T
-hyperparameters: {global_batch_size: 4}
-max_length: {batches: 1}
-)");
+  ContextFixture f(kEarlyStopping);
   // Larger is better; an improvement must beat the best by more than 0.1; two validations in a
   // row without one stop.
   EarlyStopping stop(
@@ -228,6 +234,9 @@ max_length: {batches: 1}
   CHECK_FALSE(f.ctx.stop_requested());
   stop.on_validation_end({{"validation_accuracy", 0.75}});
   CHECK(f.ctx.stop_requested());
+  CHECK(f.state.stop_reason ==
+        "early stopping: accuracy did not improve on its best 0.7 by more than 0.1 in 2 "
+        "validation(s)");
 
   // Its state, saved after the third validation, restores the best and the count.
   std::ostringstream bytes;
@@ -239,6 +248,16 @@ max_length: {batches: 1}
   restored.load_state(archive);
   CHECK(restored.best() == 0.7);
   CHECK(restored.validations_without_improvement() == 0);
+
+  // The defaults: smaller is better, and patience 0 stops at the first validation without an
+  // improvement.
+  ContextFixture g(kEarlyStopping);
+  EarlyStopping first(g.ctx, EarlyStoppingOptions("loss"));
+  first.on_validation_end({{"validation_loss", 1.0}});
+  first.on_validation_end({{"validation_loss", 0.5}});
+  CHECK_FALSE(g.ctx.stop_requested());
+  first.on_validation_end({{"validation_loss", 0.5}});
+  CHECK(g.ctx.stop_requested());
 
   CHECK_THAT(error_of([&] { EarlyStopping(f.ctx, EarlyStoppingOptions("")); }),
              Catch::Contains("EarlyStopping: the metric name is empty"));

@@ -12,6 +12,7 @@
 #include "catch.h"
 
 #include "files.h"
+#include "text.h"
 #include "util/broken_pipes.h"
 #include "util/logger.h"
 
@@ -77,12 +78,6 @@ int closed_pipe() {
   Pipe p;
   close(p.read);
   return p.write;
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 }  // namespace
@@ -200,9 +195,9 @@ TEST_CASE("another console write error loses the line only, noted once in the fi
   with_fd(STDOUT_FILENO, out.write, [&] { logger.info("back"); });
   CHECK(out.drain() == "back\n");
   const std::string text = read_file(log);
-  CHECK(count(text,
-              "cannot write to standard output: No space left on device; the console may "
-              "lack lines from here on") == 1);
+  CHECK(count_of(text,
+                 "cannot write to standard output: No space left on device; the console may "
+                 "lack lines from here on") == 1);
   CHECK_THAT(text, Catch::Contains("INFO first") && Catch::Contains("INFO second") &&
                        Catch::Contains("INFO back"));
 }

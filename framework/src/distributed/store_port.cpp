@@ -16,8 +16,8 @@ namespace crucible::dist {
 
 namespace {
 
-// 0 when a socket of `family` with SO_REUSEADDR binds `port` on the wildcard address and
-// listens (it is closed again), otherwise the errno of the step that failed.
+// 0 when a socket of `family` with SO_REUSEADDR binds `port` on the wildcard address (it is closed
+// again without listening), otherwise the errno of the step that failed.
 int try_listen(int family, int port) {
   const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return errno;
@@ -38,7 +38,6 @@ int try_listen(int family, int port) {
     addr.sin_port = htons(static_cast<uint16_t>(port));
     rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
   }
-  if (rc == 0) rc = ::listen(fd, 1);
   const int error = rc == 0 ? 0 : errno;
   ::close(fd);
   return error;
@@ -53,8 +52,7 @@ void check_store_port(int port) {
   const int v4 = try_listen(AF_INET, port);
   if (v4 == 0) return;
   if (v6 != EADDRINUSE && v4 != EADDRINUSE) return;
-  throw Error(fmt::format("port {} is taken: another socket listens on it ({})", port,
-                          std::strerror(EADDRINUSE)));
+  throw Error(fmt::format("the port is taken ({})", std::strerror(EADDRINUSE)));
 }
 
 }  // namespace crucible::dist
