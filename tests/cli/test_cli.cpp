@@ -166,6 +166,19 @@ TEST_CASE("trainer fit --resume continues a run from its latest checkpoint", "[c
           "--output " + tmp.path() + ": the directory holds other files");
   CHECK(read_file(tmp / "notes.txt") == "mine\n");
   CHECK(!util::exists(tmp / "y"));
+  // A project directory whose experiment file is named config.yaml holds no run: neither
+  // --resume nor --output writes into it.
+  const std::string project = tmp / "project";
+  util::create_directories(project + "/src");
+  write_file(project + "/config.yaml", read_file(kConfigs + "/linear.yaml"));
+  write_file(project + "/README.md", "mine\n");
+  refused("--resume " + project, "--resume " + project +
+                                     ": not a run directory: beside its config.yaml it holds "
+                                     "other files (");
+  refused(project + "/config.yaml --output " + project,
+          "--output " + project + ": the directory holds other files (");
+  CHECK(util::list_directory(project) ==
+        std::vector<std::string>{"README.md", "config.yaml", "src"});
 }
 
 TEST_CASE("a run remembers its trial library, and host_path is relative to the config's directory",

@@ -26,7 +26,9 @@ namespace crucible::testing {
 // indices, -1 = never: throw, sleep forever, report a NaN loss, call ctx.set_stop_requested,
 // send the process SIGTERM, after stop_at's request when both are at one batch), nan_grad_at and
 // nan_grad_from (a NaN loss before backward on that batch, or on every batch from it),
-// inf_grad_at (a finite loss whose weight gradient is NaN on that batch),
+// inf_grad_at (a finite loss whose weight gradient is NaN on that batch), enforce_at (a LibTorch
+// CAFFE_ENFORCE fails there, as an allocation the machine cannot give does: its message carries a
+// native stack of "frame #N" lines),
 // fail_rank (the only rank that fails, hangs or requests a stop; default every rank), and
 // bad_record / bad_validation_record (a training or validation record whose read throws).
 class RecordingTrial : public Trial {
@@ -99,6 +101,7 @@ class RecordingTrial : public Trial {
     if (batch_idx == ctx_.hparam<int64_t>("fail_at", -1) && failing_rank) {
       throw std::runtime_error("injected failure");
     }
+    CAFFE_ENFORCE(batch_idx != ctx_.hparam<int64_t>("enforce_at", -1), "injected enforce failure");
     while (batch_idx == ctx_.hparam<int64_t>("hang_at", -1) && failing_rank) {
       std::this_thread::sleep_for(std::chrono::hours(1));
     }

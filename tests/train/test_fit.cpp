@@ -327,6 +327,16 @@ TEST_CASE("a trial that throws in train_batch fails naming the method and batch"
   const std::string message = error_of([&] { fit_recording(config, tmp / "run"); }, &code);
   CHECK(code == crucible::kExitTrainingFailed);
   CHECK(message == "train_batch (batch 5) threw: injected failure");
+
+  // A failed CAFFE_ENFORCE (LibTorch's allocator reports an allocation it cannot make so) ends
+  // its message with a native stack, without the "Exception raised from" line TORCH_CHECK's have:
+  // the error holds neither.
+  auto enforce = recording_config("max_length: {batches: 20}\n", {"hyperparameters.enforce_at=3"});
+  const std::string enforced = error_of([&] { fit_recording(enforce, tmp / "enforce"); }, &code);
+  CHECK(code == crucible::kExitTrainingFailed);
+  CHECK_THAT(enforced, Catch::StartsWith("train_batch (batch 3) threw: [enforce fail at ") &&
+                           Catch::EndsWith("injected enforce failure"));
+  CHECK_THAT(enforced, !Catch::Contains("frame #") && !Catch::Contains("\n"));
 }
 
 TEST_CASE("a trial overriding both or neither evaluation method is refused", "[train]") {
@@ -431,6 +441,10 @@ TEST_CASE(
       error_of([&] { fit_recording(config, "", crucible::FitOptions().resume_dir(tmp.str())); },
                &code),
       Catch::Contains("not a run directory"));
+  CHECK(code == crucible::kExitBadUsage);
+  CHECK(error_of(
+            [&] { fit_recording(config, "", crucible::FitOptions().resume_dir(tmp / "nowhere")); },
+            &code) == "--resume " + (tmp / "nowhere") + ": no such directory");
   CHECK(code == crucible::kExitBadUsage);
   fit_recording(config, tmp / "run");
   // The same config again (a requeued job): the finished run continues, and trains no batch.

@@ -1,3 +1,4 @@
+#include <limits>
 #include <set>
 
 #include "catch.h"
@@ -24,6 +25,22 @@ TEST_CASE("Schedule: period arithmetic for batches, epochs and records", "[train
   CHECK_FALSE(s.fires({LengthUnit::kBatches, 0}, 10));
   CHECK(s.to_batches({LengthUnit::kEpochs, 3}) == 39);
   CHECK(s.to_batches({LengthUnit::kRecords, 17}) == 3);
+  CHECK(s.to_batches({LengthUnit::kRecords, 16}) == 2);
+
+  // Lengths near the int64 limit: records round up without overflowing; epochs whose batches
+  // do not fit are a config error naming the key.
+  const int64_t most = std::numeric_limits<int64_t>::max();
+  CHECK(s.to_batches({LengthUnit::kRecords, most}) == most / 8 + 1);
+  CHECK(s.to_batches({LengthUnit::kEpochs, most / 13}) == most / 13 * 13);
+  int code = 0;
+  CHECK(error_of(
+            [&] {
+              s.to_batches({LengthUnit::kEpochs, most / 13 + 1});
+            },
+            &code) ==
+        "max_length: 709490156681136601 epochs of 13 batches each are more batches than a run "
+        "can count (9223372036854775807)");
+  CHECK(code == crucible::kExitBadUsage);
 }
 
 TEST_CASE("validations and checkpoints happen exactly when the periods say", "[train]") {

@@ -78,12 +78,15 @@ class InvalidHyperparameters : public Error {
       : Error(message, kExitInvalidHyperparameters) {}
 };
 
-// What `e` says, without the C++ stack trace LibTorch appends to its messages (from
-// "Exception raised from" on) and the blank lines before it.
+// What `e` says, without the native stack trace LibTorch appends to its messages (from
+// "Exception raised from" on, or from a line starting "frame #0:" where a failed CAFFE_ENFORCE
+// lists the frames without that line) and the blank lines before it.
 inline std::string message_without_trace(const std::exception& e) {
   std::string message = e.what();
-  const auto trace = message.find("Exception raised from");
-  if (trace != std::string::npos) message.erase(trace);
+  for (const char* marker : {"Exception raised from", "\nframe #0:"}) {
+    const auto trace = message.find(marker);
+    if (trace != std::string::npos) message.erase(trace);
+  }
   while (!message.empty() && message.back() == '\n') message.pop_back();
   return message;
 }

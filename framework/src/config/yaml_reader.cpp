@@ -213,8 +213,12 @@ void MapReader::fail(const std::string& key, const std::string& message) const {
 }
 
 void MapReader::fail_missing(const std::string& key, const std::string& what) const {
-  source_.fail(child_path(key), node_,
-               "required key '" + key + "' is missing" + (what.empty() ? "" : ": " + what));
+  const std::string more = what.empty() ? "" : ": " + what;
+  const YAML::Node given = node_[key];
+  if (given.IsDefined()) {  // written, as null: named where it is
+    source_.fail(child_path(key), given, "required key '" + key + "' has no value (null)" + more);
+  }
+  source_.fail(child_path(key), node_, "required key '" + key + "' is missing" + more);
 }
 
 std::string MapReader::string(const std::string& key, const std::string& fallback) const {

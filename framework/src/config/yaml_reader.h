@@ -63,7 +63,8 @@ class MapReader {
   YAML::Node node(const std::string& key) const { return node_[key]; }
   std::string child_path(const std::string& key) const;
   [[noreturn]] void fail(const std::string& key, const std::string& message) const;
-  // Fails saying `key` is missing, followed by ": " and `what` when `what` is not empty.
+  // Fails saying `key` is missing (naming the map), or has no value when it is written as null
+  // (naming it), followed by ": " and `what` when `what` is not empty.
   [[noreturn]] void fail_missing(const std::string& key, const std::string& what = "") const;
 
   std::string string(const std::string& key, const std::string& fallback) const;

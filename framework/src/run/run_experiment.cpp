@@ -11,6 +11,7 @@
 #include "run/own_command.h"
 #include "search/runner.h"
 #include "search/scheduler.h"
+#include "train/run_dir.h"
 #include "train/run_start.h"
 #include "train/warm_start.h"
 #include "util/broken_pipes.h"
@@ -162,10 +163,7 @@ ExperimentResult run_experiment(const ExperimentOptions& options) {
         "there is no --resume");
   }
   const std::string path = resume.empty() ? options.config_file() : resume + "/config.yaml";
-  if (!resume.empty() && !util::exists(path)) {
-    throw UsageError(
-        fmt::format("--resume {}: not a run directory (no config.yaml in it)", resume));
-  }
+  if (!resume.empty()) train::open_run_dir(resume);  // refuses a directory without a run
   std::vector<std::string> overrides = options.overrides();
   if (options.slots()) {
     if (!resume.empty()) {

@@ -50,6 +50,29 @@ bool is_layout_file(const std::vector<std::string>& below) {
   return layout_trees().count(below[0]) > 0 || (below[0] == "trials" && below.size() == 2);
 }
 
+// A file of `dir` that neither a run nor an experiment writes ("" when there is none).
+std::string foreign_file(const std::string& dir) {
+  for (const std::string& name : util::list_directory(dir)) {
+    if (!layout_files().count(name) && !layout_trees().count(name) && name != "trials" &&
+        name != "report.html") {
+      return name;
+    }
+  }
+  return "";
+}
+
+// Whether `dir`, which holds a config.yaml, holds a run or an experiment: beside its config.yaml
+// it has something only those write (their log, metrics, checkpoints, trials), or nothing of
+// another's (a run cut short right after writing its config.yaml). A config.yaml among a user's
+// own files, in a project directory, is not a run.
+bool holds_run(const std::string& dir) {
+  for (const std::string& name : util::list_directory(dir)) {
+    if (name == "config.yaml" || name == ".lock") continue;
+    if (layout_files().count(name) || layout_trees().count(name) || name == "trials") return true;
+  }
+  return foreign_file(dir).empty();
+}
+
 }  // namespace
 
 void check_output_dir(const std::string& dir) {
@@ -59,15 +82,13 @@ void check_output_dir(const std::string& dir) {
   }
   // A run or an experiment (holds_run_of decides whether it is this config's) may hold files of
   // the user's beside its own: a job's log, predictions.
-  if (util::exists(util::join(dir, "config.yaml"))) return;
-  for (const std::string& name : util::list_directory(dir)) {
-    if (!layout_files().count(name) && !layout_trees().count(name) && name != "trials" &&
-        name != "report.html") {
-      throw UsageError(
-          fmt::format("--output {}: the directory holds other files ({} and maybe more) and no "
-                      "run; give a new or empty directory",
-                      dir, name));
-    }
+  if (util::exists(util::join(dir, "config.yaml")) && holds_run(dir)) return;
+  const std::string foreign = foreign_file(dir);
+  if (!foreign.empty()) {
+    throw UsageError(
+        fmt::format("--output {}: the directory holds other files ({} and maybe more) and no "
+                    "run; give a new or empty directory",
+                    dir, foreign));
   }
 }
 
@@ -157,8 +178,15 @@ RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_
 
 RunDir open_run_dir(const std::string& path) {
   RunDir run{path};
+  if (!util::exists(path)) throw UsageError(fmt::format("--resume {}: no such directory", path));
   if (!util::exists(run.config_file())) {
     throw UsageError(fmt::format("--resume {}: not a run directory (no config.yaml in it)", path));
+  }
+  if (!holds_run(path)) {
+    throw UsageError(fmt::format(
+        "--resume {}: not a run directory: beside its config.yaml it holds other files ({} and "
+        "maybe more) and nothing a run writes (trainer.log, metrics.jsonl, checkpoints/)",
+        path, foreign_file(path)));
   }
   return run;
 }

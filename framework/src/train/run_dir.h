@@ -42,7 +42,9 @@ std::string new_run_id();
 // UsageError when `output_dir` already holds a run, TrainingError when a path cannot be created.
 RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_dir);
 
-// Opens an existing run directory for resuming; throws UsageError when it holds no run.
+// Opens an existing run or experiment directory for resuming. Throws UsageError when it holds no
+// run: no config.yaml, or a config.yaml among other files with nothing a run writes beside it (a
+// project directory).
 RunDir open_run_dir(const std::string& path);
 
 // Whether `dir` holds a run or an experiment (its config.yaml) of `config`, which a fit or search
@@ -52,8 +54,8 @@ RunDir open_run_dir(const std::string& path);
 bool holds_run_of(const ExperimentConfig& config, const std::string& dir);
 
 // Throws UsageError when `dir`, a fit's --output, exists but cannot hold a run: a file, or a
-// directory without a config.yaml (no run or experiment) that holds files other than those of a
-// run or an experiment (a run cut short before its config.yaml leaves only those).
+// directory that holds no run or experiment (see open_run_dir) and holds files other than those
+// of a run or an experiment (a run cut short before its config.yaml leaves only those).
 void check_output_dir(const std::string& dir);
 
 // Throws UsageError naming `flag` (such as "--output") when a command may not write the file

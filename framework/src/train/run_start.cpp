@@ -177,11 +177,15 @@ RunStart start_run(const ExperimentConfig& config, const FitOptions& options,
   if (!dist.is_chief()) logger.console_warnings_only();
   const nlohmann::json opened = chief_then_broadcast(dist, [&]() -> nlohmann::json {
     const auto warn = [&](const std::string& w) { logger.warn(w); };
-    // Locked before it is read: a directory given by the user, unless it holds no run to resume.
+    // Locked before it is read: a directory given by the user. Refused before that (the lock
+    // would leave a file in it): a --resume that holds no run, an --output that cannot hold one.
     const std::string& given = resume_asked ? options.resume_dir() : options.output_dir();
-    if (!resume_asked && !given.empty()) check_output_dir(given);
-    const bool lock_first =
-        !given.empty() && (!resume_asked || util::exists(util::join(given, "config.yaml")));
+    if (resume_asked) {
+      open_run_dir(given);
+    } else if (!given.empty()) {
+      check_output_dir(given);
+    }
+    const bool lock_first = !given.empty();
     if (lock_first) start.lock = lock_run_dir(given, warn);
     const bool rerun = !resuming && holds_run_of(config, options.output_dir());
     if (rerun && options.test_mode()) {

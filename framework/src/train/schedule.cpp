@@ -1,5 +1,9 @@
 #include "train/schedule.h"
 
+#include <limits>
+
+#include <fmt/format.h>
+
 #include <crucible/errors.h>
 
 namespace crucible::train {
@@ -8,7 +12,7 @@ Schedule Schedule::make(const ExperimentConfig& config, int64_t loader_batches_p
   Schedule s;
   s.global_batch_size = config.global_batch_size();
   s.epoch_len = config.records_per_epoch > 0
-                    ? (config.records_per_epoch + s.global_batch_size - 1) / s.global_batch_size
+                    ? (config.records_per_epoch - 1) / s.global_batch_size + 1
                     : loader_batches_per_epoch;
   if (s.epoch_len <= 0) throw TrainingError("the training data loader yields no batch");
   return s;
@@ -27,14 +31,21 @@ bool Schedule::fires(const Length& period, int64_t batches) const {
   return false;
 }
 
-int64_t Schedule::to_batches(const Length& length) const {
+int64_t Schedule::to_batches(const Length& length, const char* key) const {
   switch (length.unit) {
     case LengthUnit::kBatches:
       return length.value;
-    case LengthUnit::kEpochs:
-      return length.value * epoch_len;
+    case LengthUnit::kEpochs: {
+      int64_t batches = 0;
+      if (__builtin_mul_overflow(length.value, epoch_len, &batches)) {
+        throw ConfigError(fmt::format(
+            "{}: {} epochs of {} batches each are more batches than a run can count ({})", key,
+            length.value, epoch_len, std::numeric_limits<int64_t>::max()));
+      }
+      return batches;
+    }
     case LengthUnit::kRecords:
-      return (length.value + global_batch_size - 1) / global_batch_size;
+      return length.value <= 0 ? 0 : (length.value - 1) / global_batch_size + 1;
   }
   return 0;
 }

@@ -20,8 +20,9 @@ struct Schedule {
   // periods after counts divisible by n, epoch periods on the last batch of every n-th epoch,
   // record periods on the batch that crosses a multiple of n records. A zero period never fires.
   bool fires(const Length& period, int64_t batches) const;
-  // `length` in batches (records rounded up to whole batches).
-  int64_t to_batches(const Length& length) const;
+  // `length` in batches (records rounded up to whole batches). Throws ConfigError naming `key`
+  // when that count does not fit in an int64.
+  int64_t to_batches(const Length& length, const char* key = "max_length") const;
 
   int64_t epoch_of(int64_t batch_idx) const { return batch_idx / epoch_len; }
   double epochs(int64_t batches) const {
