@@ -86,6 +86,11 @@ TEST_CASE("trainer --version, --help and bad usage", "[cli]") {
           "error: --set takes KEY=VALUE as one argument: --set hyperparameters.noise=0.25\n");
   }
   CHECK(refused("check " + linear + " other.yaml") == "error: unexpected argument 'other.yaml'\n");
+  // An option with a value given twice is refused, not settled by its last: only --set repeats.
+  CHECK(refused("fit " + linear + " --output a --output=b") ==
+        "error: --output is given twice; give it once\n");
+  CHECK(refused("fit --resume x " + linear + " --resume x") ==
+        "error: --resume is given twice; give it once\n");
   CHECK(refused("check") == "error: trainer check needs a CONFIG file\n");
   CHECK_THAT(refused("fit " + linear + " --resume somewhere"),
              Catch::Contains("error: trainer fit needs exactly one of CONFIG and --resume"));

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <limits>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 #include <torch/version.h>
@@ -159,11 +160,15 @@ int64_t positive(const std::string& text, const std::string& flag, int64_t min =
 
 Args parse(const std::vector<std::string>& args) {
   Args a;
+  std::set<std::string> given;  // the options with a value seen so far, but --set
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     // The option's value: after '=' or the next argument, which may not be empty (an unset
     // shell variable) nor, unless given after '=', another option.
     auto value = [&](const std::string& flag) -> std::string {
+      if (flag != "--set" && !given.insert(flag).second) {
+        throw UsageError(fmt::format("{} is given twice; give it once", flag));
+      }
       const auto eq = arg.find('=');
       std::string v;
       if (eq != std::string::npos && arg.rfind("--", 0) == 0) {
