@@ -31,19 +31,13 @@ void wrap(ContextFixture& f, std::vector<std::shared_ptr<torch::nn::Module>> mod
   f.state.optimizers = {std::move(optimizer)};
 }
 
-const char* kContext = R"(name: c
-entrypoint: l:T
-hyperparameters: {global_batch_size: 4}
-max_length: {batches: 1}
-)";
-
 }  // namespace
 
 TEST_CASE(
     "ModelEma moves the average's parameters and batch-norm statistics toward the model's after "
     "each step of its optimizer (the first copies) and copies num_batches_tracked",
     "[train][ema]") {
-  ContextFixture f(kContext);
+  ContextFixture f;
   auto model = network();
   auto average = network();
   crucible::Optimizer opt = std::make_shared<torch::optim::SGD>(model->parameters(), 0.1);
@@ -95,7 +89,7 @@ TEST_CASE(
 }
 
 TEST_CASE("a tied weight is averaged once", "[train][ema]") {
-  ContextFixture f(kContext);
+  ContextFixture f;
   auto shared = torch::nn::Linear(2, 2);
   auto model = torch::nn::Sequential(shared, shared);  // "0.weight" and "1.weight": one tensor
   auto shared_average = torch::nn::Linear(2, 2);
@@ -120,7 +114,7 @@ TEST_CASE(
     "ModelEma refuses an average of another shape or sharing the model's weights, an unwrapped "
     "network or optimizer and a bad decay",
     "[train][ema]") {
-  ContextFixture f(kContext);
+  ContextFixture f;
   auto model = network();
   crucible::Optimizer opt = std::make_shared<torch::optim::SGD>(model->parameters(), 0.1);
   const auto message = [&](std::shared_ptr<torch::nn::Module> average, double decay) {

@@ -198,23 +198,13 @@ TEST_CASE("a trial callback named early_stopping clashes with the experiment fil
                              "early_stopping callback"));
 }
 
-namespace {
-
-const char* kEarlyStopping = R"(name: e
-entrypoint: l:T
-hyperparameters: {global_batch_size: 4}
-max_length: {batches: 1}
-)";
-
-}  // namespace
-
 TEST_CASE(
     "EarlyStopping as a trial builds it: direction, min_delta, patience, its state, and its "
     "refusals",
     "[train][early_stopping]") {
   using crucible::EarlyStopping;
   using crucible::EarlyStoppingOptions;
-  ContextFixture f(kEarlyStopping);
+  ContextFixture f;
   // Larger is better; an improvement must beat the best by more than 0.1; two validations in a
   // row without one stop.
   EarlyStopping stop(
@@ -251,7 +241,7 @@ TEST_CASE(
 
   // The defaults: smaller is better, and patience 0 stops at the first validation without an
   // improvement.
-  ContextFixture g(kEarlyStopping);
+  ContextFixture g;
   EarlyStopping first(g.ctx, EarlyStoppingOptions("loss"));
   first.on_validation_end({{"validation_loss", 1.0}});
   first.on_validation_end({{"validation_loss", 0.5}});
