@@ -160,6 +160,11 @@ TEST_CASE("a bad --set names the override, not the file", "[config]") {
              Catch::Contains("expected KEY=VALUE"));
   CHECK_THAT(error_of([] { parse_experiment_config(kMinimal, "m.yaml", {"name.x=1"}); }),
              Catch::Contains("'name' is not a mapping"));
+  // An override under the key in error: the file's place, and the override that changed it.
+  CHECK_THAT(
+      error_of([] { parse_experiment_config(kMinimal, "m.yaml", {"max_length.batches.x=1"}); }),
+      Catch::StartsWith("m.yaml:9:13, with --set max_length.batches.x=1: max_length: expected "
+                        "exactly one of batches, epochs or records"));
 }
 
 TEST_CASE(
@@ -194,10 +199,18 @@ searcher: {metric: loss, max_length: {batches: 937}}
       error_of([&] { parse_experiment_config(older, "d.yaml", {"max_length.batches=100"}); }),
       Catch::StartsWith("--set max_length.batches=100: max_length: 100 batches disagrees with "
                         "searcher.max_length (937 batches)"));
-  // An empty value (an unset shell variable) is no length.
+  // An empty value (an unset shell variable) is refused, on any key, rather than read as null,
+  // which an optional key would take as its default. An explicit null is YAML's "unset".
   CHECK_THAT(error_of([] { parse_experiment_config(kMinimal, "m.yaml", {"max_length.epochs="}); }),
-             Catch::StartsWith("--set max_length.epochs=: max_length.epochs: expected an integer, "
-                               "got nothing (null)"));
+             Catch::StartsWith("--set max_length.epochs=: no value after '='"));
+  CHECK_THAT(error_of([] { parse_experiment_config(kMinimal, "m.yaml", {"scheduling_unit= "}); }),
+             Catch::StartsWith("--set scheduling_unit= : no value after '='"));
+  CHECK(parse_experiment_config(kMinimal, "m.yaml", {"scheduling_unit=null"}).scheduling_unit ==
+        crucible::ExperimentConfig().scheduling_unit);
+  CHECK_THAT(
+      error_of([] { parse_experiment_config(kMinimal, "m.yaml", {"max_length.epochs=null"}); }),
+      Catch::StartsWith("--set max_length.epochs=null: max_length.epochs: expected an integer, "
+                        "got nothing (null)"));
 }
 
 TEST_CASE("search spaces parse, and a single trial refuses them by name", "[config]") {
@@ -308,7 +321,8 @@ crucible::ExperimentConfig every_member_set() {
   auto& [name, description, entrypoint, hyperparameters, searcher, max_length, records_per_epoch,
          min_validation_period, min_checkpoint_period, perform_initial_validation,
          checkpoint_policy, checkpoint_storage, resources, optimizations, reproducibility,
-         early_stopping, profiling, scheduling_unit, max_restarts, data, source_path, warnings] = c;
+         early_stopping, profiling, scheduling_unit, max_restarts, data, source_path, overrides,
+         warnings] = c;
   name = "123";
   description = "a test";
   entrypoint = "./lib.so:T";
@@ -390,6 +404,7 @@ crucible::ExperimentConfig every_member_set() {
   max_restarts = 0;
   data = {{"path", "/d"}, {"n", 3}};
   source_path = "built in code";
+  overrides = {"name=123"};
   warnings = {"not part of the config"};
   return c;
 }
@@ -430,6 +445,7 @@ TEST_CASE("a config read back from to_yaml equals the one written, member by mem
   CHECK_FALSE((changed == c));
   changed = again;
   changed.source_path = "elsewhere.yaml";
+  changed.overrides = {"name=123", "max_restarts=0"};
   CHECK((changed == c));
 }
 
@@ -600,14 +616,26 @@ TEST_CASE("a key an error names after parsing is placed at its line and column",
   TempDir tmp;
   const std::string file = tmp / "e.yaml";
   write_file(file, "name: e\noptimizations:\n  mixed_precision: fp16\nsearcher: [1]\n");
-  CHECK(key_place(file, "optimizations.mixed_precision", "fp16") == file + ":3:20");
-  CHECK(key_place(file, "name", "e") == file + ":1:7");
-  // Another value there (the key came from --set), no such key, a path through a list, or no
-  // file: the file alone.
-  CHECK(key_place(file, "optimizations.mixed_precision", "bf16") == file);
-  CHECK(key_place(file, "early_stopping.metric", "loss") == file);
-  CHECK(key_place(file, "searcher.metric", "loss") == file);
-  CHECK(key_place(tmp / "missing.yaml", "name", "e") == tmp / "missing.yaml");
+  crucible::ExperimentConfig config;
+  config.source_path = file;
+  CHECK(key_place(config, "optimizations.mixed_precision", "fp16") == file + ":3:20");
+  CHECK(key_place(config, "name", "e") == file + ":1:7");
+  CHECK(key_place(config, "optimizations") == file + ":3:3");
+  // Another value there, no such key, a path through a list, or no file: the file alone.
+  CHECK(key_place(config, "optimizations.mixed_precision", "bf16") == file);
+  CHECK(key_place(config, "early_stopping.metric", "loss") == file);
+  CHECK(key_place(config, "early_stopping.metric") == file);
+  CHECK(key_place(config, "searcher.metric", "loss") == file);
+  crucible::ExperimentConfig missing;
+  missing.source_path = tmp / "missing.yaml";
+  CHECK(key_place(missing, "name", "e") == tmp / "missing.yaml");
+  // A key that --set gave (itself, a key above it, or one under it): the last such override.
+  config.overrides = {"name=x", "searcher.metric=loss", "optimizations={}", "name=y"};
+  CHECK(key_place(config, "name", "e") == "--set name=y");
+  CHECK(key_place(config, "searcher.metric", "loss") == "--set searcher.metric=loss");
+  CHECK(key_place(config, "searcher") == "--set searcher.metric=loss");
+  CHECK(key_place(config, "optimizations.mixed_precision", "fp16") == "--set optimizations={}");
+  CHECK(key_place(config, "name_x") == file);
   // The file is only read.
   CHECK(crucible::testing::read_file(file) ==
         "name: e\noptimizations:\n  mixed_precision: fp16\nsearcher: [1]\n");

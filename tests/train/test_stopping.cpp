@@ -186,6 +186,11 @@ TEST_CASE("early stopping on a metric validation does not report names it",
   CHECK_THAT(message, Catch::Contains("(did you mean 'avg_x'?)"));
   CHECK_THAT(message, Catch::Contains("the training so far is in checkpoint"));
   CHECK(checkpoint_batches(tmp / "run") == std::vector<int64_t>{5});
+  // The metric given by --set: the error names the override, not the file.
+  config = recording_config("max_length: {batches: 5}\n", {"early_stopping.metric=avg_y"});
+  CHECK_THAT(error_of([&] { fit_recording(config, tmp / "set"); }),
+             Catch::StartsWith("--set early_stopping.metric=avg_y: early_stopping.metric: 'avg_y' "
+                               "is not among the validation metrics"));
 }
 
 TEST_CASE("a trial callback named early_stopping clashes with the experiment file's",

@@ -189,6 +189,9 @@ struct ExperimentConfig {
   nlohmann::json data = nlohmann::json::object();
 
   std::string source_path;  // the file it was read from ("" when parsed from text)
+  // The `--set KEY=VALUE` texts applied over the file, in order, for errors to name. Not
+  // compared, not written back.
+  std::vector<std::string> overrides;
   // One line for each key that was accepted but has no effect here (Determined's cluster keys),
   // naming it and its place. Not compared, not written back.
   std::vector<std::string> warnings;
@@ -200,8 +203,8 @@ struct ExperimentConfig {
   nlohmann::json constant_hyperparameters() const;
 };
 
-// Field-by-field equality; `source_path` is not compared. A config parsed from to_yaml(c)
-// equals c.
+// Field-by-field equality; `source_path`, `overrides` and `warnings` are not compared. A config
+// parsed from to_yaml(c) equals c.
 bool operator==(const HyperparameterSpec& a, const HyperparameterSpec& b);
 bool operator==(const SearcherConfig& a, const SearcherConfig& b);
 bool operator==(const CheckpointStorageConfig& a, const CheckpointStorageConfig& b);

@@ -76,8 +76,9 @@ bool operator==(const ExperimentConfig& a, const ExperimentConfig& b) {
                records_per_epoch, min_validation_period, min_checkpoint_period,
                perform_initial_validation, checkpoint_policy, checkpoint_storage, resources,
                optimizations, reproducibility, early_stopping, profiling, scheduling_unit,
-               max_restarts, data, source_path, warnings] = a;
+               max_restarts, data, source_path, overrides, warnings] = a;
   (void)source_path;  // where the config was read from, not part of it
+  (void)overrides;    // how it was read, not part of it
   (void)warnings;     // what reading it noticed, not part of it
   return std::tie(name, description, entrypoint, hyperparameters, searcher, max_length,
                   records_per_epoch, min_validation_period, min_checkpoint_period,

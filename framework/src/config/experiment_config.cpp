@@ -36,7 +36,8 @@ nlohmann::json ExperimentConfig::constant_hyperparameters() const {
       throw ConfigError(fmt::format(
           "{}: hyperparameters.{}: is a search space, but searcher '{}' runs one trial with "
           "constant hyperparameters; give it a constant value",
-          source_path, name, config::names<SearcherName>().name(searcher.name)));
+          config::key_place(*this, "hyperparameters." + name), name,
+          config::names<SearcherName>().name(searcher.name)));
     }
     out[name] = spec.value;
   }
@@ -113,9 +114,16 @@ void apply_override(YAML::Node& root, const std::string& text, Source& source) {
                                   text.substr(0, *bad), static_cast<unsigned char>(text[*bad]),
                                   *bad));
   }
+  const std::string given = text.substr(eq + 1);
+  if (given.find_first_not_of(" \t") == std::string::npos) {
+    // An unset shell variable, most likely: YAML would read it as null, which an optional key
+    // takes as its default.
+    throw ConfigError(fmt::format(
+        "--set {}: no value after '='; give one, or null to leave the key unset", text));
+  }
   YAML::Node value;
   try {
-    value = YAML::Load(text.substr(eq + 1));
+    value = YAML::Load(given);
   } catch (const YAML::Exception& e) {
     throw ConfigError(fmt::format("--set {}: the value is not valid YAML: {}", text, e.msg));
   }
@@ -158,7 +166,7 @@ void apply_override(YAML::Node& root, const std::string& text, Source& source) {
   }
   node.remove(parts.back());
   node[parts.back()] = value;
-  source.add_override(key, text);
+  source.add_override(text);
 }
 
 ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
@@ -296,6 +304,7 @@ ExperimentConfig parse_experiment_config(const std::string& yaml_text,
         source.where("early_stopping", root["early_stopping"])));
   }
   c.source_path = source_name;
+  c.overrides = source.overrides();
   c.warnings = std::move(warnings);
   return c;
 }

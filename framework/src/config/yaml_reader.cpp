@@ -142,8 +142,22 @@ nlohmann::json yaml_to_json(const YAML::Node& node, const Source& source, const 
   return out;
 }
 
-std::string key_place(const std::string& file, const std::string& key_path,
-                      const std::string& value) {
+std::optional<std::string> override_of(const std::vector<std::string>& overrides,
+                                       const std::string& path, bool below) {
+  for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) {
+    const std::string key = it->substr(0, it->find('='));
+    const bool hit =
+        below ? key.rfind(path + ".", 0) == 0 : path == key || path.rfind(key + ".", 0) == 0;
+    if (hit) return "--set " + *it;
+  }
+  return std::nullopt;
+}
+
+std::string key_place(const ExperimentConfig& config, const std::string& key_path,
+                      const std::optional<std::string>& value) {
+  if (auto set = override_of(config.overrides, key_path)) return *set;
+  if (auto set = override_of(config.overrides, key_path, true)) return *set;
+  const std::string& file = config.source_path;
   try {
     YAML::Node node = YAML::LoadFile(file);
     for (size_t at = 0; at <= key_path.size();) {
@@ -154,7 +168,8 @@ std::string key_place(const std::string& file, const std::string& key_path,
       node.reset(parent[key_path.substr(at, dot - at)]);
       at = dot + 1;
     }
-    if (!node.IsScalar() || node.Scalar() != value || node.Mark().is_null()) return file;
+    if (!node.IsDefined() || node.Mark().is_null()) return file;
+    if (value && (!node.IsScalar() || node.Scalar() != *value)) return file;
     return fmt::format("{}:{}:{}", file, node.Mark().line + 1, node.Mark().column + 1);
   } catch (...) {
     return file;
@@ -162,18 +177,12 @@ std::string key_place(const std::string& file, const std::string& key_path,
 }
 
 std::string Source::where(const std::string& path, const YAML::Node& node) const {
-  for (const auto& [key, text] : overrides_) {
-    if (path == key || path.rfind(key + ".", 0) == 0) return "--set " + text;
-  }
+  if (auto set = override_of(overrides_, path)) return *set;
+  const auto below = override_of(overrides_, path, true);
   const YAML::Mark mark = node.Mark();
-  if (mark.is_null()) {
-    // A node without a mark was created by an override (a new key on its path).
-    for (const auto& [key, text] : overrides_) {
-      if (key.rfind(path + ".", 0) == 0) return "--set " + text;
-    }
-    return file_;
-  }
-  return fmt::format("{}:{}:{}", file_, mark.line + 1, mark.column + 1);
+  if (mark.is_null()) return below ? *below : file_;
+  const std::string place = fmt::format("{}:{}:{}", file_, mark.line + 1, mark.column + 1);
+  return below ? place + ", with " + *below : place;
 }
 
 void Source::fail(const std::string& path, const YAML::Node& node,

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,30 +27,39 @@ class Source;
 // mapping that repeats a key or holds a merge key (<<, which yaml-cpp leaves unexpanded).
 nlohmann::json yaml_to_json(const YAML::Node& node, const Source& source, const std::string& path);
 
-// Where the dotted `key_path` (e.g. "optimizations.mixed_precision") stands in the YAML file
-// `file`: "file:line:col" of its value when the file holds `value` there, else `file` alone (the
-// key came from --set, or the file cannot be read or no longer says so). For errors found after
-// parsing; never throws.
-std::string key_place(const std::string& file, const std::string& key_path,
-                      const std::string& value);
+// The `--set` text among `overrides` (KEY=VALUE texts, in the order applied) that set `path` or
+// a key above it, the last applied when several did; or, with `below`, one that set a key under
+// `path`. nullopt when none did.
+std::optional<std::string> override_of(const std::vector<std::string>& overrides,
+                                       const std::string& path, bool below = false);
+
+// Where the dotted `key_path` (e.g. "optimizations.mixed_precision") of `config` was given:
+// "--set k=v" when one of config.overrides set it (or a key above or under it); else
+// "file:line:col" of its value in config.source_path when the file holds `value` there (any
+// value when `value` is nullopt); else the file alone (it cannot be read, has no such key, or no
+// longer says so). For errors found after parsing; never throws.
+std::string key_place(const ExperimentConfig& config, const std::string& key_path,
+                      const std::optional<std::string>& value = std::nullopt);
 
 // Where values come from: the file, and the `--set` overrides applied on top of it.
 class Source {
  public:
   explicit Source(std::string file) : file_(std::move(file)) {}
-  void add_override(const std::string& key_path, const std::string& text) {
-    overrides_[key_path] = text;
-  }
-  // "file:line:col" for `node`, or "--set k=v" when `path` lies under an override.
+  // Records `text` ("KEY=VALUE") as applied after the overrides recorded before it.
+  void add_override(const std::string& text) { overrides_.push_back(text); }
+  // "--set k=v" when that override set `path` or a key above it, or created `node` by setting a
+  // key under it; else "file:line:col" of `node`, followed by ", with --set k=v" when that
+  // override changed a key under it.
   std::string where(const std::string& path, const YAML::Node& node) const;
   // Throws ConfigError "<where>: <path>: <message>".
   [[noreturn]] void fail(const std::string& path, const YAML::Node& node,
                          const std::string& message) const;
   const std::string& file() const { return file_; }
+  const std::vector<std::string>& overrides() const { return overrides_; }
 
  private:
   std::string file_;
-  std::map<std::string, std::string> overrides_;
+  std::vector<std::string> overrides_;
 };
 
 // Reads one YAML mapping against a fixed set of keys. Construction rejects a non-map and any

@@ -10,6 +10,7 @@
 #include <crucible/errors.h>
 
 #include "config/enum_names.h"
+#include "config/yaml_reader.h"
 #include "search/space.h"
 #include "util/error_text.h"
 #include "util/json_number.h"
@@ -104,11 +105,15 @@ Scheduler::Scheduler(const ExperimentConfig& config)
     const Length length = s.max_length.value > 0 ? s.max_length : config.max_length;
     Bracket b;
     if (searcher_ == SearcherName::kGrid) {
-      try {
-        grid_ = grid(space_);
-      } catch (const ConfigError& e) {
-        throw ConfigError(config.source_path + ": " + e.what());
+      for (const auto& [name, spec] : space_) {
+        try {
+          grid_points(name, spec);
+        } catch (const ConfigError& e) {
+          const std::string key = "hyperparameters." + name;
+          throw ConfigError(fmt::format("{}: {}", config::key_place(config, key), e.what()));
+        }
       }
+      grid_ = grid(space_);
       b.budget = static_cast<int64_t>(grid_.size());
       max_invalid_ = 0;  // a grid point is not replaced
     } else {
@@ -132,7 +137,8 @@ Scheduler::Scheduler(const ExperimentConfig& config)
   try {
     planned = asha_brackets(o);
   } catch (const ConfigError& e) {
-    throw ConfigError(fmt::format("{}: {}", config.source_path, e.what()));
+    throw ConfigError(
+        fmt::format("{}: {}", config::key_place(config, "searcher.bracket_rungs"), e.what()));
   }
   for (const AshaBracket& a : planned) {
     Bracket b;

@@ -108,7 +108,7 @@ double configured_metric(const ExperimentConfig& config, const MetricValues& val
   const auto found = metrics::find_validation_metric(values, name);
   if (!found) {
     throw ConfigError(fmt::format("{}: {}: '{}' is not among the validation metrics ({}){}",
-                                  config::key_place(config.source_path, key, name), key, name,
+                                  config::key_place(config, key, name), key, name,
                                   metrics::metric_names(values),
                                   metrics::did_you_mean_metric(name, values)));
   }

@@ -24,12 +24,14 @@ void check_runnable(const ExperimentConfig& config, const TrialFactory& factory,
     throw ConfigError(
         fmt::format("{}: searcher.name: '{}' is a search, and a Trainer trains one trial; run "
                     "searches with run_experiment (experiment.h) or `trainer fit`",
-                    config.source_path, config::names<SearcherName>().name(config.searcher.name)));
+                    config::key_place(config, "searcher.name"),
+                    config::names<SearcherName>().name(config.searcher.name)));
   }
   if (config.resources.slots_per_trial != dist.size()) {
     throw ConfigError(fmt::format(
-        "{}: resources.slots_per_trial is {} but this process is one of {}; {}", config.source_path,
-        config.resources.slots_per_trial, dist.size(),
+        "{}: resources.slots_per_trial is {} but this process is one of {}; {}",
+        config::key_place(config, "resources.slots_per_trial"), config.resources.slots_per_trial,
+        dist.size(),
         dist.size() == 1 ? "`trainer fit` starts the slots' processes itself (or launch them "
                            "with torchrun, mpirun or srun)"
                          : "launch as many processes as slots"));
@@ -43,8 +45,7 @@ void check_device_support(const ExperimentConfig& config, const torch::Device& d
     throw ConfigError(fmt::format(
         "{}: optimizations.mixed_precision: fp16 needs a CUDA device, and this process computes "
         "on {}; use bf16 on CPU",
-        config::key_place(config.source_path, "optimizations.mixed_precision", "fp16"),
-        device.str()));
+        config::key_place(config, "optimizations.mixed_precision", "fp16"), device.str()));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "config/suggest.h"
+#include "config/yaml_reader.h"
 #include "train/autocast.h"
 #include "train/grad_clip.h"
 #include "train/torch_lr_scheduler.h"
@@ -209,7 +210,7 @@ void TrialContext::check_data_keys(const std::vector<std::string>& known) const 
     std::string list;
     for (const std::string& k : known) list += (list.empty() ? "data." : ", data.") + k;
     throw ConfigError(fmt::format("{}: data.{}: not a key this trial reads{}; it reads {}",
-                                  state_->config->source_path, key,
+                                  config::key_place(*state_->config, "data." + key), key,
                                   config::did_you_mean(key, known), list.empty() ? "none" : list));
   }
 }

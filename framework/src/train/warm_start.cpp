@@ -5,6 +5,7 @@
 #include <crucible/errors.h>
 
 #include "checkpoint/checkpoint.h"
+#include "config/yaml_reader.h"
 #include "train/checkpoint_path.h"
 #include "util/file_system.h"
 
@@ -16,14 +17,14 @@ void check_warm_start_source(const ExperimentConfig& config) {
     throw ConfigError(fmt::format(
         "{}: searcher.source_trial_id: {} is not a run directory (no config.yaml in it); "
         "Crucible names a trial by its run directory, e.g. <experiment>/trials/3",
-        config.source_path, s.source_trial_id));
+        config::key_place(config, "searcher.source_trial_id"), s.source_trial_id));
   }
   if (!s.source_checkpoint_uuid.empty() &&
       !util::exists(util::join(s.source_checkpoint_uuid, "metadata.json"))) {
     throw ConfigError(fmt::format(
         "{}: searcher.source_checkpoint_uuid: {} is not a checkpoint (no metadata.json in it); "
         "give a checkpoint directory, <run>/checkpoints/batch-<N>",
-        config.source_path, s.source_checkpoint_uuid));
+        config::key_place(config, "searcher.source_checkpoint_uuid"), s.source_checkpoint_uuid));
   }
 }
 
@@ -40,8 +41,8 @@ std::string warm_start_checkpoint(const ExperimentConfig& config, const std::str
     }
     return checkpoint::newest_good(s.source_trial_id, warn);
   } catch (const Error& e) {
-    throw ConfigError(
-        fmt::format("{}: searcher.source_trial_id: {}", config.source_path, e.what()));
+    throw ConfigError(fmt::format("{}: searcher.source_trial_id: {}",
+                                  config::key_place(config, "searcher.source_trial_id"), e.what()));
   }
 }
 
