@@ -169,6 +169,18 @@ TEST_CASE("trainer fit --resume continues a run from its latest checkpoint", "[c
           "--output " + (tmp / "notes.txt") + ": a file, not a directory");
   refused(kConfigs + "/linear.yaml --output " + tmp.path(),
           "--output " + tmp.path() + ": the directory holds other files");
+  refused(kConfigs + "/linear.yaml --output " + (tmp / "notes.txt/run"),
+          "--output " + (tmp / "notes.txt/run") + ": " + (tmp / "notes.txt") +
+              " is a file, not a directory");
+  // No --output: the run goes under checkpoint_storage.host_path, which a file blocks. The
+  // error names the key where it was given, a search's as a single run's.
+  for (const std::string searcher : {"", " --set searcher.name=grid --set searcher.max_trials=1"}) {
+    refused(kConfigs + "/linear.yaml --set checkpoint_storage.host_path=" + (tmp / "notes.txt") +
+                searcher,
+            "--set checkpoint_storage.host_path=" + (tmp / "notes.txt") +
+                ": checkpoint_storage.host_path: " + (tmp / "notes.txt") +
+                " is a file, not a directory; runs are written in <host_path>/<name>/");
+  }
   CHECK(read_file(tmp / "notes.txt") == "mine\n");
   CHECK(!util::exists(tmp / "y"));
   // A project directory whose experiment file is named config.yaml holds no run: neither

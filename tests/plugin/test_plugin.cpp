@@ -1,10 +1,12 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
 #include "catch.h"
+#include "files.h"
 
 #include <crucible/errors.h>
 
@@ -12,6 +14,7 @@
 #include "util/file_system.h"
 
 using crucible::plugin::resolve_entrypoint;
+using crucible::testing::TempDir;
 
 namespace {
 
@@ -61,6 +64,23 @@ TEST_CASE("CRUCIBLE_TRIAL_PATH directories are searched first", "[plugin]") {
   CHECK(dirs[0] == "/opt/a");
   CHECK(dirs[1] == "/opt/b");
   CHECK(dirs[2] == "/cfg");
+  // A directory named twice (also as /opt/a/, or as the config's own) is searched and listed once.
+  setenv("CRUCIBLE_TRIAL_PATH", "/opt/a:/cfg:/opt/a/", 1);
+  dirs = crucible::plugin::search_directories("/cfg");
+  unsetenv("CRUCIBLE_TRIAL_PATH");
+  REQUIRE(dirs.size() >= 2);
+  CHECK(dirs[0] == "/opt/a");
+  CHECK(dirs[1] == "/cfg");
+  CHECK(std::count(dirs.begin(), dirs.end(), "/cfg") == 1);
+  CHECK(std::count(dirs.begin(), dirs.end(), "/opt/a/") == 0);
+}
+
+TEST_CASE("a directory by a library's name is listed as not a file", "[plugin]") {
+  TempDir tmp;
+  crucible::util::create_directories(tmp / "dir.so");
+  const std::string message = plugin_error(tmp / "dir.so:X");
+  CHECK_THAT(message, Catch::StartsWith("trial library '" + tmp / "dir.so" + "' not found") &&
+                          Catch::Contains(tmp / "dir.so (not a file: a directory or other)"));
 }
 
 TEST_CASE("a file that is not a shared library cannot be loaded", "[plugin]") {

@@ -356,6 +356,13 @@ TEST_CASE("trainer report refuses what is not a run or an experiment, naming it"
   const auto missing = run_command(kTrainer + " report " + (tmp / "nope") + " 2>&1");
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.output, Catch::Contains(tmp / "nope" + ": no such directory"));
+  // The experiment file given instead of the directory training wrote.
+  write_file(tmp / "experiment.yaml", "name: x\n");
+  const auto file = run_command(kTrainer + " report " + (tmp / "experiment.yaml") + " 2>&1");
+  CHECK(file.exit_code == 2);
+  CHECK_THAT(file.output, Catch::Contains(tmp / "experiment.yaml" +
+                                          ": a file, not a directory; a report is made from the "
+                                          "directory that training wrote (its --output)"));
   const auto neither = run_command(kTrainer + " report " + tmp.path() + " 2>&1");
   CHECK(neither.exit_code == 2);
   CHECK_THAT(neither.output,

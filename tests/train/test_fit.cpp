@@ -446,6 +446,11 @@ TEST_CASE(
             [&] { fit_recording(config, "", crucible::FitOptions().resume_dir(tmp / "nowhere")); },
             &code) == "--resume " + (tmp / "nowhere") + ": no such directory");
   CHECK(code == crucible::kExitBadUsage);
+  write_file(tmp / "file", "");
+  CHECK(
+      error_of([&] { fit_recording(config, "", crucible::FitOptions().resume_dir(tmp / "file")); },
+               &code) == "--resume " + (tmp / "file") + ": a file, not a directory");
+  CHECK(code == crucible::kExitBadUsage);
   fit_recording(config, tmp / "run");
   // The same config again (a requeued job): the finished run continues, and trains no batch.
   const auto again = fit_recording(config, tmp / "run");

@@ -357,7 +357,7 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
 
 Metadata metadata(const std::string& dir) {
   if (!util::is_directory(dir)) {
-    throw DamagedCheckpoint(fmt::format("checkpoint {}: no such directory", dir));
+    throw DamagedCheckpoint(fmt::format("checkpoint {}: {}", dir, util::not_a_directory(dir)));
   }
   nlohmann::json meta;
   try {

@@ -81,6 +81,19 @@ std::optional<int64_t> second_document_line(const std::string& text) {
   return std::nullopt;
 }
 
+// The number of the first line up to `last` (1-based) whose indentation holds a tab, which YAML
+// forbids there and yaml-cpp reports only as the error it leads to.
+std::optional<int64_t> tab_indented_line(const std::string& text, int64_t last) {
+  std::istringstream lines(text);
+  int64_t number = 0;
+  for (std::string line; number < last && std::getline(lines, line);) {
+    ++number;
+    const size_t first = line.find_first_not_of(" \t");
+    if (first != std::string::npos && line.find('\t') < first) return number;
+  }
+  return std::nullopt;
+}
+
 // Whether `target` occurs more than once in the tree `root` (an alias makes a node occur again).
 // A tree too large to walk (aliases of aliases) counts as yes.
 bool shared(const YAML::Node& root, const YAML::Node& target) {
@@ -272,8 +285,13 @@ ExperimentConfig parse_experiment_config(const std::string& yaml_text,
     }
     root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
-    throw ConfigError(fmt::format("{}:{}:{}: invalid YAML: {}", source_name, e.mark.line + 1,
-                                  e.mark.column + 1, e.msg));
+    const auto tab = tab_indented_line(yaml_text, e.mark.line + 1);
+    throw ConfigError(fmt::format(
+        "{}:{}:{}: invalid YAML: {}{}", source_name, e.mark.line + 1, e.mark.column + 1, e.msg,
+        tab ? fmt::format("; line {} is indented with a tab, which YAML does not allow: indent "
+                          "with spaces",
+                          *tab)
+            : ""));
   }
   if (!overrides.empty() && (!root.IsDefined() || root.IsNull())) {
     root = YAML::Node(YAML::NodeType::Map);

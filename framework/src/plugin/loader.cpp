@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -74,10 +75,13 @@ std::string find_library(const std::string& lib, const std::string& config_dir) 
   std::vector<std::string> tried;
   // A place that cannot be looked up is passed over, as a search path's unreadable entries are,
   // and listed with its cause should nothing be found.
+  // Something else by a library's name (a directory) is listed as what it is.
   auto exists = [&](const std::string& p) {
     try {
       tried.push_back(p);
-      return util::is_regular_file(p);
+      if (util::is_regular_file(p)) return true;
+      if (util::exists(p)) tried.back() += " (not a file: a directory or other)";
+      return false;
     } catch (const std::exception& e) {
       tried.back() = e.what();
       return false;
@@ -192,7 +196,17 @@ std::vector<std::string> search_directories(const std::string& config_dir) {
   if (!exe.empty()) dirs.push_back(exe);
   const std::string libdir = crucible_library_dir();
   if (!libdir.empty()) dirs.push_back(util::join(libdir, "crucible/trials"));
-  return dirs;
+  // Each place once, at its first position: the same directory named twice (CRUCIBLE_TRIAL_PATH
+  // set to the trainer's own) would only be looked in, and listed, twice.
+  std::vector<std::string> unique;
+  for (const std::string& dir : dirs) {
+    const std::string normal = util::lexically_normal(util::absolute(dir));
+    const bool seen = std::any_of(unique.begin(), unique.end(), [&](const std::string& u) {
+      return util::lexically_normal(util::absolute(u)) == normal;
+    });
+    if (!seen) unique.push_back(dir);
+  }
+  return unique;
 }
 
 namespace {

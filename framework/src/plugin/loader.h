@@ -20,7 +20,7 @@ constexpr const char* kTrialLibraryFile = "trial_library";
 
 // Directories searched for a trial library named without a path, in order: CRUCIBLE_TRIAL_PATH
 // (colon-separated), `config_dir`, the running executable's directory, and the installed trial
-// directory (<prefix>/lib/crucible/trials).
+// directory (<prefix>/lib/crucible/trials); each directory once, at its first place.
 std::vector<std::string> search_directories(const std::string& config_dir);
 
 // Resolves an entrypoint "<library>:<TrialClass>" to the trial's factory, loading the library

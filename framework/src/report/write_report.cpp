@@ -19,7 +19,12 @@ std::vector<std::string> write_report(const ReportOptions& options) {
     throw UsageError("a report needs the directory of a run or an experiment (none was given)");
   }
   const std::string dir = util::lexically_normal(util::absolute(options.dir()));
-  if (!util::is_directory(dir)) throw UsageError(fmt::format("{}: no such directory", dir));
+  if (!util::is_directory(dir)) {
+    throw UsageError(fmt::format(
+        "{}: {}; a report is made from the directory that training wrote (its --output), of a "
+        "run or an experiment",
+        dir, util::not_a_directory(dir)));
+  }
   const std::string output =
       options.output().empty() ? util::join(dir, "report.html") : options.output();
   if (!options.output().empty()) train::check_output_file(options.output(), "--output");

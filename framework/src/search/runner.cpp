@@ -188,9 +188,7 @@ class Runner {
       dir_ = rerun ? options_.output_dir() : options_.resume_dir();
       lock_ = train::lock_run_dir(dir_, [&](const std::string& w) { logger_.warn(w); });
     } else {
-      dir_ = options_.output_dir().empty()
-                 ? util::join(config::runs_dir(config_), train::new_run_id())
-                 : options_.output_dir();
+      dir_ = train::new_run_path(config_, options_.output_dir());
       lock_ = train::lock_run_dir(dir_, [&](const std::string& w) { logger_.warn(w); });
       util::create_directories(util::join(dir_, "trials"));
       util::replace_atomically(util::join(dir_, "config.yaml"), to_yaml(config_));

@@ -18,6 +18,7 @@
 #include "checkpoint/checkpoint.h"
 #include "config/diff.h"
 #include "config/paths.h"
+#include "config/yaml_reader.h"
 #include "metrics/jsonl_sink.h"
 #include "metrics/tensorboard_sink.h"
 #include "plugin/loader.h"
@@ -75,11 +76,29 @@ bool holds_run(const std::string& dir) {
 
 }  // namespace
 
-void check_output_dir(const std::string& dir) {
-  if (!util::exists(dir)) return;
-  if (!util::is_directory(dir)) {
-    throw UsageError(fmt::format("--output {}: a file, not a directory", dir));
+namespace {
+
+// The nearest of `path` and the directories above it that exists, when it is not a directory;
+// "" when that is a directory.
+std::string file_in_the_way(const std::string& path) {
+  for (std::string p = util::lexically_normal(util::absolute(path));;) {
+    if (util::exists(p)) return util::is_directory(p) ? "" : p;
+    const std::string parent = util::parent_path(p);
+    if (parent.empty() || parent == p) return "";
+    p = parent;
   }
+}
+
+}  // namespace
+
+void check_output_dir(const std::string& dir) {
+  const std::string blocker = file_in_the_way(dir);
+  if (!blocker.empty()) {
+    throw UsageError(blocker == util::lexically_normal(util::absolute(dir))
+                         ? fmt::format("--output {}: a file, not a directory", dir)
+                         : fmt::format("--output {}: {} is a file, not a directory", dir, blocker));
+  }
+  if (!util::exists(dir)) return;
   // A run or an experiment (holds_run_of decides whether it is this config's) may hold files of
   // the user's beside its own: a job's log, predictions.
   if (util::exists(util::join(dir, "config.yaml")) && holds_run(dir)) return;
@@ -151,9 +170,22 @@ void record_trial_library(const ExperimentConfig& config, const RunDir& run) {
 
 }  // namespace
 
+std::string new_run_path(const ExperimentConfig& config, const std::string& output_dir) {
+  if (!output_dir.empty()) return output_dir;
+  const std::string runs = config::runs_dir(config);
+  const std::string blocker = file_in_the_way(runs);
+  if (!blocker.empty()) {
+    throw ConfigError(fmt::format(
+        "{}: checkpoint_storage.host_path: {} is a file, not a directory; runs are written in "
+        "<host_path>/<name>/ ({})",
+        config::key_place(config, "checkpoint_storage.host_path"), blocker, runs));
+  }
+  return util::join(runs, new_run_id());
+}
+
 RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_dir) {
   RunDir run;
-  run.path = output_dir.empty() ? util::join(config::runs_dir(config), new_run_id()) : output_dir;
+  run.path = new_run_path(config, output_dir);
   if (util::exists(util::join(run.path, "config.yaml"))) {
     throw UsageError(fmt::format(
         "{} already holds a run; continue it with `trainer fit --resume {}` or choose another "
@@ -178,7 +210,9 @@ RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_
 
 RunDir open_run_dir(const std::string& path) {
   RunDir run{path};
-  if (!util::exists(path)) throw UsageError(fmt::format("--resume {}: no such directory", path));
+  if (!util::is_directory(path)) {
+    throw UsageError(fmt::format("--resume {}: {}", path, util::not_a_directory(path)));
+  }
   if (!util::exists(run.config_file())) {
     throw UsageError(fmt::format("--resume {}: not a run directory (no config.yaml in it)", path));
   }

@@ -37,9 +37,14 @@ struct RunDir {
 // A new run id: the UTC time and 16 random bits, "20261123-193509-1a2b".
 std::string new_run_id();
 
-// Creates a fresh run directory (`output_dir`, or a new one in config::runs_dir) and writes
-// config.yaml into it, and trial_library when the entrypoint names a library on disk. Throws
-// UsageError when `output_dir` already holds a run, TrainingError when a path cannot be created.
+// The directory a new run or experiment of `config` is written to: `output_dir`, or when it is
+// empty a new one (named by new_run_id) in config::runs_dir. Throws ConfigError naming
+// checkpoint_storage.host_path when a file stands on the way to config::runs_dir.
+std::string new_run_path(const ExperimentConfig& config, const std::string& output_dir);
+
+// Creates a fresh run directory (new_run_path of `output_dir`) and writes config.yaml into it,
+// and trial_library when the entrypoint names a library on disk. Throws UsageError when
+// `output_dir` already holds a run, TrainingError when a path cannot be created.
 RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_dir);
 
 // Opens an existing run or experiment directory for resuming. Throws UsageError when it holds no
@@ -53,9 +58,10 @@ RunDir open_run_dir(const std::string& path);
 // another config, and ConfigError when that config.yaml does not parse.
 bool holds_run_of(const ExperimentConfig& config, const std::string& dir);
 
-// Throws UsageError when `dir`, a fit's --output, exists but cannot hold a run: a file, or a
-// directory that holds no run or experiment (see open_run_dir) and holds files other than those
-// of a run or an experiment (a run cut short before its config.yaml leaves only those).
+// Throws UsageError when `dir`, a fit's --output, cannot hold a run: it or a directory above it
+// is a file, or it is a directory that holds no run or experiment (see open_run_dir) and holds
+// files other than those of a run or an experiment (a run cut short before its config.yaml leaves
+// only those).
 void check_output_dir(const std::string& dir);
 
 // Throws UsageError naming `flag` (such as "--output") when a command may not write the file

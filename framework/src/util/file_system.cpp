@@ -164,6 +164,12 @@ bool is_regular_file(const std::string& path) {
   return stat_or_throw(path, st) && S_ISREG(st.st_mode);
 }
 
+std::string not_a_directory(const std::string& path) {
+  struct stat st {};
+  if (!stat_or_throw(path, st)) return "no such directory";
+  return S_ISREG(st.st_mode) ? "a file, not a directory" : "not a directory";
+}
+
 std::optional<uint64_t> file_size(const std::string& path) {
   struct stat st {};
   if (!stat_or_throw(path, st) || !S_ISREG(st.st_mode)) return std::nullopt;

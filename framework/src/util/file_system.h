@@ -55,6 +55,10 @@ std::string canonical_or_absolute(const std::string& path);
 bool exists(const std::string& path);
 bool is_directory(const std::string& path);
 bool is_regular_file(const std::string& path);
+// Why `path` is not a directory, for a message: "no such directory" when nothing is there, else
+// "a file, not a directory" (or "not a directory" for another kind of file). Requires that
+// is_directory(path) is false; throws as exists() does.
+std::string not_a_directory(const std::string& path);
 
 // The size of the regular file at `path`; nullopt when there is none. Throws as exists() does
 // when the file system cannot tell.
