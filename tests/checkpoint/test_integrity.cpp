@@ -152,6 +152,47 @@ TEST_CASE("no good checkpoint is a clear error, not a crash loop", "[checkpoint]
   CHECK_THAT(r.output, Catch::Contains("no checkpoint is loadable:"));
 }
 
+TEST_CASE("checkpoints removed by hand are named by latest, and a run's metrics are not given up",
+          "[checkpoint]") {
+  TempDir tmp;
+  const std::string run = finished_run(tmp);
+  const std::string dirs = run + "/checkpoints/";
+  REQUIRE(ckpt::latest_name(run) == "batch-0000000128");
+  crucible::util::remove_all(dirs + "batch-0000000128");
+  // The newest left, with a warning naming what latest named.
+  auto r = run_command(kTrainer + " fit --resume " + run);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("warning: " + run +
+                                       "/latest names checkpoint batch-0000000128, which is no "
+                                       "longer there (removed by hand?); using batch-0000000120"));
+  CHECK(ckpt::latest_name(run) == "batch-0000000128");  // training from 120 wrote it again
+  // Every checkpoint removed: neither --resume nor the same --output trains it from batch 0 over
+  // its metrics.
+  for (const auto& dir : ckpt::list(run)) crucible::util::remove_all(dir);
+  const std::string metrics = read_file(run + "/metrics.jsonl");
+  for (const std::string& args :
+       {"fit --resume " + run, "fit " + resumable_config(tmp, 0) + " --output " + run}) {
+    auto refused = run_command(kTrainer + " " + args);
+    INFO(refused.output);
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.output,
+               Catch::Contains(run + ": its checkpoints were removed (latest names "
+                                     "batch-0000000128, which is not there)") &&
+                   Catch::Contains("remove " + run + "/latest to train this one again"));
+  }
+  CHECK(read_file(run + "/metrics.jsonl") == metrics);
+  CHECK_THAT(run_command(kTrainer + " validate --checkpoint " + run).output,
+             Catch::Contains("the run has no checkpoint left (its file latest names "
+                             "batch-0000000128, which was removed)"));
+  // As asked: without latest, the run trains again from batch 0.
+  crucible::util::remove_all(run + "/latest");
+  auto again = run_command(kTrainer + " fit --resume " + run);
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.output, Catch::Contains("training from the beginning"));
+}
+
 TEST_CASE("a checkpoint of another trial, or of other shapes, is refused by name", "[checkpoint]") {
   TempDir tmp;
   const std::string run = finished_run(tmp);

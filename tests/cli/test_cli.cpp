@@ -4,7 +4,10 @@
 
 #include "catch.h"
 
+#include <crucible/errors.h>
+
 #include "process.h"
+#include "text.h"
 
 using namespace crucible::testing;
 
@@ -453,4 +456,38 @@ TEST_CASE("a missing dataset names the path and the Debian package", "[cli]") {
   CHECK_THAT(typo.output, Catch::Contains("fashion_mnist_test_mode.yaml: data.patth: not a key "
                                           "this trial reads (did you mean 'path'?); it reads "
                                           "data.path, data.workers"));
+}
+
+TEST_CASE("a first SIGINT on a terminal is answered at once, not when the validation ends",
+          "[cli]") {
+  // The trial interrupts itself in its first validation (batch 4), as Ctrl-C would.
+  TempDir tmp;
+  const std::string config =
+      test_config(tmp, "RecordingTrial",
+                  "min_validation_period: {batches: 4}\nsearcher: {metric: avg_x}\n") +
+      " --set hyperparameters.sigint_in_validation=0";
+  const std::string notice = "interrupted: stopping after the current step";
+  SECTION("one process: the notice comes before the validation's line") {
+    const auto r = run_on_terminal(kTrainer + " fit " + config + " --output " + (tmp / "run"));
+    INFO(r.output);
+    CHECK(r.exit_code == crucible::kExitStopped);
+    CHECK(count_of(r.output, notice) == 1);
+    const auto validation = r.output.find("[validation] batch       4");
+    CHECK(r.output.find(notice) < validation);
+    CHECK(validation != std::string::npos);
+    CHECK(util::exists(tmp / "run/checkpoints/batch-0000000004/metadata.json"));
+    // Not on a terminal (a job's log): the stop's own line alone.
+    const auto logged = trainer("fit " + config + " --output " + (tmp / "logged"));
+    CHECK(logged.exit_code == crucible::kExitStopped);
+    CHECK_THAT(logged.output, !Catch::Contains(notice) &&
+                                  Catch::Contains("received Interrupt: checkpointing at batch"));
+  }
+  SECTION("two ranks: the launcher answers, once") {
+    const auto r =
+        run_on_terminal(kTrainer + " fit " + config + " --slots 2 --output " + (tmp / "run"));
+    INFO(r.output);
+    CHECK(r.exit_code == crucible::kExitStopped);
+    CHECK(count_of(r.output, notice) == 1);
+    CHECK(!util::list_directory(tmp / "run/checkpoints").empty());
+  }
 }

@@ -2,11 +2,13 @@
 
 // Helpers for tests that run real commands and need scratch directories.
 
+#include <pty.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -55,6 +57,35 @@ inline CommandResult run_command(const std::string& command) {
   while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
   const int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+// Runs `command` through /bin/sh with its standard streams on a new pseudo-terminal (isatty holds
+// in it, as for a person's shell), and captures what it writes there, the terminal's "\r\n" read
+// as "\n", and its exit code.
+inline CommandResult run_on_terminal(const std::string& command) {
+  CommandResult r;
+  int terminal = -1;
+  const pid_t pid = ::forkpty(&terminal, nullptr, nullptr, nullptr);
+  if (pid < 0) return r;
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::array<char, 4096> buf{};
+  for (;;) {  // until EIO: every process that had the terminal open has closed it
+    const ssize_t n = ::read(terminal, buf.data(), buf.size());
+    if (n > 0) {
+      r.output.append(buf.data(), static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(terminal);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  for (size_t at; (at = r.output.find("\r\n")) != std::string::npos;) r.output.erase(at, 1);
   return r;
 }
 

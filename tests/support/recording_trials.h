@@ -29,8 +29,10 @@ namespace crucible::testing {
 // inf_grad_at (a finite loss whose weight gradient is NaN on that batch), enforce_at (a LibTorch
 // CAFFE_ENFORCE fails there, as an allocation the machine cannot give does: its message carries a
 // native stack of "frame #N" lines),
-// fail_rank (the only rank that fails, hangs or requests a stop; default every rank), and
-// bad_record / bad_validation_record (a training or validation record whose read throws).
+// fail_rank (the only rank that fails, hangs or requests a stop; default every rank),
+// bad_record / bad_validation_record (a training or validation record whose read throws), and
+// sigint_in_validation (a validation batch index: SIGINT, as a person's Ctrl-C, to this process,
+// or from rank 0 of a distributed run to its parent, the launcher).
 class RecordingTrial : public Trial {
  public:
   struct Call {
@@ -127,9 +129,16 @@ class RecordingTrial : public Trial {
   }
 
   // x is the example index, so the reduced values are known in closed form.
-  Metrics evaluate_batch(Batch& batch, int64_t) override {
+  Metrics evaluate_batch(Batch& batch, int64_t batch_idx) override {
     evaluated_at().push_back({ctx_.current_train_batch(), ctx_.current_train_epoch(),
                               ctx_.is_epoch_start(), ctx_.is_epoch_end()});
+    if (batch_idx == ctx_.hparam<int64_t>("sigint_in_validation", -1)) {
+      if (!ctx_.distributed().distributed()) {
+        ::raise(SIGINT);
+      } else if (ctx_.distributed().rank() == 0) {
+        ::kill(::getppid(), SIGINT);
+      }
+    }
     const torch::Tensor& x = batch[0];
     Metrics m = {{"avg_x", x.mean()},
                  {"sum_len", x.size(0)},  // a plain number

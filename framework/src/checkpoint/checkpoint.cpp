@@ -544,14 +544,39 @@ std::vector<std::string> remove_unfinished(const std::string& run_dir,
   return out;
 }
 
+std::string latest_name(const std::string& run_dir) {
+  try {
+    const std::string text = util::read_file(util::join(run_dir, "latest"));
+    return text.substr(0, text.find('\n'));
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 std::string newest_good(const std::string& run_dir,
                         const std::function<void(const std::string&)>& warn) {
   const auto all = list(run_dir);
-  if (all.empty()) throw UsageError(fmt::format("{}: the run has no checkpoint", run_dir));
+  const std::string latest = latest_name(run_dir);
+  if (all.empty()) {
+    throw UsageError(
+        latest.empty()
+            ? fmt::format("{}: the run has no checkpoint", run_dir)
+            : fmt::format("{}: the run has no checkpoint left (its file latest names {}, which "
+                          "was removed)",
+                          run_dir, latest));
+  }
+  const bool latest_gone =
+      !latest.empty() && !util::exists(util::join(checkpoints_dir(run_dir), latest));
   std::string damaged;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
       verify(*it);
+      if (latest_gone) {
+        warn(
+            fmt::format("{}/latest names checkpoint {}, which is no longer there (removed by "
+                        "hand?); using {}, the newest checkpoint left",
+                        run_dir, latest, util::file_name(*it)));
+      }
       return *it;
     } catch (const DamagedCheckpoint& e) {
       warn(std::string(e.what()) + "; falling back to an older checkpoint");

@@ -149,9 +149,15 @@ void remove(const std::string& dir);
 std::vector<std::string> remove_unfinished(
     const std::string& run_dir, const std::function<void(const std::string&)>& warn = {});
 
+// The checkpoint name ("batch-<N>") that the run's file `latest` holds, or "" when the run has no
+// such file or it cannot be read. save() writes it last: it names the newest checkpoint written
+// whole, which retention never deletes.
+std::string latest_name(const std::string& run_dir);
+
 // The newest checkpoint of the run that verifies. Each damaged newer one is reported through
-// `warn` and skipped. Throws TrainingError listing them when none verifies, and UsageError when
-// the run has no checkpoint at all.
+// `warn` and skipped, and so is a `latest` that names a checkpoint no longer there. Throws
+// TrainingError listing them when none verifies, and UsageError when the run has no checkpoint
+// at all (naming the one `latest` names, when it does).
 std::string newest_good(const std::string& run_dir,
                         const std::function<void(const std::string&)>& warn);
 

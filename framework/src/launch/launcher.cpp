@@ -27,6 +27,7 @@
 #include "util/cpus.h"
 #include "util/crash_report.h"
 #include "util/error_text.h"
+#include "util/stop_handlers.h"
 
 namespace crucible::launch {
 
@@ -94,6 +95,9 @@ class Supervisor {
       if (const int sig = SignalCatcher::take()) {
         interrupts_ += sig == SIGINT ? 1 : 0;
         signal_running(sig);
+        if (sig == SIGINT && interrupts_ == 1 && ::isatty(STDERR_FILENO) == 1) {
+          std::cerr << util::kInterruptNotice << std::flush;
+        }
       }
       if (SignalCatcher::take_question()) signal_running(util::kWhereSignal);
       pump(10);

@@ -211,6 +211,16 @@ RunStart start_run(const ExperimentConfig& config, const FitOptions& options,
           logger.warn("removed " + dir + ", a checkpoint whose writing or deletion was cut short");
         }
         if (checkpoint::list(start.run.path).empty()) {
+          // A run that wrote a checkpoint keeps its newest: its metrics are not given up when
+          // its checkpoints were removed.
+          const std::string latest = checkpoint::latest_name(start.run.path);
+          if (!latest.empty()) {
+            throw UsageError(fmt::format(
+                "{}: its checkpoints were removed (latest names {}, which is not there), and "
+                "training it from the beginning would overwrite its metrics; start a new run, or "
+                "remove {}/latest to train this one again from batch 0",
+                start.run.path, latest, start.run.path));
+          }
           restart_from_beginning(config, start.run, logger);
           return "";
         }

@@ -11,12 +11,17 @@ namespace {
 
 std::atomic<int> g_requested{0};
 std::atomic<int> g_interrupts{0};
+std::atomic<bool> g_on_terminal{false};  // stderr is a terminal: a person reads it
 
 void on_signal(int sig) {
   if (sig == SIGINT && g_interrupts.fetch_add(1) >= 1) {
     static const char msg[] = "\ninterrupted twice: stopping now, without a checkpoint\n";
     [[maybe_unused]] auto n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
     _exit(130);
+  }
+  if (sig == SIGINT && g_on_terminal.load()) {
+    [[maybe_unused]] auto n =
+        write(STDERR_FILENO, util::kInterruptNotice, sizeof(util::kInterruptNotice) - 1);
   }
   int expected = 0;
   g_requested.compare_exchange_strong(expected, sig);
@@ -26,6 +31,7 @@ void on_signal(int sig) {
 void (*fresh_handler())(int) {
   g_requested = 0;
   g_interrupts = 0;
+  g_on_terminal = ::isatty(STDERR_FILENO) == 1;
   return on_signal;
 }
 

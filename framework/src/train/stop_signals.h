@@ -14,8 +14,9 @@ std::string signal_stop_line(const std::string& cause, int64_t batches);
 bool is_signal_stop_line(const std::string& message);
 
 // While alive, SIGTERM, SIGUSR1, a first SIGINT and SIGHUP (unless it was ignored at the start,
-// as under nohup) only record that a graceful stop was asked;
-// a second SIGINT ends the process at once with exit code 130. The previous handlers come back on
+// as under nohup) only record that a graceful stop was asked; the first SIGINT also writes
+// util::kInterruptNotice when stderr is a terminal (not under a launcher, whose ranks write to
+// pipes). A second SIGINT ends the process at once with exit code 130. The previous handlers come back on
 // destruction. One instance at a time.
 class StopSignals {
  public:

@@ -10,6 +10,12 @@ namespace crucible::util {
 // SIGHUP (the terminal or ssh session it runs in went away).
 inline constexpr std::array<int, 4> kStopSignals = {SIGTERM, SIGUSR1, SIGINT, SIGHUP};
 
+// What a process that a first SIGINT stops gracefully writes to its terminal at once, so that a
+// long step (a validation, a checkpoint) is not taken for no answer.
+inline constexpr char kInterruptNotice[] =
+    "\ninterrupted: stopping after the current step (a batch, a validation or a checkpoint), "
+    "with a checkpoint; interrupt again to stop at once, without one\n";
+
 // While one lives, `handler` handles every signal of kStopSignals, except SIGHUP while it is
 // ignored (nohup; trainer restores that choice at its start when a library's constructor
 // replaced it): that choice is kept. The handlers it replaced
