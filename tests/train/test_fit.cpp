@@ -183,6 +183,19 @@ TEST_CASE("a trial that returns an empty DataLoader fails naming the method", "[
   CHECK(code == crucible::kExitTrainingFailed);
 }
 
+TEST_CASE("a training set smaller than a global batch trains, with a warning naming both sizes",
+          "[train]") {
+  TempDir tmp;
+  const auto result = fit_recording(
+      recording_config("max_length: {epochs: 2}\n", {"hyperparameters.records=5"}), tmp / "run");
+  CHECK(result.batches_trained == 2);  // one batch of the 5 records an epoch
+  CHECK_THAT(read_file(tmp / "run/trainer.log"),
+             Catch::Contains("WARN the training set holds 5 records, fewer than a global batch "
+                             "(8): every epoch is one batch of 5 records"));
+  fit_recording(recording_config("max_length: {epochs: 1}\n"), tmp / "full");
+  CHECK_THAT(read_file(tmp / "full/trainer.log"), !Catch::Contains("fewer than a global batch"));
+}
+
 TEST_CASE("test mode trains one batch, validates one batch and round-trips a checkpoint",
           "[train]") {
   TempDir tmp;

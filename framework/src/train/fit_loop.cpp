@@ -449,6 +449,13 @@ class FitLoop {
     train_loader_ = build_trial_loader(
         "build_training_data_loader", [&] { return trial.build_training_data_loader(); },
         session_->state(), ShardMode::kSplitBatches);
+    const int64_t global_batch = train_loader_.options().batch_size() * dist_.size();
+    if (dist_.is_chief() && train_loader_.num_records() < global_batch) {
+      logger_.warn(fmt::format(
+          "the training set holds {} records, fewer than a global batch ({}): every epoch is one "
+          "batch of {} records",
+          train_loader_.num_records(), global_batch, train_loader_.num_records()));
+    }
     schedule_ = Schedule::make(config_, train_loader_.batches_per_epoch());
     session_->state().epoch_len = schedule_.epoch_len;
     max_batches_ = schedule_.to_batches(config_.max_length);
