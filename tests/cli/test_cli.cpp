@@ -453,7 +453,7 @@ TEST_CASE("a missing dataset names the path and the Debian package", "[cli]") {
                       "--set data.patth=/nonexistent/fm --output " + (tmp / "typo"));
   CHECK(typo.exit_code == 2);
   check_one_clean_error(typo);
-  CHECK_THAT(typo.output, Catch::Contains("fashion_mnist_test_mode.yaml: data.patth: not a key "
+  CHECK_THAT(typo.output, Catch::Contains("--set data.patth=/nonexistent/fm: data.patth: not a key "
                                           "this trial reads (did you mean 'path'?); it reads "
                                           "data.path, data.workers"));
 }

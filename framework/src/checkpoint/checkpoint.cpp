@@ -545,12 +545,10 @@ std::vector<std::string> remove_unfinished(const std::string& run_dir,
 }
 
 std::string latest_name(const std::string& run_dir) {
-  try {
-    const std::string text = util::read_file(util::join(run_dir, "latest"));
-    return text.substr(0, text.find('\n'));
-  } catch (const std::exception&) {
-    return "";
-  }
+  const std::string path = util::join(run_dir, "latest");
+  if (!util::exists(path)) return "";
+  const std::string text = util::read_file(path);
+  return text.substr(0, text.find('\n'));
 }
 
 std::string newest_good(const std::string& run_dir,

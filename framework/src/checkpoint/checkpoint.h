@@ -150,8 +150,8 @@ std::vector<std::string> remove_unfinished(
     const std::string& run_dir, const std::function<void(const std::string&)>& warn = {});
 
 // The checkpoint name ("batch-<N>") that the run's file `latest` holds, or "" when the run has no
-// such file or it cannot be read. save() writes it last: it names the newest checkpoint written
-// whole, which retention never deletes.
+// such file. save() writes it last: it names the newest checkpoint written whole, which retention
+// never deletes. Throws std::runtime_error naming the path and the cause when it cannot be read.
 std::string latest_name(const std::string& run_dir);
 
 // The newest checkpoint of the run that verifies. Each damaged newer one is reported through
