@@ -460,15 +460,17 @@ TEST_CASE("a missing dataset names the path and the Debian package", "[cli]") {
 
 TEST_CASE("a first SIGINT on a terminal is answered at once, not when the validation ends",
           "[cli]") {
-  // The trial interrupts itself in its first validation (batch 4), as Ctrl-C would.
+  // The trial interrupts itself, or its parent, in its first validation (batch 4), as Ctrl-C
+  // would; a parent passes the signal on. 100000 batches: a signal the parent took late still
+  // finds the trial training.
   TempDir tmp;
-  const std::string config =
-      test_config(tmp, "RecordingTrial",
-                  "min_validation_period: {batches: 4}\nsearcher: {metric: avg_x}\n") +
-      " --set hyperparameters.sigint_in_validation=0";
+  const std::string config = test_config(
+      tmp, "RecordingTrial", "min_validation_period: {batches: 4}\nsearcher: {metric: avg_x}\n");
   const std::string notice = "interrupted: stopping after the current step";
   SECTION("one process: the notice comes before the validation's line") {
-    const auto r = run_on_terminal(kTrainer + " fit " + config + " --output " + (tmp / "run"));
+    const std::string command =
+        "fit " + config + " --set hyperparameters.sigint_in_validation=0 --output ";
+    const auto r = run_on_terminal(kTrainer + " " + command + (tmp / "run"));
     INFO(r.output);
     CHECK(r.exit_code == crucible::kExitStopped);
     CHECK(count_of(r.output, notice) == 1);
@@ -477,17 +479,28 @@ TEST_CASE("a first SIGINT on a terminal is answered at once, not when the valida
     CHECK(validation != std::string::npos);
     CHECK(util::exists(tmp / "run/checkpoints/batch-0000000004/metadata.json"));
     // Not on a terminal (a job's log): the stop's own line alone.
-    const auto logged = trainer("fit " + config + " --output " + (tmp / "logged"));
+    const auto logged = trainer(command + (tmp / "logged"));
     CHECK(logged.exit_code == crucible::kExitStopped);
     CHECK_THAT(logged.output, !Catch::Contains(notice) &&
                                   Catch::Contains("received Interrupt: checkpointing at batch"));
   }
-  SECTION("two ranks: the launcher answers, once") {
-    const auto r =
-        run_on_terminal(kTrainer + " fit " + config + " --slots 2 --output " + (tmp / "run"));
+  // A parent on the terminal answers once (its ranks or trials write to pipes), and the run
+  // stops with a checkpoint.
+  const auto answered_once = [&](const std::string& args, const std::string& checkpoints) {
+    const auto r = run_on_terminal(kTrainer + " fit " + config +
+                                   " --set hyperparameters.sigint_parent_in_validation=0 "
+                                   "--set max_length.batches=100000 " +
+                                   args);
     INFO(r.output);
     CHECK(r.exit_code == crucible::kExitStopped);
     CHECK(count_of(r.output, notice) == 1);
-    CHECK(!util::list_directory(tmp / "run/checkpoints").empty());
+    CHECK(!util::list_directory(checkpoints).empty());
+  };
+  SECTION("two ranks: the launcher answers") {
+    answered_once("--slots 2 --output " + (tmp / "run"), tmp / "run/checkpoints");
+  }
+  SECTION("a search: the search answers") {
+    answered_once("--set searcher.name=grid --output " + (tmp / "exp"),
+                  tmp / "exp/trials/1/checkpoints");
   }
 }

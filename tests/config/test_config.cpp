@@ -633,9 +633,14 @@ TEST_CASE("a key an error names after parsing is placed at its line and column",
   config.overrides = {"name=x", "searcher.metric=loss", "optimizations={}", "name=y"};
   CHECK(key_place(config, "name", "e") == "--set name=y");
   CHECK(key_place(config, "searcher.metric", "loss") == "--set searcher.metric=loss");
-  CHECK(key_place(config, "searcher") == "--set searcher.metric=loss");
   CHECK(key_place(config, "optimizations.mixed_precision", "fp16") == "--set optimizations={}");
   CHECK(key_place(config, "name_x") == file);
+  // An override under the key: the file's place with it, or it alone for a key it created; the
+  // last applied one that reached the key, above or under it.
+  CHECK(key_place(config, "searcher") == file + ":4:11, with --set searcher.metric=loss");
+  config.overrides = {"data.x=1", "data={}", "data.y.z=2"};
+  CHECK(key_place(config, "data") == "--set data.y.z=2");
+  CHECK(key_place(config, "data.x") == "--set data={}");
   // The file is only read.
   CHECK(crucible::testing::read_file(file) ==
         "name: e\noptimizations:\n  mixed_precision: fp16\nsearcher: [1]\n");

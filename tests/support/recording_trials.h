@@ -31,8 +31,8 @@ namespace crucible::testing {
 // native stack of "frame #N" lines),
 // fail_rank (the only rank that fails, hangs or requests a stop; default every rank),
 // bad_record / bad_validation_record (a training or validation record whose read throws), and
-// sigint_in_validation (a validation batch index: SIGINT, as a person's Ctrl-C, to this process,
-// or from rank 0 of a distributed run to its parent, the launcher).
+// sigint_in_validation / sigint_parent_in_validation (a validation batch index: SIGINT, as a
+// person's Ctrl-C, to this process, or from rank 0 to its parent: a launcher or a search).
 class RecordingTrial : public Trial {
  public:
   struct Call {
@@ -132,12 +132,10 @@ class RecordingTrial : public Trial {
   Metrics evaluate_batch(Batch& batch, int64_t batch_idx) override {
     evaluated_at().push_back({ctx_.current_train_batch(), ctx_.current_train_epoch(),
                               ctx_.is_epoch_start(), ctx_.is_epoch_end()});
-    if (batch_idx == ctx_.hparam<int64_t>("sigint_in_validation", -1)) {
-      if (!ctx_.distributed().distributed()) {
-        ::raise(SIGINT);
-      } else if (ctx_.distributed().rank() == 0) {
-        ::kill(::getppid(), SIGINT);
-      }
+    if (batch_idx == ctx_.hparam<int64_t>("sigint_in_validation", -1)) ::raise(SIGINT);
+    if (batch_idx == ctx_.hparam<int64_t>("sigint_parent_in_validation", -1) &&
+        ctx_.distributed().rank() == 0) {
+      ::kill(::getppid(), SIGINT);
     }
     const torch::Tensor& x = batch[0];
     Metrics m = {{"avg_x", x.mean()},

@@ -191,7 +191,7 @@ TEST_CASE("a training set smaller than a global batch trains, with a warning nam
   CHECK(result.batches_trained == 2);  // one batch of the 5 records an epoch
   CHECK_THAT(read_file(tmp / "run/trainer.log"),
              Catch::Contains("WARN the training set holds 5 records, fewer than a global batch "
-                             "(8): every epoch is one batch of 5 records"));
+                             "(8): every batch is the whole set"));
   fit_recording(recording_config("max_length: {epochs: 1}\n"), tmp / "full");
   CHECK_THAT(read_file(tmp / "full/trainer.log"), !Catch::Contains("fewer than a global batch"));
 }

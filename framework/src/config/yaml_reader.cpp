@@ -142,47 +142,58 @@ nlohmann::json yaml_to_json(const YAML::Node& node, const Source& source, const 
   return out;
 }
 
-std::optional<std::string> override_of(const std::vector<std::string>& overrides,
-                                       const std::string& path, bool below) {
+std::optional<Override> last_override(const std::vector<std::string>& overrides,
+                                      const std::string& path) {
   for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) {
     const std::string key = it->substr(0, it->find('='));
-    const bool hit =
-        below ? key.rfind(path + ".", 0) == 0 : path == key || path.rfind(key + ".", 0) == 0;
-    if (hit) return "--set " + *it;
+    if (path == key || path.rfind(key + ".", 0) == 0) return Override{"--set " + *it, false};
+    if (key.rfind(path + ".", 0) == 0) return Override{"--set " + *it, true};
   }
   return std::nullopt;
 }
 
+namespace {
+
+// "file:line:col" of a node that was read from the file, followed by ", with --set k=v" when
+// `set` changed a key under it; `set` alone for a node it created.
+std::string place_with(const std::string& file, const YAML::Mark& mark,
+                       const std::optional<Override>& set) {
+  if (mark.is_null()) return set ? set->text : file;
+  const std::string place = fmt::format("{}:{}:{}", file, mark.line + 1, mark.column + 1);
+  return set ? place + ", with " + set->text : place;
+}
+
+}  // namespace
+
 std::string key_place(const ExperimentConfig& config, const std::string& key_path,
                       const std::optional<std::string>& value) {
-  if (auto set = override_of(config.overrides, key_path)) return *set;
-  if (auto set = override_of(config.overrides, key_path, true)) return *set;
+  const auto set = last_override(config.overrides, key_path);
+  if (set && !set->below) return set->text;
   const std::string& file = config.source_path;
+  const std::string fallback = set ? set->text : file;
   try {
     YAML::Node node = YAML::LoadFile(file);
     for (size_t at = 0; at <= key_path.size();) {
       const size_t dot = std::min(key_path.find('.', at), key_path.size());
-      if (!node.IsMap()) return file;
+      if (!node.IsMap()) return fallback;
       // reset(), not assignment: assigning a yaml-cpp node writes through to the tree.
       const YAML::Node& parent = node;
       node.reset(parent[key_path.substr(at, dot - at)]);
       at = dot + 1;
     }
-    if (!node.IsDefined() || node.Mark().is_null()) return file;
-    if (value && (!node.IsScalar() || node.Scalar() != *value)) return file;
-    return fmt::format("{}:{}:{}", file, node.Mark().line + 1, node.Mark().column + 1);
+    if (!node.IsDefined()) return fallback;
+    // The value is checked where the file alone gave it: an override under it changed it.
+    if (!set && value && (!node.IsScalar() || node.Scalar() != *value)) return file;
+    return place_with(file, node.Mark(), set);
   } catch (...) {
-    return file;
+    return fallback;
   }
 }
 
 std::string Source::where(const std::string& path, const YAML::Node& node) const {
-  if (auto set = override_of(overrides_, path)) return *set;
-  const auto below = override_of(overrides_, path, true);
-  const YAML::Mark mark = node.Mark();
-  if (mark.is_null()) return below ? *below : file_;
-  const std::string place = fmt::format("{}:{}:{}", file_, mark.line + 1, mark.column + 1);
-  return below ? place + ", with " + *below : place;
+  const auto set = last_override(overrides_, path);
+  if (set && !set->below) return set->text;
+  return place_with(file_, node.Mark(), set);
 }
 
 void Source::fail(const std::string& path, const YAML::Node& node,

@@ -27,17 +27,25 @@ class Source;
 // mapping that repeats a key or holds a merge key (<<, which yaml-cpp leaves unexpanded).
 nlohmann::json yaml_to_json(const YAML::Node& node, const Source& source, const std::string& path);
 
-// The `--set` text among `overrides` (KEY=VALUE texts, in the order applied) that set `path` or
-// a key above it, the last applied when several did; or, with `below`, one that set a key under
-// `path`. nullopt when none did.
-std::optional<std::string> override_of(const std::vector<std::string>& overrides,
-                                       const std::string& path, bool below = false);
+// An override that reached a key: its text ("--set KEY=VALUE"), and whether it set a key under
+// that key rather than the key itself or one above it.
+struct Override {
+  std::string text;
+  bool below = false;
+};
 
-// Where the dotted `key_path` (e.g. "optimizations.mixed_precision") of `config` was given:
-// "--set k=v" when one of config.overrides set it (or a key above or under it); else
-// "file:line:col" of its value in config.source_path when the file holds `value` there (any
-// value when `value` is nullopt); else the file alone (it cannot be read, has no such key, or no
-// longer says so). For errors found after parsing; never throws.
+// The last applied of `overrides` (KEY=VALUE texts, in the order applied) that set `path`, a key
+// above it or a key under it; nullopt when none did.
+std::optional<Override> last_override(const std::vector<std::string>& overrides,
+                                      const std::string& path);
+
+// Where the dotted `key_path` (e.g. "optimizations.mixed_precision") of `config` was given, as
+// Source::where says it, with config.overrides: "--set k=v" when the last override that reached
+// it set it or a key above it; else "file:line:col" of its value in config.source_path, followed
+// by ", with --set k=v" when that override set a key under it; "--set k=v" alone for a key it
+// created. Without an override, "file:line:col" only when the file holds `value` there (any value
+// when `value` is nullopt), else the file alone (it cannot be read, has no such key, or no longer
+// says so). For errors found after parsing; never throws.
 std::string key_place(const ExperimentConfig& config, const std::string& key_path,
                       const std::optional<std::string>& value = std::nullopt);
 
@@ -47,9 +55,9 @@ class Source {
   explicit Source(std::string file) : file_(std::move(file)) {}
   // Records `text` ("KEY=VALUE") as applied after the overrides recorded before it.
   void add_override(const std::string& text) { overrides_.push_back(text); }
-  // "--set k=v" when that override set `path` or a key above it, or created `node` by setting a
-  // key under it; else "file:line:col" of `node`, followed by ", with --set k=v" when that
-  // override changed a key under it.
+  // "--set k=v" when the last override that reached `path` (last_override) set it or a key
+  // above it, or created `node` by setting a key under it; else "file:line:col" of `node`,
+  // followed by ", with --set k=v" when that override changed a key under it.
   std::string where(const std::string& path, const YAML::Node& node) const;
   // Throws ConfigError "<where>: <path>: <message>".
   [[noreturn]] void fail(const std::string& path, const YAML::Node& node,

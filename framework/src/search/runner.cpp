@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <iostream>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -36,6 +37,7 @@
 #include "util/file_io.h"
 #include "util/file_system.h"
 #include "util/logger.h"
+#include "util/stop_handlers.h"
 
 namespace crucible::search {
 namespace {
@@ -371,10 +373,18 @@ class Runner {
   }
 
   // Sends `sig` to every trial process and waits for them (SIGKILL after two minutes).
+  // Passes `sig` on to every running trial and waits for them to exit, passing on a second SIGINT
+  // too (it ends them at once, without a checkpoint).
   void stop_all(int sig) {
     for (const auto& f : running_) ::kill(f.pid, sig);
+    if (sig == SIGINT && !running_.empty() && ::isatty(STDERR_FILENO) == 1) {
+      std::cerr << util::kInterruptNotice << std::flush;
+    }
     const auto deadline = Clock::now() + std::chrono::minutes(2);
     while (!running_.empty()) {
+      if (launch::SignalCatcher::take() == SIGINT) {
+        for (const auto& f : running_) ::kill(f.pid, SIGINT);
+      }
       if (reap()) continue;
       if (Clock::now() > deadline) {
         for (const auto& f : running_) ::kill(f.pid, SIGKILL);

@@ -51,7 +51,7 @@ class FitLoop {
         stop_vote_(dist_) {}
 
   FitResult run() {
-    StopSignals signals;
+    StopSignals signals(dist_.rank() == 0);
     try {
       return set_up_and_train();
     } catch (const std::exception& e) {
@@ -452,9 +452,9 @@ class FitLoop {
     const int64_t global_batch = train_loader_.options().batch_size() * dist_.size();
     if (dist_.is_chief() && train_loader_.num_records() < global_batch) {
       logger_.warn(fmt::format(
-          "the training set holds {} records, fewer than a global batch ({}): every epoch is one "
-          "batch of {} records",
-          train_loader_.num_records(), global_batch, train_loader_.num_records()));
+          "the training set holds {} records, fewer than a global batch ({}): every batch is the "
+          "whole set",
+          train_loader_.num_records(), global_batch));
     }
     schedule_ = Schedule::make(config_, train_loader_.batches_per_epoch());
     session_->state().epoch_len = schedule_.epoch_len;

@@ -28,16 +28,16 @@ void on_signal(int sig) {
 }
 
 // Forgets what an earlier instance recorded; returns the handler to install.
-void (*fresh_handler())(int) {
+void (*fresh_handler(bool notice))(int) {
   g_requested = 0;
   g_interrupts = 0;
-  g_on_terminal = ::isatty(STDERR_FILENO) == 1;
+  g_on_terminal = notice && ::isatty(STDERR_FILENO) == 1;
   return on_signal;
 }
 
 }  // namespace
 
-StopSignals::StopSignals() : handlers_(fresh_handler()) {}
+StopSignals::StopSignals(bool notice) : handlers_(fresh_handler(notice)) {}
 
 int StopSignals::requested() { return g_requested.load(); }
 

@@ -166,7 +166,7 @@ bool is_regular_file(const std::string& path) {
 
 std::string not_a_directory(const std::string& path) {
   struct stat st {};
-  if (!stat_or_throw(path, st)) return "no such directory";
+  if (!stat_or_throw(without_trailing_slashes(path), st)) return "no such directory";
   return S_ISREG(st.st_mode) ? "a file, not a directory" : "not a directory";
 }
 
