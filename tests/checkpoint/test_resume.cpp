@@ -331,6 +331,38 @@ TEST_CASE("a second SIGINT stops at once: the previous checkpoint stays loadable
   resume_and_compare(run);
 }
 
+TEST_CASE("a second SIGINT to a search stops its trial at once: the previous checkpoint stays",
+          "[checkpoint][resume]") {
+  // As for a fit (above), through the search, which passes each SIGINT on to its trials.
+  TempDir tmp;
+  const std::string exp = tmp / "exp";
+  const std::string run = exp + "/trials/1";
+  Child child(kTrainer + " fit " + resumable_config(tmp, 5) +
+                  " --set searcher.name=grid --set hyperparameters.save_delay_ms=2000 --output " +
+                  exp,
+              tmp / "log");
+  REQUIRE(wait_until([&] { return latest(run) == "batch-0000000020"; }, 120));
+  REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 21; }));
+  child.signal(SIGINT);
+  // A checkpoint being written (slowly): the graceful stop's, or batch 32's validation's.
+  REQUIRE(wait_until([&] {
+    for (const auto& name : util::list_directory(run + "/checkpoints")) {
+      if (name.rfind(".tmp-", 0) == 0) return true;
+    }
+    return false;
+  }));
+  const auto sent = std::chrono::steady_clock::now();
+  child.signal(SIGINT);
+  CHECK(child.wait() == crucible::kExitStopped);
+  CHECK(std::chrono::steady_clock::now() - sent < std::chrono::seconds(1));
+  INFO(read_file(tmp / "log"));
+  CHECK(latest(run) == "batch-0000000020");
+  const auto resumed = run_command(kTrainer + " fit --resume " + exp);
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK(latest(run) == "batch-0000000128");
+}
+
 TEST_CASE("a requeued command continues its --output run, and a run without a checkpoint restarts",
           "[checkpoint][resume]") {
   reference();
