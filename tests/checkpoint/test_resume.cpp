@@ -305,62 +305,51 @@ TEST_CASE("a second SIGINT stops at once: the previous checkpoint stays loadable
           "[checkpoint][resume]") {
   reference();
   TempDir tmp;
-  const std::string run = tmp / "run";
-  Child child(kTrainer + " fit " + resumable_config(tmp, 5) +
-                  " --set hyperparameters.save_delay_ms=2000 --output " + run,
-              tmp / "log");
-  REQUIRE(wait_until([&] { return latest(run) == "batch-0000000020"; }, 120));
-  // Past batch 20: a stop at batch 20 itself would find its checkpoint current and write none.
-  // Before batch 32, whose validation checkpoint would be a .tmp directory the first SIGINT
-  // did not cause.
-  REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 21; }));
-  child.signal(SIGINT);
-  // The graceful stop starts writing a checkpoint (slowly); interrupt it.
-  REQUIRE(wait_until([&] {
-    for (const auto& name : util::list_directory(run + "/checkpoints")) {
-      if (name.rfind(".tmp-", 0) == 0) return true;
-    }
-    return false;
-  }));
-  const auto sent = std::chrono::steady_clock::now();
-  child.signal(SIGINT);
-  CHECK(child.wait() == 130);
-  CHECK(std::chrono::steady_clock::now() - sent < std::chrono::seconds(1));
-  CHECK_THAT(read_file(tmp / "log"), Catch::Contains("interrupted twice"));
-  CHECK(latest(run) == "batch-0000000020");
-  resume_and_compare(run);
-}
-
-TEST_CASE("a second SIGINT to a search stops its trial at once: the previous checkpoint stays",
-          "[checkpoint][resume]") {
-  // As for a fit (above), through the search, which passes each SIGINT on to its trials.
-  TempDir tmp;
-  const std::string exp = tmp / "exp";
-  const std::string run = exp + "/trials/1";
-  Child child(kTrainer + " fit " + resumable_config(tmp, 5) +
-                  " --set searcher.name=grid --set hyperparameters.save_delay_ms=2000 --output " +
-                  exp,
-              tmp / "log");
-  REQUIRE(wait_until([&] { return latest(run) == "batch-0000000020"; }, 120));
-  REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 21; }));
-  child.signal(SIGINT);
-  // A checkpoint being written (slowly): the graceful stop's, or batch 32's validation's.
-  REQUIRE(wait_until([&] {
-    for (const auto& name : util::list_directory(run + "/checkpoints")) {
-      if (name.rfind(".tmp-", 0) == 0) return true;
-    }
-    return false;
-  }));
-  const auto sent = std::chrono::steady_clock::now();
-  child.signal(SIGINT);
-  CHECK(child.wait() == crucible::kExitStopped);
-  CHECK(std::chrono::steady_clock::now() - sent < std::chrono::seconds(1));
-  INFO(read_file(tmp / "log"));
-  CHECK(latest(run) == "batch-0000000020");
-  const auto resumed = run_command(kTrainer + " fit --resume " + exp);
-  INFO(resumed.output);
-  CHECK(resumed.exit_code == 0);
-  CHECK(latest(run) == "batch-0000000128");
+  // A fit, or a search that passes each SIGINT on to its trial, writing checkpoints slowly. The
+  // first SIGINT comes past batch 20 (a stop at batch 20 itself would find its checkpoint current
+  // and write none); the second while a checkpoint is being written (the graceful stop's, or
+  // batch 32's validation's, where a search passed the first on late). Returns the exit code and
+  // the seconds from the second SIGINT to the exit.
+  const auto interrupt_twice = [&](const std::string& args, const std::string& run) {
+    Child child(kTrainer + " fit " + resumable_config(tmp, 5) +
+                    " --set hyperparameters.save_delay_ms=2000 " + args,
+                tmp / "log");
+    REQUIRE(wait_until([&] { return latest(run) == "batch-0000000020"; }, 120));
+    REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 21; }));
+    child.signal(SIGINT);
+    REQUIRE(wait_until([&] {
+      for (const auto& name : util::list_directory(run + "/checkpoints")) {
+        if (name.rfind(".tmp-", 0) == 0) return true;
+      }
+      return false;
+    }));
+    const auto sent = std::chrono::steady_clock::now();
+    child.signal(SIGINT);
+    const int code = child.wait();
+    const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - sent;
+    INFO(read_file(tmp / "log"));
+    CHECK(latest(run) == "batch-0000000020");
+    return std::make_pair(code, waited.count());
+  };
+  SECTION("a fit") {
+    const std::string run = tmp / "run";
+    const auto [code, seconds] = interrupt_twice("--output " + run, run);
+    CHECK(code == 130);
+    CHECK(seconds < 1);
+    CHECK_THAT(read_file(tmp / "log"), Catch::Contains("interrupted twice"));
+    resume_and_compare(run);
+  }
+  SECTION("a search's trial") {
+    const std::string exp = tmp / "exp";
+    const auto [code, seconds] =
+        interrupt_twice("--set searcher.name=grid --output " + exp, exp + "/trials/1");
+    CHECK(code == crucible::kExitStopped);  // the search's own stop
+    CHECK(seconds < 1);
+    const auto resumed = run_command(kTrainer + " fit --resume " + exp);
+    INFO(resumed.output);
+    CHECK(resumed.exit_code == 0);
+    CHECK(latest(exp + "/trials/1") == "batch-0000000128");
+  }
 }
 
 TEST_CASE("a requeued command continues its --output run, and a run without a checkpoint restarts",
