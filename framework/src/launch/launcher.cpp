@@ -95,9 +95,7 @@ class Supervisor {
       if (const int sig = SignalCatcher::take()) {
         interrupts_ += sig == SIGINT ? 1 : 0;
         signal_running(sig);
-        if (sig == SIGINT && interrupts_ == 1 && ::isatty(STDERR_FILENO) == 1) {
-          std::cerr << util::kInterruptNotice << std::flush;
-        }
+        if (sig == SIGINT && interrupts_ == 1) util::notice_interrupt_on_terminal();
       }
       if (SignalCatcher::take_question()) signal_running(util::kWhereSignal);
       pump(10);

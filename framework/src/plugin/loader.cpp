@@ -198,13 +198,12 @@ std::vector<std::string> search_directories(const std::string& config_dir) {
   if (!libdir.empty()) dirs.push_back(util::join(libdir, "crucible/trials"));
   // Each place once, at its first position: the same directory named twice (CRUCIBLE_TRIAL_PATH
   // set to the trainer's own) would only be looked in, and listed, twice.
-  std::vector<std::string> unique;
+  std::vector<std::string> unique, normals;
   for (const std::string& dir : dirs) {
-    const std::string normal = util::lexically_normal(util::absolute(dir));
-    const bool seen = std::any_of(unique.begin(), unique.end(), [&](const std::string& u) {
-      return util::lexically_normal(util::absolute(u)) == normal;
-    });
-    if (!seen) unique.push_back(dir);
+    std::string normal = util::lexically_normal(util::absolute(dir));
+    if (std::find(normals.begin(), normals.end(), normal) != normals.end()) continue;
+    normals.push_back(std::move(normal));
+    unique.push_back(dir);
   }
   return unique;
 }

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <iostream>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -377,9 +376,7 @@ class Runner {
   // too (it ends them at once, without a checkpoint).
   void stop_all(int sig) {
     for (const auto& f : running_) ::kill(f.pid, sig);
-    if (sig == SIGINT && !running_.empty() && ::isatty(STDERR_FILENO) == 1) {
-      std::cerr << util::kInterruptNotice << std::flush;
-    }
+    if (sig == SIGINT && !running_.empty()) util::notice_interrupt_on_terminal();
     const auto deadline = Clock::now() + std::chrono::minutes(2);
     while (!running_.empty()) {
       if (launch::SignalCatcher::take() == SIGINT) {

@@ -1,6 +1,14 @@
 #include "util/stop_handlers.h"
 
+#include <unistd.h>
+
+#include <iostream>
+
 namespace crucible::util {
+
+void notice_interrupt_on_terminal() {
+  if (::isatty(STDERR_FILENO) == 1) std::cerr << kInterruptNotice << std::flush;
+}
 
 StopHandlers::StopHandlers(void (*handler)(int)) {
   struct sigaction action = {};

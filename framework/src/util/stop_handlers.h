@@ -16,6 +16,10 @@ inline constexpr char kInterruptNotice[] =
     "\ninterrupted: stopping after the current step (a batch, a validation or a checkpoint), "
     "with a checkpoint; interrupt again to stop at once, without one\n";
 
+// Writes kInterruptNotice to stderr when stderr is a terminal. For a parent that passes a SIGINT
+// on from its main loop (not async-signal-safe).
+void notice_interrupt_on_terminal();
+
 // While one lives, `handler` handles every signal of kStopSignals, except SIGHUP while it is
 // ignored (nohup; trainer restores that choice at its start when a library's constructor
 // replaced it): that choice is kept. The handlers it replaced
