@@ -238,7 +238,8 @@ TEST_CASE("SIGTERM, SIGUSR1 and SIGHUP checkpoint at the batch boundary and exit
     child.signal(sig);
     CHECK(child.wait() == 4);
     const std::string log = read_file(tmp / "log");
-    CHECK_THAT(log, Catch::Contains("checkpointing at batch") && Catch::Contains("stopped:"));
+    CHECK_THAT(log, Catch::Contains("checkpointing at batch") && Catch::Contains("stopped: ") &&
+                        Catch::Contains("; continue it with: trainer fit --resume " + run + "\n"));
     // No periodic checkpoint falls in 21..31: one there is the stop's. The signal may land
     // before batch 29 starts (under load), so the stop may be at 28 itself.
     const std::string stopped_at = latest(run);

@@ -3,8 +3,12 @@
 #include <fmt/format.h>
 #include "catch.h"
 
+#include <crucible/errors.h>
+
+#include "checkpoint/checkpoint.h"
 #include "checkpoint/retention.h"
 #include "resumable_run.h"
+#include "train/checkpoint_path.h"
 
 using crucible::checkpoint::Entry;
 using crucible::checkpoint::to_delete;
@@ -66,4 +70,92 @@ TEST_CASE("a run keeps exactly the configured checkpoints, the best among them",
                                     fmt::format("batch-{:010d}", best_at)};
   CHECK(std::set<std::string>(kept.begin(), kept.end()) == expected);
   CHECK(latest(tmp / "run") == "batch-0000000128");
+}
+
+TEST_CASE(
+    "a pinned checkpoint is not deleted, and a resolved one deleted meanwhile is resolved again",
+    "[checkpoint]") {
+  TempDir tmp;
+  const std::string a = tmp / "checkpoints/batch-0000000020";
+  const std::string b = tmp / "checkpoints/batch-0000000040";
+  util::create_directories(a);
+  util::create_directories(b);
+  write_file(a + "/metadata.json", "{}");
+  {
+    const auto pinned = crucible::checkpoint::pin(a);
+    REQUIRE(pinned);
+    const auto again = crucible::checkpoint::pin(a);  // pins share
+    CHECK(again);
+    CHECK_FALSE(crucible::checkpoint::remove(a));
+    CHECK(util::exists(a + "/metadata.json"));
+  }
+  CHECK(crucible::checkpoint::remove(a));
+  CHECK_FALSE(util::exists(a));
+  CHECK_FALSE(crucible::checkpoint::pin(a));  // gone: no pin, no error
+
+  // A lock on a directory that is then renamed holds it under its new name only: a pin that
+  // waited while its checkpoint was being deleted finds it gone.
+  const auto lock = util::FileLock::lock_directory_shared(b);
+  util::rename(b, tmp / "moved");
+  CHECK_FALSE(lock->holds(b));
+  CHECK(lock->holds(tmp / "moved"));
+  util::rename(tmp / "moved", b);
+
+  // The resolver's first answer was deleted before it was pinned; its second holds.
+  int calls = 0;
+  const crucible::train::PinnedCheckpoint c =
+      crucible::train::pin_resolved([&] { return ++calls == 1 ? a : b; });
+  CHECK(calls == 2);
+  CHECK(c.dir == b);
+  REQUIRE(c.pin);
+  CHECK_FALSE(crucible::checkpoint::remove(b));
+  CHECK(crucible::train::pin_resolved([] { return std::string(); }).dir.empty());
+  const auto deleted = [&] { return a; };
+  CHECK_THROWS_AS(crucible::train::pin_resolved(deleted), crucible::TrainingError);
+  CHECK_THROWS_WITH(
+      crucible::train::pin_resolved(deleted),
+      "checkpoint " + a +
+          " was deleted before it could be read: the run that wrote it is still training, and "
+          "its retention (checkpoint_storage.save_trial_latest) removed it; name the run "
+          "directory to read its newest checkpoint");
+}
+
+TEST_CASE(
+    "retention keeps a checkpoint that another process pins, and deletes it after the pin is "
+    "released",
+    "[checkpoint]") {
+  TempDir tmp;
+  const std::string config = resumable_config(tmp, 0);
+  const std::string run = tmp / "run";
+  const std::string first = run + "/checkpoints/batch-0000000020";
+  const auto fit = run_command(kTrainer + " fit " + config + " --quiet --output " + run +
+                               " --set max_length.batches=20 --set "
+                               "checkpoint_storage.save_trial_latest=1");
+  INFO(fit.output);
+  REQUIRE(fit.exit_code == 0);
+  const std::string resume = kTrainer + " fit --resume " + run + " --quiet --allow-safe-changes";
+  {
+    const auto pinned = crucible::checkpoint::pin(first);
+    REQUIRE(pinned);
+    const auto more = run_command(resume + " --set max_length.batches=64");
+    INFO(more.output);
+    REQUIRE(more.exit_code == 0);
+    // Validated at 20, 32 and 64; the newest and the best are kept, and the pinned one.
+    double loss_at_20 = 0, best = 1e9;
+    for (const auto& row : read_metrics(run + "/metrics.jsonl")) {
+      if (row["type"] != "validation") continue;
+      const double loss = row["metrics"]["validation_loss"].get<double>();
+      if (row["batches"] == 20) loss_at_20 = loss;
+      best = std::min(best, loss);
+    }
+    REQUIRE(loss_at_20 > best);  // retention would have deleted it
+    CHECK(util::exists(first + "/metadata.json"));
+    CHECK_THAT(read_file(run + "/trainer.log"),
+               Catch::Contains("kept " + first + " for now: another process is reading it"));
+  }
+  const auto rest = run_command(resume + " --set max_length.batches=80");
+  INFO(rest.output);
+  REQUIRE(rest.exit_code == 0);
+  CHECK_FALSE(util::exists(first));
+  CHECK(latest(run) == "batch-0000000080");
 }

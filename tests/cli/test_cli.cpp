@@ -193,10 +193,17 @@ TEST_CASE("trainer fit --resume continues a run from its latest checkpoint", "[c
   write_file(project + "/config.yaml", read_file(kConfigs + "/linear.yaml"));
   write_file(project + "/README.md", "mine\n");
   refused("--resume " + project, "--resume " + project +
-                                     ": not a run directory: beside its config.yaml it holds "
+                                     ": not a run directory (beside its config.yaml it holds "
                                      "other files (");
   refused(project + "/config.yaml --output " + project,
           "--output " + project + ": the directory holds other files (");
+  // Nor does a report.
+  const auto report = trainer("report " + project);
+  CHECK(report.exit_code == 2);
+  CHECK_THAT(report.output,
+             Catch::Contains("error: " + project +
+                             " holds no run or experiment: beside its config.yaml it holds other "
+                             "files ("));
   CHECK(util::list_directory(project) ==
         std::vector<std::string>{"README.md", "config.yaml", "src"});
 }

@@ -239,3 +239,28 @@ TEST_CASE(
         });
   }
 }
+
+TEST_CASE("a profiling window that begins after the run's last batch is warned of, at its key",
+          "[profile]") {
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  const auto r = run_command(kTrainer + " fit " + resumable_config(tmp, 0) +
+                             " --set max_length.batches=24 --set profiling.enabled=true"
+                             " --set profiling.begin_on_batch=24 --output " +
+                             run);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("warning: --set profiling.begin_on_batch=24: "
+                                       "profiling.begin_on_batch 24 is past the run's last batch "
+                                       "(index 23 of max_length): no batch is profiled"));
+  CHECK(profiling_rows(run).empty());
+  // The last batch itself is profiled, without a warning.
+  const auto last = run_command(kTrainer + " fit " + resumable_config(tmp, 0) +
+                                " --set max_length.batches=24 --set profiling.enabled=true"
+                                " --set profiling.begin_on_batch=23 --quiet --output " +
+                                (tmp / "last"));
+  INFO(last.output);
+  REQUIRE(last.exit_code == 0);
+  CHECK_THAT(last.output, !Catch::Contains("no batch is profiled"));
+  CHECK(profiling_rows(tmp / "last").size() == 1);
+}

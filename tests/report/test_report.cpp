@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint.h"
 #include "fault_injection.h"
 #include "resumable_run.h"
+#include "util/file_lock.h"
 
 using namespace crucible::testing;
 using nlohmann::json;
@@ -242,8 +243,27 @@ TEST_CASE("trainer report of a run stopped mid-way, with a torn last row, or dam
       << "2026-11-25T10:00:02Z INFO resuming run " << run << ": trial x on cpu\n";
   report_ok(run + " --output " + (tmp / "page.html"));
   CHECK_THAT(std::string(read_page(tmp / "page.html")["facts"]["how it ended"]),
-             Catch::Contains("(still training, or failed, stopped or killed; "));
+             Catch::Contains("(failed, stopped or killed; "));
   CHECK(chart_titled(page, "loss")["series"]["validation"].size() == 1);  // the one at 32
+  {
+    // A process holds the run's lock: it trains now, and nothing suggests continuing it.
+    const auto lock = crucible::util::FileLock::try_lock(run + "/.lock");
+    REQUIRE(lock);
+    report_ok(run + " --output " + (tmp / "page.html"));
+    const std::string live = read_page(tmp / "page.html")["facts"]["how it ended"];
+    CHECK(live == "training now: " + six(epochs) +
+                      " of 4 epochs reported, the newest checkpoint at batch " +
+                      std::to_string(rows.back()["batches"].get<int64_t>()) +
+                      " (a process holds the run's lock)");
+  }
+  for (const std::string& checkpoint : crucible::checkpoint::list(run)) {
+    crucible::util::remove_all(checkpoint);
+  }
+  report_ok(run + " --output " + (tmp / "page.html"));
+  CHECK_THAT(std::string(read_page(tmp / "page.html")["facts"]["how it ended"]),
+             Catch::Contains("reported, no checkpoint yet (failed, stopped or killed; `trainer fit "
+                             "--resume " +
+                             run + "` starts it again from the beginning)"));
 
   // A run that stopped itself says why (the row early stopping and set_stop_requested write).
   write_file(run + "/metrics.jsonl",
@@ -285,7 +305,7 @@ TEST_CASE("trainer report shows the last error of the run's last process only", 
   }
   const std::string how = how_it_ended(run);
   CHECK_THAT(how, Catch::StartsWith("not finished: "));
-  CHECK_THAT(how, Catch::EndsWith("(still training, or failed, stopped or killed; `trainer fit "
+  CHECK_THAT(how, Catch::EndsWith("(failed, stopped or killed; `trainer fit "
                                   "--resume " +
                                   run + "` continues it from its newest checkpoint)"));
 }
@@ -366,7 +386,8 @@ TEST_CASE("trainer report refuses what is not a run or an experiment, naming it"
   const auto neither = run_command(kTrainer + " report " + tmp.path() + " 2>&1");
   CHECK(neither.exit_code == 2);
   CHECK_THAT(neither.output,
-             Catch::Contains(tmp.path() + " holds neither a run (config.yaml) nor an experiment"));
+             Catch::Contains(tmp.path() + " holds no run or experiment: no config.yaml in it"));
+  crucible::util::remove_all(tmp / "experiment.yaml");
   write_file(tmp / "config.yaml", "name: x\nentrypoint: [\n");
   const auto bad_config = run_command(kTrainer + " report " + tmp.path() + " 2>&1");
   CHECK(bad_config.exit_code == 2);
@@ -430,10 +451,25 @@ TEST_CASE("trainer report of a search stopped before it created all its trials",
   REQUIRE(rows[7]["event"] == "validated");
   write_file(exp + "/experiment.jsonl", all_but_last);
   report_ok(exp);
-  CHECK(read_page(exp + "/report.html")["facts"]["how it stands"] ==
-        "not finished: 2 of 3 trials ended, 1 running (still running, or stopped or killed; "
-        "`trainer fit --resume " +
+  json page = read_page(exp + "/report.html");
+  CHECK(page["facts"]["how it stands"] ==
+        "not finished: 2 of 3 trials ended, 1 running (stopped or killed; `trainer fit --resume " +
             exp + "` continues it)");
+  // The running trial's row shows how far its own run got (its 16 batches), as its page does.
+  const json trial_rows = table_starting(page, "trial")["rows"];
+  const auto third = std::find_if(trial_rows.begin(), trial_rows.end(),
+                                  [](const json& row) { return row[0] == "3"; });
+  REQUIRE(third != trial_rows.end());
+  CHECK((*third)[1] == "running");
+  CHECK((*third)[3] == "16 so far");
+  {
+    const auto lock = crucible::util::FileLock::try_lock(exp + "/.lock");
+    REQUIRE(lock);
+    report_ok(exp);
+    CHECK(read_page(exp + "/report.html")["facts"]["how it stands"] ==
+          "not finished: 2 of 3 trials ended, 1 running (searching now: a process holds the "
+          "experiment's lock)");
+  }
   write_file(exp + "/experiment.jsonl", kept);
   for (const char* trial : {"2", "3"}) {
     REQUIRE(run_command("rm -r " + exp + "/trials/" + trial + " " + exp + "/trials/" + trial + ".*")
@@ -441,15 +477,14 @@ TEST_CASE("trainer report of a search stopped before it created all its trials",
   }
   report_ok(exp);
   CHECK(read_page(exp + "/report.html")["facts"]["how it stands"] ==
-        "not finished: 1 of 3 trials ended (still running, or stopped or killed; `trainer fit "
-        "--resume " +
-            exp + "` continues it)");
+        "not finished: 1 of 3 trials ended (stopped or killed; `trainer fit --resume " + exp +
+            "` continues it)");
   // What the page says continues it does, to the end.
   const auto resumed = run_command(kTrainer + " fit --resume " + exp + " --quiet");
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);
   report_ok(exp);
-  const json page = read_page(exp + "/report.html");
+  page = read_page(exp + "/report.html");
   CHECK(page["facts"]["trials"] == "3 completed");
   CHECK(page["facts"]["how it stands"] == "complete: every trial ended");
 }

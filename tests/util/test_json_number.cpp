@@ -1,10 +1,12 @@
-// A metric's value in Crucible's JSON files: NaN as null, infinities as "inf" / "-inf".
+// A metric's value in Crucible's JSON files: NaN as null, infinities as "inf" / "-inf"; and as
+// text.
 #include "catch.h"
 
 #include <cmath>
 #include <limits>
 
 #include "util/json_number.h"
+#include "util/number_text.h"
 
 using crucible::util::number_from_json;
 using crucible::util::number_json;
@@ -33,4 +35,16 @@ TEST_CASE("metric values round-trip through JSON text, NaN and infinities includ
   CHECK(std::isnan(values.at("c")));
   CHECK(std::isnan(values.at("d")));
   CHECK(crucible::util::numbers_from_json(nlohmann::json::array()).empty());
+}
+
+TEST_CASE("number_text writes a NaN as nan whatever its sign bit, and infinities with theirs",
+          "[util]") {
+  const double negative_nan = -std::numeric_limits<double>::quiet_NaN();
+  REQUIRE(std::signbit(negative_nan));  // fmt writes it "-nan"
+  CHECK(crucible::util::number_text(negative_nan, 5) == "nan");
+  CHECK(crucible::util::number_text(std::nan(""), 5) == "nan");
+  CHECK(crucible::util::number_text(std::numeric_limits<double>::infinity(), 5) == "inf");
+  CHECK(crucible::util::number_text(-std::numeric_limits<double>::infinity(), 5) == "-inf");
+  CHECK(crucible::util::number_text(0.123456789, 5) == "0.12346");
+  CHECK(crucible::util::number_text(1234567.0, 6) == "1.23457e+06");
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <system_error>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -403,6 +404,7 @@ Metadata verify(const std::string& dir) {
 
 Metadata load(const std::string& dir, const Contents& contents, int64_t rank,
               const torch::Device& device) {
+  const auto pinned = pin(dir);  // none: verify() names what is missing
   Metadata meta = verify(dir);
   if (!contents.trial_class.empty() && meta.trial_class != contents.trial_class) {
     throw TrainingError(fmt::format("checkpoint {}: was written by trial class '{}', not '{}'", dir,
@@ -484,6 +486,7 @@ Metadata load(const std::string& dir, const Contents& contents, int64_t rank,
 
 Metadata load_weights(const std::string& dir,
                       const std::vector<std::shared_ptr<torch::nn::Module>>& models) {
+  const auto pinned = pin(dir);  // none: verify() names what is missing
   Metadata meta = verify(dir);
   load_models(dir, meta, models);
   return meta;
@@ -500,7 +503,25 @@ std::vector<std::string> list(const std::string& run_dir) {
   return out;
 }
 
-void remove(const std::string& dir) { util::remove_all(util::move_aside(dir)); }
+bool remove(const std::string& dir) {
+  std::unique_ptr<util::FileLock> lock = util::FileLock::try_lock_directory(dir);
+  if (!lock) return false;
+  const std::string aside = util::move_aside(dir);
+  lock.reset();  // a pin waiting for it finds `dir` gone
+  util::remove_all(aside);
+  return true;
+}
+
+std::unique_ptr<util::FileLock> pin(const std::string& dir) {
+  try {
+    std::unique_ptr<util::FileLock> lock = util::FileLock::lock_directory_shared(dir);
+    if (!lock->holds(dir)) return nullptr;  // deleted while the lock was awaited
+    return lock;
+  } catch (const std::system_error& e) {
+    if (e.code() == std::errc::no_such_file_or_directory) return nullptr;
+    throw TrainingError(fmt::format("checkpoint {}: {}", dir, e.what()));
+  }
+}
 
 namespace {
 

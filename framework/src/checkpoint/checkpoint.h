@@ -13,6 +13,7 @@
 #include <crucible/trial.h>
 
 #include "checkpoint/metadata.h"
+#include "util/file_lock.h"
 
 namespace crucible::checkpoint {
 
@@ -114,7 +115,8 @@ Metadata metadata(const std::string& dir);
 // DamagedCheckpoint saying what is wrong.
 Metadata verify(const std::string& dir);
 
-// Verifies, then restores `contents` from checkpoint `dir`; returns its metadata. Throws
+// Verifies, then restores `contents` from checkpoint `dir`, pinned (pin()) while it reads, so that
+// the run writing it, still training, does not delete it meanwhile; returns its metadata. Throws
 // DamagedCheckpoint, or TrainingError when the checkpoint does not fit the trial (another trial
 // class, other model or optimizer count, parameter names or shapes, other callback or part
 // names), a part's load throws (naming the part) or a file cannot be read (naming it).
@@ -128,18 +130,25 @@ Metadata verify(const std::string& dir);
 Metadata load(const std::string& dir, const Contents& contents, int64_t rank = 0,
               const torch::Device& device = torch::kCPU);
 
-// Copies only the model weights of checkpoint `dir` into `models` (warm start). Throws as load().
+// Copies only the model weights of checkpoint `dir` into `models` (warm start), pinned as load()
+// pins. Throws as load().
 Metadata load_weights(const std::string& dir,
                       const std::vector<std::shared_ptr<torch::nn::Module>>& models);
 
 // The checkpoint directories of a run, oldest first (by batch count).
 std::vector<std::string> list(const std::string& run_dir);
 
-// Deletes checkpoint `dir`. It is first renamed out of the names list() returns, so that another
-// process reading the run (an experiment choosing its best checkpoint) finds it whole or not at
-// all; a deletion cut short leaves a temporary directory that remove_unfinished() removes. Throws
-// std::runtime_error naming the path on failure.
-void remove(const std::string& dir);
+// Deletes checkpoint `dir` and returns true, or returns false and leaves it whole while a pin()
+// holds it (another process, or this one, reading it). It is first renamed out of the names
+// list() returns, so that another process reading the run (an experiment choosing its best
+// checkpoint) finds it whole or not at all; a deletion cut short leaves a temporary directory that
+// remove_unfinished() removes. Throws std::runtime_error naming the path on failure.
+bool remove(const std::string& dir);
+
+// A shared lock on checkpoint `dir` that keeps remove() from deleting it while the lock lives, in
+// any process. Null when `dir` does not exist or was deleted before the lock took hold. Throws
+// TrainingError naming `dir` and the cause when it cannot be opened, locked or looked up.
+std::unique_ptr<util::FileLock> pin(const std::string& dir);
 
 // Removes the temporary directories of checkpoints whose writing (or deletion) was cut short (a
 // killed process); returns their paths. A temporary checkpoint that verifies and whose final name

@@ -1,6 +1,7 @@
 #include "report/experiment_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <sstream>
 
@@ -10,6 +11,7 @@
 #include <crucible/errors.h>
 
 #include "config/enum_names.h"
+#include "metrics/metric_name.h"
 #include "metrics/report.h"
 #include "report/chart.h"
 #include "report/fields.h"
@@ -18,6 +20,9 @@
 #include "search/scheduler.h"
 #include "search/space.h"
 #include "search/summary.h"
+#include "search/trial_process.h"
+#include "train/run_dir.h"
+#include "util/file_lock.h"
 #include "util/file_system.h"
 #include "util/json_lines.h"
 
@@ -43,7 +48,28 @@ struct Trial {
   std::string error;
   int64_t restarts = 0;
   std::vector<Validation> validations;
+  // A running trial's own run so far (its metrics.jsonl): the furthest it reported, in the
+  // searcher's unit, and its best searcher metric.
+  std::optional<double> reached, best_so_far;
 };
+
+// Fills in what running trial `t`'s run, `run_dir`, has reported so far, when it has begun.
+void add_progress(Trial& t, const std::string& run_dir, const SearcherConfig& searcher,
+                  const char* unit) {
+  const std::string path = train::RunDir{run_dir}.metrics_file();
+  if (!util::exists(path)) return;
+  for (const json& row : util::read_json_lines(path, kDamageHint, true).rows) {
+    const double reached = number_in(row, unit);
+    if (!std::isnan(reached)) t.reached = std::max(t.reached.value_or(0), reached);
+    if (metrics::kind_of(row) != metrics::ReportKind::kValidation) continue;
+    const std::optional<double> m =
+        metrics::find_validation_metric(metrics_in(row), searcher.metric);
+    if (m && !std::isnan(*m) &&
+        (!t.best_so_far || better(*m, *t.best_so_far, searcher.smaller_is_better))) {
+      t.best_so_far = m;
+    }
+  }
+}
 
 std::map<int64_t, Trial> trials_of(const std::vector<json>& rows, bool smaller_is_better) {
   std::map<int64_t, Trial> trials;
@@ -113,8 +139,8 @@ std::optional<int64_t> trial_budget(const ExperimentConfig& config) {
 // ended" when its scheduler, replaying them, has nothing left to run (no trial running, none yet
 // to create) and the log holds every row it decided (a search stopped while recording its last
 // result is not over: its resume records the rest and keeps the experiment's best); "cannot
-// tell: <why>" when the replay refuses the log; else how far it is from complete and what
-// continues it.
+// tell: <why>" when the replay refuses the log; else how far it is from complete, and whether a
+// process searches now (it holds the experiment's lock) or what continues it.
 std::string how_it_stands(const ExperimentConfig& config, const std::vector<json>& rows,
                           const std::map<int64_t, Trial>& trials, const std::string& dir) {
   try {
@@ -137,10 +163,11 @@ std::string how_it_stands(const ExperimentConfig& config, const std::vector<json
                           : std::min(invalid, config.searcher.max_trials));
   const std::optional<int64_t> budget = trial_budget(config);
   return fmt::format(
-      "not finished: {}{} trials ended{} (still running, or stopped or killed; `trainer fit "
-      "--resume {}` continues it)",
-      ended, budget ? fmt::format(" of {}", *budget) : "",
-      running > 0 ? fmt::format(", {} running", running) : "", dir);
+      "not finished: {}{} trials ended{} ({})", ended, budget ? fmt::format(" of {}", *budget) : "",
+      running > 0 ? fmt::format(", {} running", running) : "",
+      util::FileLock::held_elsewhere(util::join(dir, ".lock"))
+          ? "searching now: a process holds the experiment's lock"
+          : fmt::format("stopped or killed; `trainer fit --resume {}` continues it", dir));
 }
 
 // The trials in the order of the search's closing table (search::summary_table): those that
@@ -227,8 +254,10 @@ std::string trial_table(const ExperimentConfig& config, const std::vector<const 
                                                            searcher_ending(*t, metric, unit)});
     std::vector<std::string> cells = {
         href.empty() ? std::to_string(t->id) : hyperlink(href, std::to_string(t->id)),
-        escape(search::state_names().name(t->state)), number_text(t->best),
-        std::to_string(t->length), std::to_string(t->restarts)};
+        escape(search::state_names().name(t->state)),
+        !t->best && t->best_so_far ? number_text(t->best_so_far) + " so far" : number_text(t->best),
+        t->reached ? count_text(*t->reached) + " so far" : std::to_string(t->length),
+        std::to_string(t->restarts)};
     for (const std::string& name : names) {
       const auto it = t->hparams.find(name);
       cells.push_back(it == t->hparams.end() ? "-"
@@ -320,7 +349,12 @@ std::string experiment_page(
           .rows;
   const SearcherConfig& searcher = config.searcher;
   const std::string unit = config::names<LengthUnit>().name(search::search_unit(config));
-  const std::map<int64_t, Trial> trials = trials_of(rows, searcher.smaller_is_better);
+  std::map<int64_t, Trial> trials = trials_of(rows, searcher.smaller_is_better);
+  for (auto& [id, t] : trials) {
+    if (t.state == search::TrialState::kRunning) {
+      add_progress(t, search::TrialFiles(dir, id).run_dir, searcher, unit.c_str());
+    }
+  }
   const std::vector<const Trial*> order = ranked(trials, searcher.smaller_is_better);
 
   std::map<std::string, int64_t> states;

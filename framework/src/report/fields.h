@@ -17,6 +17,10 @@
 
 namespace crucible::report {
 
+// What util::read_json_lines says of a damaged metrics.jsonl.
+inline constexpr const char* kDamageHint =
+    "the file is damaged (only a kill's torn last row is passed over)";
+
 // The number `row[key]` as util::number_from_json reads it; NaN when absent or no number.
 inline double number_in(const nlohmann::json& row, const char* key) {
   const auto it = row.find(key);

@@ -8,6 +8,7 @@
 
 #include <crucible/version.h>
 
+#include "util/number_text.h"
 #include "util/utf8.h"
 
 namespace crucible::report {
@@ -68,11 +69,7 @@ std::string escape(std::string_view text) {
   return out;
 }
 
-std::string number_text(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  return fmt::format("{:.6g}", value);
-}
+std::string number_text(double value) { return util::number_text(value, 6); }
 
 std::string url_path(std::string_view path) {
   std::string out;

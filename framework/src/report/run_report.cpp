@@ -20,6 +20,7 @@
 #include "train/run_dir.h"
 #include "train/schedule.h"
 #include "train/stop_signals.h"
+#include "util/file_lock.h"
 #include "util/file_system.h"
 #include "util/json_lines.h"
 
@@ -56,9 +57,8 @@ struct Run {
   // How the last process of the run stopped on a signal or a closed console ("received
   // Interrupt: checkpointing at batch 544 and stopping"), if it did.
   std::string signal_stop;
+  bool writing = false;  // a process holds the run's lock: it is training now
 };
-
-const char* kDamageHint = "the file is damaged (only a kill's torn last row is passed over)";
 
 // The searcher metric of a validation's values, NaN when it lacks it.
 double searcher_metric(const Run& run, const MetricValues& values) {
@@ -114,6 +114,7 @@ Run read_run(const std::string& dir) {
     }
     run.checkpoints.push_back(std::move(row));
   }
+  run.writing = util::FileLock::held_elsewhere(util::join(dir, ".lock"));
   std::istringstream log(util::exists(files.log_file()) ? util::read_file(files.log_file()) : "");
   for (std::string line; std::getline(log, line);) {
     const size_t level = line.find(' ');
@@ -183,14 +184,16 @@ std::string how_it_ended(const Run& run, const std::string& continue_command) {
   for (const CheckpointRow& c : run.checkpoints) {
     if (c.problem.empty()) newest = std::max(newest.value_or(0), c.batches);
   }
+  const std::string progress = fmt::format(
+      "{} of {} {} reported, {}", count_text(reached), length, unit,
+      newest ? fmt::format("the newest checkpoint at batch {}", *newest) : "no checkpoint yet");
+  if (run.writing) return "training now: " + progress + " (a process holds the run's lock)";
   return fmt::format(
-      "not finished: {} of {} {} reported, {} ({}; `{}` continues it from its newest "
-      "checkpoint){}",
-      count_text(reached), length, unit,
-      newest ? fmt::format("the newest checkpoint at batch {}", *newest) : "no checkpoint yet",
-      run.signal_stop.empty() ? "still training, or failed, stopped or killed"
-                              : "stopped: " + run.signal_stop,
-      continue_command, last_error);
+      "not finished: {} ({}; `{}` {}){}", progress,
+      run.signal_stop.empty() ? "failed, stopped or killed" : "stopped: " + run.signal_stop,
+      continue_command,
+      newest ? "continues it from its newest checkpoint" : "starts it again from the beginning",
+      last_error);
 }
 
 std::string hyperparameters_text(const ExperimentConfig& config) {
@@ -348,8 +351,7 @@ std::string profiling_section(const Run& run) {
 }  // namespace
 
 bool holds_run(const std::string& dir) {
-  return util::is_regular_file(train::RunDir{dir}.config_file()) &&
-         !util::exists(util::join(dir, "experiment.jsonl"));
+  return train::holds_run_or_experiment(dir) && !util::exists(util::join(dir, "experiment.jsonl"));
 }
 
 std::string relative_path(const std::string& path, const std::string& base) {

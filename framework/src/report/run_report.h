@@ -6,7 +6,7 @@
 
 namespace crucible::report {
 
-// Whether `dir` holds a run: its config.yaml, and no experiment.jsonl.
+// Whether `dir` holds a run (train::holds_run_or_experiment) and no experiment.jsonl.
 bool holds_run(const std::string& dir);
 
 // The HTML page of run directory `run_dir`, read from its config.yaml, metrics.jsonl,

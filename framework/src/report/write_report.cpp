@@ -57,8 +57,10 @@ std::vector<std::string> write_report(const ReportOptions& options) {
     util::replace_atomically(output, report::run_page(dir, page_dir));
     return {output};
   }
-  throw UsageError(fmt::format(
-      "{} holds neither a run (config.yaml) nor an experiment (experiment.jsonl)", dir));
+  throw UsageError(fmt::format("{} holds no run or experiment: {}", dir,
+                               util::exists(util::join(dir, "experiment.jsonl"))
+                                   ? "no config.yaml beside its experiment.jsonl"
+                                   : train::not_a_run_reason(dir)));
 }
 
 }  // namespace crucible

@@ -32,10 +32,13 @@ EvaluationResult evaluate(
   // The one process that tells the user: the one they started, or rank 0 of an outside
   // launcher's (Crucible's own launcher has told them already).
   const bool first = !launcher || (launcher->topology.rank == 0 && !launcher->started_by_crucible);
-  std::string checkpoint =
-      train::checkpoint_path(options.checkpoint(), "--checkpoint", [&](const std::string& w) {
-        if (first) std::cerr << "warning: " << w << "\n";
-      });
+  // Pinned until the evaluation ends: a run still training keeps it meanwhile.
+  train::PinnedCheckpoint pinned = train::pin_resolved([&] {
+    return train::checkpoint_path(options.checkpoint(), "--checkpoint", [&](const std::string& w) {
+      if (first) std::cerr << "warning: " << w << "\n";
+    });
+  });
+  std::string checkpoint = pinned.dir;
   if (first && checkpoint != options.checkpoint()) {
     std::cerr << fmt::format("--checkpoint {}: checkpoint {}\n", options.checkpoint(), checkpoint);
   }
@@ -69,6 +72,8 @@ EvaluationResult evaluate(
   // run, so the same config and trial).
   if (dist.distributed()) {
     checkpoint = dist.broadcast_object(nlohmann::json(checkpoint)).get<std::string>();
+    // Each rank pins what it reads; rank 0's was pinned before the others were given it.
+    if (checkpoint != pinned.dir) pinned = train::pin_resolved([&] { return checkpoint; });
   }
   EvaluationResult result;
   work(trainer, checkpoint, dist, result);

@@ -11,12 +11,13 @@
 #include "checkpoint/checkpoint.h"
 #include "util/file_system.h"
 #include "util/json_number.h"
+#include "util/number_text.h"
 
 namespace crucible::search {
 namespace {
 
 std::string number(const nlohmann::json& value) {
-  return fmt::format("{:.6g}", util::number_from_json(value).value_or(std::nan("")));
+  return util::number_text(util::number_from_json(value).value_or(std::nan("")), 6);
 }
 
 }  // namespace
@@ -75,7 +76,7 @@ std::string summary_table(const Scheduler& scheduler, const std::string& metric)
                                 metric_width, "LENGTH", "HYPERPARAMETERS");
   for (const TrialRecord* t : rows) {
     out += fmt::format("{:>5}  {:<9}  {:>{}}  {:>8}  {}\n", t->id, state_names().name(t->state),
-                       t->best_metric ? fmt::format("{:.6g}", *t->best_metric) : "-", metric_width,
+                       t->best_metric ? util::number_text(*t->best_metric, 6) : "-", metric_width,
                        t->length, t->hparams.dump());
   }
   return out;

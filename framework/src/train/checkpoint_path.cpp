@@ -67,4 +67,22 @@ std::string checkpoint_path(const std::string& given, const std::string& flag,
       flag, given));
 }
 
+PinnedCheckpoint pin_resolved(const std::function<std::string()>& resolve) {
+  constexpr int kAttempts = 10;
+  std::string deleted;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    PinnedCheckpoint c{resolve(), nullptr};
+    if (c.dir.empty()) return c;
+    if (c.dir == deleted) break;
+    c.pin = checkpoint::pin(c.dir);
+    if (c.pin) return c;
+    deleted = c.dir;
+  }
+  throw TrainingError(fmt::format(
+      "checkpoint {} was deleted before it could be read: the run that wrote it is still "
+      "training, and its retention (checkpoint_storage.save_trial_latest) removed it; name the "
+      "run directory to read its newest checkpoint",
+      deleted));
+}
+
 }  // namespace crucible::train

@@ -3,7 +3,10 @@
 // The checkpoint a user names on the command line.
 
 #include <functional>
+#include <memory>
 #include <string>
+
+#include "util/file_lock.h"
 
 namespace crucible::train {
 
@@ -17,5 +20,18 @@ namespace crucible::train {
 // no best checkpoint yet, and the errors of newest_good.
 std::string checkpoint_path(const std::string& given, const std::string& flag,
                             const std::function<void(const std::string&)>& warn);
+
+// A checkpoint directory and the pin (checkpoint::pin) that keeps the run writing it from
+// deleting it while this object lives. An empty `dir` (no checkpoint) has no pin.
+struct PinnedCheckpoint {
+  std::string dir;
+  std::unique_ptr<util::FileLock> pin;
+};
+
+// The checkpoint resolve() returns, pinned. When it is deleted before the pin takes hold (its run,
+// still training, removed it under retention), resolve() is called again, up to 10 times in all.
+// Throws what resolve() throws, and TrainingError naming the checkpoint when resolve() gives the
+// one just deleted again (a checkpoint named itself) or every call's was deleted.
+PinnedCheckpoint pin_resolved(const std::function<std::string()>& resolve);
 
 }  // namespace crucible::train

@@ -234,7 +234,14 @@ void Checkpointer::apply_retention(int64_t now) {
                              std::max(storage.save_trial_best, storage.save_experiment_best),
                              config_.searcher.smaller_is_better, now)) {
     try {
-      checkpoint::remove(dir);
+      if (!checkpoint::remove(dir)) {
+        // Tracked still: the next checkpoint's retention deletes it once no reader holds it.
+        logger_.info(fmt::format(
+            "[checkpoint] kept {} for now: another process is reading it (trainer validate, "
+            "predict or a warm start)",
+            dir));
+        continue;
+      }
     } catch (const std::exception& e) {
       logger_.warn(fmt::format("cannot delete old checkpoint {}: {}", dir, e.what()));
     }

@@ -72,7 +72,8 @@ class Checkpointer {
   checkpoint::AccumulatedGradients accumulated_gradients(TrialSession& session) const;
   void track(const std::string& dir);
   void forget(const std::string& dir);
-  // Deletes the checkpoints retention does not keep, of those up to batch `now`.
+  // Deletes the checkpoints retention does not keep, of those up to batch `now`; one that another
+  // process has pinned (checkpoint::pin) stays, tracked, for a later call.
   void apply_retention(int64_t now);
 
   const ExperimentConfig& config_;

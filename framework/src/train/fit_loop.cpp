@@ -12,6 +12,7 @@
 #include <crucible/errors.h>
 
 #include "checkpoint/checkpoint.h"
+#include "config/yaml_reader.h"
 #include "distributed/backend.h"
 #include "distributed/collectives.h"
 #include "profile/profiler.h"
@@ -78,10 +79,11 @@ class FitLoop {
     result.last_checkpoint = state_.last_checkpoint;
     profiler_->finish();
     const std::string profile = profiler_->summary();
-    logger_.info(fmt::format("{}: {} batches; run directory {}\n{}{}",
-                             result.stopped ? "stopped" : "done", state_.batches, run_.path,
-                             reporter_.summary(state_, run_.path),
-                             profile.empty() ? "" : "\n" + profile));
+    logger_.info(
+        fmt::format("{}: {} batches; run directory {}{}\n{}{}", result.stopped ? "stopped" : "done",
+                    state_.batches, run_.path,
+                    result.stopped ? "; continue it with: trainer fit --resume " + run_.path : "",
+                    reporter_.summary(state_, run_.path), profile.empty() ? "" : "\n" + profile));
     return result;
   }
 
@@ -434,16 +436,24 @@ class FitLoop {
         config_.profiling, session_->state().device, dist_, run_.trace_file(),
         [this](const std::string& line) { logger_.warn(line); });
     session_->state().profiler = profiler_.get();
-    // A run continued from a checkpoint has its own weights.
-    std::string warm = start.resume_from.empty()
-                           ? warm_start_checkpoint(config_, options_.warm_start(),
-                                                   [&](const std::string& w) { logger_.warn(w); })
-                           : "";
+    // A run continued from a checkpoint has its own weights. Each rank pins the source it reads,
+    // which stays though the run that wrote it still trains; the chief's is pinned before the
+    // others are given it.
+    PinnedCheckpoint warm;
+    if (start.resume_from.empty()) {
+      warm = pin_resolved([&] {
+        return warm_start_checkpoint(config_, options_.warm_start(),
+                                     [&](const std::string& w) { logger_.warn(w); });
+      });
+    }
     // Every rank takes the chief's: a source run still being written may resolve differently.
-    if (dist_.distributed()) warm = dist_.broadcast_object(nlohmann::json(warm)).get<std::string>();
-    if (!warm.empty()) {
-      checkpoint::load_weights(warm, session_->contents().models);
-      logger_.info("model weights from " + warm);
+    if (dist_.distributed()) {
+      const std::string chief = dist_.broadcast_object(nlohmann::json(warm.dir)).get<std::string>();
+      if (chief != warm.dir) warm = pin_resolved([&] { return chief; });
+    }
+    if (!warm.dir.empty()) {
+      checkpoint::load_weights(warm.dir, session_->contents().models);
+      logger_.info("model weights from " + warm.dir);
     }
     Trial& trial = session_->trial();
     train_loader_ = build_trial_loader(
@@ -459,6 +469,15 @@ class FitLoop {
     schedule_ = Schedule::make(config_, train_loader_.batches_per_epoch());
     session_->state().epoch_len = schedule_.epoch_len;
     max_batches_ = schedule_.to_batches(config_.max_length);
+    const ProfilingConfig& profiling = config_.profiling;
+    if (dist_.is_chief() && profiling.enabled && !options_.test_mode() &&
+        profiling.begin_on_batch >= max_batches_) {
+      logger_.warn(fmt::format(
+          "{}: profiling.begin_on_batch {} is past the run's last batch (index {} of max_length): "
+          "no batch is profiled",
+          config::key_place(config_, "profiling.begin_on_batch"), profiling.begin_on_batch,
+          max_batches_ - 1));
+    }
     reporter_.set_length(schedule_.epoch_len, max_batches_);
 
     checkpointer_ = std::make_unique<Checkpointer>(config_, factory_, run_, dist_, logger_);

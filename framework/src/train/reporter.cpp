@@ -12,6 +12,7 @@
 #include "metrics/metric_name.h"
 #include "metrics/tensorboard_sink.h"
 #include "util/file_system.h"
+#include "util/number_text.h"
 
 namespace crucible::train {
 
@@ -147,10 +148,12 @@ std::string Reporter::summary(const FitState& state, const std::string& run_dir)
       metrics::duration_text(checkpoint_seconds_));
   if (state.validated_at >= 0) {
     text += fmt::format("\n  last validation, at batch {}:", state.validated_at);
-    for (const auto& [name, v] : state.last_validation) text += fmt::format(" {}={:.5g}", name, v);
+    for (const auto& [name, v] : state.last_validation)
+      text += fmt::format(" {}={}", name, util::number_text(v, 5));
   }
   if (state.best_metric) {
-    text += fmt::format("\n  best {}: {:.5g}", config_.searcher.metric, *state.best_metric);
+    text += fmt::format("\n  best {}: {}", config_.searcher.metric,
+                        util::number_text(*state.best_metric, 5));
   }
   return text + "\n  TensorBoard: tensorboard --logdir " + run_dir +
          "\n  HTML report: trainer report " + run_dir;

@@ -62,18 +62,6 @@ std::string foreign_file(const std::string& dir) {
   return "";
 }
 
-// Whether `dir`, which holds a config.yaml, holds a run or an experiment: beside its config.yaml
-// it has something only those write (their log, metrics, checkpoints, trials), or nothing of
-// another's (a run cut short right after writing its config.yaml). A config.yaml among a user's
-// own files, in a project directory, is not a run.
-bool holds_run(const std::string& dir) {
-  for (const std::string& name : util::list_directory(dir)) {
-    if (name == "config.yaml" || name == ".lock") continue;
-    if (layout_files().count(name) || layout_trees().count(name) || name == "trials") return true;
-  }
-  return foreign_file(dir).empty();
-}
-
 }  // namespace
 
 namespace {
@@ -101,7 +89,7 @@ void check_output_dir(const std::string& dir) {
   if (!util::exists(dir)) return;
   // A run or an experiment (holds_run_of decides whether it is this config's) may hold files of
   // the user's beside its own: a job's log, predictions.
-  if (util::exists(util::join(dir, "config.yaml")) && holds_run(dir)) return;
+  if (holds_run_or_experiment(dir)) return;
   const std::string foreign = foreign_file(dir);
   if (!foreign.empty()) {
     throw UsageError(
@@ -213,14 +201,9 @@ RunDir open_run_dir(const std::string& path) {
   if (!util::is_directory(path)) {
     throw UsageError(fmt::format("--resume {}: {}", path, util::not_a_directory(path)));
   }
-  if (!util::exists(run.config_file())) {
-    throw UsageError(fmt::format("--resume {}: not a run directory (no config.yaml in it)", path));
-  }
-  if (!holds_run(path)) {
-    throw UsageError(fmt::format(
-        "--resume {}: not a run directory: beside its config.yaml it holds other files ({} and "
-        "maybe more) and nothing a run writes (trainer.log, metrics.jsonl, checkpoints/)",
-        path, foreign_file(path)));
+  const std::string reason = not_a_run_reason(path);
+  if (!reason.empty()) {
+    throw UsageError(fmt::format("--resume {}: not a run directory ({})", path, reason));
   }
   return run;
 }
@@ -257,6 +240,24 @@ std::shared_ptr<util::FileLock> lock_run_dir(const std::string& dir,
         dir, path));
   }
   return lock;
+}
+
+bool holds_run_or_experiment(const std::string& dir) {
+  if (!util::is_regular_file(util::join(dir, "config.yaml"))) return false;
+  for (const std::string& name : util::list_directory(dir)) {
+    if (name == "config.yaml" || name == ".lock") continue;
+    if (layout_files().count(name) || layout_trees().count(name) || name == "trials") return true;
+  }
+  return foreign_file(dir).empty();
+}
+
+std::string not_a_run_reason(const std::string& dir) {
+  if (!util::is_regular_file(util::join(dir, "config.yaml"))) return "no config.yaml in it";
+  if (holds_run_or_experiment(dir)) return "";
+  return fmt::format(
+      "beside its config.yaml it holds other files ({} and maybe more) and nothing a run writes "
+      "(trainer.log, metrics.jsonl, checkpoints/)",
+      foreign_file(dir));
 }
 
 bool holds_run_of(const ExperimentConfig& config, const std::string& dir) {

@@ -52,6 +52,17 @@ RunDir create_run_dir(const ExperimentConfig& config, const std::string& output_
 // project directory).
 RunDir open_run_dir(const std::string& path);
 
+// Whether directory `dir` holds a run or an experiment: a config.yaml (a regular file), and beside
+// it something only those write (a log, metrics, checkpoints, trials) or nothing else (a run cut
+// short right after writing its config.yaml). A config.yaml among a user's own files, in a
+// project directory, is neither.
+bool holds_run_or_experiment(const std::string& dir);
+
+// Why directory `dir` holds no run or experiment: "no config.yaml in it", or "beside its
+// config.yaml it holds other files (<one of them> and maybe more) and nothing a run writes (...)";
+// "" when holds_run_or_experiment(dir).
+std::string not_a_run_reason(const std::string& dir);
+
 // Whether `dir` holds a run or an experiment (its config.yaml) of `config`, which a fit or search
 // given `--output dir` then continues, as a requeued job reruns its command. False when `dir` is
 // "" or holds no config.yaml. Throws UsageError listing the differing keys when it holds one of
