@@ -58,7 +58,11 @@ TEST_CASE("verification names what is wrong with a checkpoint", "[checkpoint]") 
   }
   SECTION("unreadable metadata") {
     write_file(last + "/metadata.json", "{\"files\": ");
-    CHECK_THAT(damage_of(last), Catch::Contains("metadata.json is missing or unreadable"));
+    CHECK_THAT(damage_of(last),
+               Catch::Contains("metadata.json is unreadable: not whole JSON (a syntax error at "
+                               "byte ") &&
+                   Catch::Contains("); the file is damaged or was cut short") &&
+                   !Catch::Contains("last read"));
   }
   SECTION("no directory") {
     CHECK_THAT(damage_of(run + "/checkpoints/batch-0000000999"),
@@ -150,6 +154,15 @@ TEST_CASE("no good checkpoint is a clear error, not a crash loop", "[checkpoint]
   auto r = run_command(kTrainer + " fit --resume " + run);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("no checkpoint is loadable:"));
+  // Each damaged one but the oldest falls back to an older one; the oldest has none to fall to.
+  const size_t count = ckpt::list(run).size();
+  REQUIRE(count >= 2);
+  size_t fallbacks = 0;
+  for (size_t at = r.output.find("falling back"); at != std::string::npos;
+       at = r.output.find("falling back", at + 1)) {
+    ++fallbacks;
+  }
+  CHECK(fallbacks == count - 1);
 }
 
 TEST_CASE("checkpoints removed by hand are named by latest, and a run's metrics are not given up",

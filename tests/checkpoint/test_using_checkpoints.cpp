@@ -328,7 +328,20 @@ TEST_CASE("trainer validate and predict refuse what they cannot use", "[checkpoi
   CHECK(neither.exit_code == 2);
   CHECK_THAT(neither.output, Catch::Contains("--checkpoint " + tmp.path() +
                                              ": neither a checkpoint (no metadata.json), a run"));
+  write_file(tmp / "notes.txt", "mine\n");
+  auto file = run_command(kTrainer + " validate --checkpoint " + (tmp / "notes.txt"));
+  CHECK(file.exit_code == 2);
+  CHECK_THAT(file.output, Catch::Contains("--checkpoint " + (tmp / "notes.txt") +
+                                          ": a file, not a checkpoint, run or experiment "
+                                          "directory (nor a run's latest,"));
   write_file(tmp / "config.yaml", "name: x\n");
+  // A run's own file: its directory is meant.
+  auto run_file = run_command(kTrainer + " validate --checkpoint " + (tmp / "config.yaml"));
+  CHECK(run_file.exit_code == 2);
+  CHECK_THAT(run_file.output, Catch::Contains("--checkpoint " + (tmp / "config.yaml") +
+                                              ": a file, not a checkpoint, run or experiment "
+                                              "directory; give the directory it is in, " +
+                                              tmp.path()));
   auto no_checkpoint = run_command(kTrainer + " predict --checkpoint " + tmp.path());
   CHECK(no_checkpoint.exit_code == 2);
   CHECK_THAT(no_checkpoint.output, Catch::Contains("no checkpoint"));

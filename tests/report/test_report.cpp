@@ -175,19 +175,27 @@ TEST_CASE("trainer report shows a finished run as its files tell it", "[report]"
   REQUIRE(best_checkpoint);
   CHECK(checkpoints["marked"] == json::array({*best_checkpoint}));
 
-  // The profiler's phases: each phase's mean over its reports, and each report in the chart.
+  // The profiler's phases: each phase's mean over the profiled batches (a report's row weighs
+  // as many as it covers: the first, at batch 14, covers 10 to 13), a peak's largest, and each
+  // report in the chart.
   const auto profiling = read_metrics(run + "/profiling/metrics.jsonl");
   REQUIRE(profiling.size() >= 2);
-  double train_batch_ms = 0;
-  for (const auto& row : profiling)
-    train_batch_ms += row["metrics"]["train_batch_ms"].get<double>();
-  train_batch_ms /= static_cast<double>(profiling.size());
-  const json means = table_starting(page, "metric");
-  bool has_mean = false;
-  for (const auto& row : means["rows"]) {
-    has_mean |= row[0] == "train_batch_ms" && row[1] == six(train_batch_ms);
+  REQUIRE(profiling[0]["batches"] == 14);
+  double weighted = 0, weights = 0, peak = 0;
+  int64_t report_before = 10;  // where the window begins
+  for (const auto& row : profiling) {
+    const int64_t batches = row["batches"].get<int64_t>();
+    weighted += row["metrics"]["train_batch_ms"].get<double>() *
+                static_cast<double>(batches - report_before);
+    weights += static_cast<double>(batches - report_before);
+    peak = std::max(peak, row["metrics"]["process_peak_memory_gb"].get<double>());
+    report_before = batches;
   }
-  CHECK(has_mean);
+  const json means = table_starting(page, "metric");
+  std::map<std::string, std::string> shown;
+  for (const auto& row : means["rows"]) shown[row[0]] = row[1];
+  CHECK(shown["train_batch_ms"] == six(weighted / weights));
+  CHECK(shown["process_peak_memory_gb"] == six(peak));
   CHECK(chart_titled(page, "milliseconds per batch, by phase")["series"]["train_batch_ms"].size() ==
         profiling.size());
 

@@ -364,6 +364,12 @@ Metadata metadata(const std::string& dir) {
   try {
     const auto bytes = util::read_file_bytes(util::join(dir, "metadata.json"));
     meta = nlohmann::json::parse(bytes.begin(), bytes.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    // nlohmann's own text quotes up to hundreds of the bytes it read last; the offset says where.
+    throw DamagedCheckpoint(fmt::format(
+        "checkpoint {}: metadata.json is unreadable: not whole JSON (a syntax error at byte {}); "
+        "the file is damaged or was cut short",
+        dir, e.byte));
   } catch (const std::exception& e) {
     throw DamagedCheckpoint(fmt::format(
         "checkpoint {}: metadata.json is missing or unreadable ({})", dir, first_line(e)));
@@ -598,7 +604,9 @@ std::string newest_good(const std::string& run_dir,
       }
       return *it;
     } catch (const DamagedCheckpoint& e) {
-      warn(std::string(e.what()) + "; falling back to an older checkpoint");
+      if (std::next(it) != all.rend()) {
+        warn(std::string(e.what()) + "; falling back to an older checkpoint");
+      }
       damaged += std::string("\n  ") + e.what();
     }
   }

@@ -1,6 +1,7 @@
 #include "report/run_report.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -305,17 +306,40 @@ std::string checkpoint_table(const Run& run, const std::string& page_dir) {
 std::string profiling_section(const Run& run) {
   if (run.profiling.empty()) return "";
   std::map<std::string, ChartSeries> phases, others;
-  std::map<std::string, std::pair<double, int64_t>> sums;
+  // Per metric: the sum of its values weighted by the profiled batches each row covers, and of
+  // those weights; the largest value (peaks are reported as the largest).
+  struct Summary {
+    double weighted = 0, weight = 0, largest = -std::numeric_limits<double>::infinity();
+  };
+  std::map<std::string, Summary> sums;
+  std::vector<double> report_ends;  // of the training reports, in order
+  for (const json& row : run.rows) {
+    if (metrics::kind_of(row) == metrics::ReportKind::kTraining) {
+      report_ends.push_back(number_in(row, "batches"));
+    }
+  }
+  const ProfilingConfig& window = run.config.profiling;
   for (const json& row : run.profiling) {
     const double batches = number_in(row, "batches");
+    // The row covers the profiled batch indices of its report's period: from the training report
+    // before it to `batches` - 1.
+    const auto before = std::lower_bound(report_ends.begin(), report_ends.end(), batches);
+    const double first = std::max(before == report_ends.begin() ? 0.0 : *std::prev(before),
+                                  static_cast<double>(window.begin_on_batch));
+    const double last = window.end_after_batch < 0
+                            ? batches - 1
+                            : std::min(batches - 1, static_cast<double>(window.end_after_batch));
+    const double covered = std::max(1.0, last - first + 1);
     for (const auto& [name, value] : metrics_in(row)) {
       const bool is_phase = name.size() > 3 && name.compare(name.size() - 3, 3, "_ms") == 0;
       ChartSeries& s = (is_phase ? phases : others)[name];
       s.name = name;
       s.points.push_back({batches, value, ""});
       if (std::isfinite(value)) {
-        sums[name].first += value;
-        ++sums[name].second;
+        Summary& sum = sums[name];
+        sum.weighted += value * covered;
+        sum.weight += covered;
+        sum.largest = std::max(sum.largest, value);
       }
     }
   }
@@ -339,10 +363,11 @@ std::string profiling_section(const Run& run) {
     charts += svg_chart(c);
   }
   Table t;
-  t.header = {"metric", "mean over the profiled reports"};
+  t.header = {"metric", "over the profiled batches (mean; a peak's largest)"};
   t.numeric = {false, true};
   for (const auto& [name, sum] : sums) {
-    t.rows.push_back({escape(name), number_text(sum.first / static_cast<double>(sum.second))});
+    const bool peak = name.find("peak") != std::string::npos;
+    t.rows.push_back({escape(name), number_text(peak ? sum.largest : sum.weighted / sum.weight)});
   }
   return element("h2", "Profiling") + "\n" + table(t) + element("div", charts, "class=\"charts\"") +
          "\n";

@@ -60,6 +60,11 @@ std::string checkpoint_path(const std::string& given, const std::string& flag,
       return pointed_checkpoint(util::join(checkpoint::checkpoints_dir(dir), pointed_name(given)),
                                 given, flag, given);
     }
+    const bool in_one = holds(dir, "metadata.json") || holds(dir, "config.yaml");
+    throw UsageError(fmt::format(
+        "{} {}: a file, not a checkpoint, run or experiment directory{}", flag, given,
+        in_one ? fmt::format("; give the directory it is in, {}", dir)
+               : " (nor a run's latest, an experiment's best or a checkpoint's metadata.json)"));
   }
   throw UsageError(fmt::format(
       "{} {}: neither a checkpoint (no metadata.json), a run (no config.yaml) nor an experiment "
