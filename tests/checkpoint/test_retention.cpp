@@ -92,6 +92,10 @@ TEST_CASE(
   CHECK(crucible::checkpoint::remove(a));
   CHECK_FALSE(util::exists(a));
   CHECK_FALSE(crucible::checkpoint::pin(a));  // gone: no pin, no error
+  // A file, or a path through one, is no checkpoint to pin either: verify() names it.
+  write_file(tmp / "file", "x");
+  CHECK_FALSE(crucible::checkpoint::pin(tmp / "file"));
+  CHECK_FALSE(crucible::checkpoint::pin(tmp / "file/batch-0000000020"));
 
   // A lock on a directory that is then renamed holds it under its new name only: a pin that
   // waited while its checkpoint was being deleted finds it gone.

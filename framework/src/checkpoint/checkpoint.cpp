@@ -524,7 +524,10 @@ std::unique_ptr<util::FileLock> pin(const std::string& dir) {
     if (!lock->holds(dir)) return nullptr;  // deleted while the lock was awaited
     return lock;
   } catch (const std::system_error& e) {
-    if (e.code() == std::errc::no_such_file_or_directory) return nullptr;
+    if (e.code() == std::errc::no_such_file_or_directory ||
+        e.code() == std::errc::not_a_directory) {
+      return nullptr;  // load() and verify() name what is there instead
+    }
     throw TrainingError(fmt::format("checkpoint {}: {}", dir, e.what()));
   }
 }

@@ -146,7 +146,8 @@ std::vector<std::string> list(const std::string& run_dir);
 bool remove(const std::string& dir);
 
 // A shared lock on checkpoint `dir` that keeps remove() from deleting it while the lock lives, in
-// any process. Null when `dir` does not exist or was deleted before the lock took hold. Throws
+// any process. Null when `dir` is no directory (it does not exist, or is a file) or was deleted
+// before the lock took hold. Throws
 // TrainingError naming `dir` and the cause when it cannot be opened, locked or looked up.
 std::unique_ptr<util::FileLock> pin(const std::string& dir);
 

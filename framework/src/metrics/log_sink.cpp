@@ -3,6 +3,7 @@
 #include <string>
 
 #include <fmt/format.h>
+
 #include "util/number_text.h"
 
 namespace crucible::metrics {
@@ -10,8 +11,9 @@ namespace crucible::metrics {
 void LogSink::write(const Report& report) {
   std::string line = fmt::format("[{:<10}] batch {:>7}  epoch {:>6.2f} ", name_of(report.kind),
                                  report.progress.batches, report.progress.epochs);
-  for (const auto& [name, v] : report.values)
+  for (const auto& [name, v] : report.values) {
     line += fmt::format(" {}={}", name, util::number_text(v, 5));
+  }
   if (!report.reason.empty()) {
     line += report.reason;
   } else if (report.batches_per_second) {

@@ -57,10 +57,10 @@ std::vector<std::string> write_report(const ReportOptions& options) {
     util::replace_atomically(output, report::run_page(dir, page_dir));
     return {output};
   }
+  // Only an experiment.jsonl that is no file (an experiment's is read above) leaves no reason.
+  const std::string reason = train::not_a_run_reason(dir);
   throw UsageError(fmt::format("{} holds no run or experiment: {}", dir,
-                               util::exists(util::join(dir, "experiment.jsonl"))
-                                   ? "no config.yaml beside its experiment.jsonl"
-                                   : train::not_a_run_reason(dir)));
+                               reason.empty() ? "its experiment.jsonl is not a file" : reason));
 }
 
 }  // namespace crucible
