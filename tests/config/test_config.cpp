@@ -352,7 +352,7 @@ crucible::ExperimentConfig every_member_set() {
   mode = crucible::AshaMode::kConservative;
   divisor = 3;
   max_rungs = 2;
-  bracket_rungs = 1;
+  bracket_rungs = {3, 1};
   max_time = 600;
   time_metric = "batches";
   searcher_length = {crucible::LengthUnit::kRecords, 1000};  // as max_length: they must agree
@@ -705,6 +705,34 @@ profiling: {enabled: true, begin_on_batch: 0, end_after_batch: null, sync_timing
       "time_metric: records}\n",
       "adaptive.yaml");
   CHECK(current.max_length == crucible::Length{crucible::LengthUnit::kRecords, 300});
+  // bracket_rungs: Determined's list, sorted most rungs first; a number stands for the brackets
+  // the mode makes from it; 0 for none.
+  const auto brackets = [](const std::string& mode, const std::string& value) {
+    return crucible::parse_experiment_config(
+               "name: m\nentrypoint: lib:Trial\nhyperparameters: {global_batch_size: 8}\n"
+               "max_length: {batches: 64}\nsearcher: {name: adaptive_asha, metric: loss, "
+               "max_trials: 4, mode: " +
+                   mode + ", bracket_rungs: " + value + "}\n",
+               "adaptive.yaml")
+        .searcher.bracket_rungs;
+  };
+  CHECK(brackets("standard", "[2, 4, 3]") == std::vector<int64_t>{4, 3, 2});
+  CHECK(brackets("aggressive", "[2, 4, 3]") == std::vector<int64_t>{4, 3, 2});
+  CHECK(brackets("standard", "4") == std::vector<int64_t>{4, 3, 2});
+  CHECK(brackets("conservative", "3") == std::vector<int64_t>{3, 2, 1});
+  CHECK(brackets("aggressive", "3") == std::vector<int64_t>{3});
+  CHECK(brackets("standard", "0").empty());
+  CHECK(brackets("standard", "[]").empty());
+  // A null max_length, the searcher's or the top-level one, is no value: max_time gives it.
+  const std::string null_forms[] = {"searcher.max_length=null", "max_length=null"};
+  for (const std::string& set : null_forms) {
+    const auto with_null = crucible::parse_experiment_config(
+        "name: m\nentrypoint: lib:Trial\nhyperparameters: {global_batch_size: 8}\n"
+        "searcher: {name: adaptive_asha, metric: loss, max_trials: 4, max_time: 300, "
+        "time_metric: batches, max_length: null}\n",
+        "adaptive.yaml", {set});
+    CHECK(with_null.max_length == crucible::Length{crucible::LengthUnit::kBatches, 300});
+  }
 
   const std::string bad = error_of([] {
     crucible::parse_experiment_config(R"(name: mnist
@@ -717,6 +745,35 @@ checkpoint_storage: {type: shared_fs, storage_path: [a, b]}
   });
   CHECK_THAT(bad, Catch::StartsWith("bad.yaml:5:53: checkpoint_storage.storage_path: expected a "
                                     "path"));
+}
+
+TEST_CASE(
+    "a searcher key its searcher does not read is a warning, and left out of the resolved "
+    "config while it has its default",
+    "[config]") {
+  const std::string file =
+      "name: m\nentrypoint: lib:Trial\nhyperparameters: {global_batch_size: 8}\n"
+      "max_length: {batches: 4}\nsearcher: {name: grid, max_trials: 9, divisor: 4, metric: loss}\n";
+  const auto c = crucible::parse_experiment_config(file, "grid.yaml");
+  REQUIRE(c.warnings.size() == 2);
+  CHECK(c.warnings[0] ==
+        "grid.yaml:5:36: searcher.max_trials has no effect with searcher grid (a grid runs one "
+        "trial per point): only random and adaptive_asha read it");
+  CHECK(c.warnings[1] ==
+        "grid.yaml:5:48: searcher.divisor has no effect with searcher grid (a grid runs one trial "
+        "per point): only adaptive_asha reads it");
+  // max_trials differs from its default and is kept; divisor has it and is left out.
+  const std::string resolved = crucible::to_yaml(c);
+  CHECK_THAT(resolved, Catch::Contains("max_trials: 9") && !Catch::Contains("divisor"));
+  CHECK((crucible::parse_experiment_config(resolved, "again.yaml") == c));
+  // The searchers that read them: no warning.
+  const auto asha = crucible::parse_experiment_config(
+      file, "grid.yaml", {"searcher.name=adaptive_asha", "searcher.max_concurrent_trials=2"});
+  CHECK(asha.warnings.empty());
+  CHECK_THAT(crucible::to_yaml(asha), Catch::Contains("divisor: 4"));
+  const auto single = crucible::parse_experiment_config(
+      file, "grid.yaml", {"searcher.name=single", "searcher.max_trials=null"});
+  CHECK(single.warnings.size() == 1);  // divisor
 }
 
 TEST_CASE("every problem of an experiment file is in one error", "[config]") {

@@ -59,11 +59,12 @@ inline std::vector<json> rows_with(const std::vector<json>& rows, const std::str
   return out;
 }
 
-// The rows a search decides from and about (what a rerun or a resumed run must repeat).
+// The rows a search decides from and about (what a rerun or a resumed run must repeat): not
+// the restarts, nor the errors that ended a run of it.
 inline std::vector<json> decisions(const std::vector<json>& rows) {
   std::vector<json> out;
   for (const auto& row : rows) {
-    if (row["event"] != "restarted") out.push_back(row);
+    if (row["event"] != "restarted" && row["event"] != "search_failed") out.push_back(row);
   }
   return out;
 }

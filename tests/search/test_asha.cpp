@@ -83,8 +83,9 @@ TEST_CASE("ASHA: modes, rung limits and concurrency", "[search][asha]") {
   o.max_trials(16);
   o.bracket_rungs(16);
   CHECK_THROWS_WITH(crucible::search::asha_brackets(o),
-                    Catch::Contains("16 rungs make 16 brackets whose shares of max_trials (16) "
-                                    "add up to 18, leaving the 16-rung bracket no trial"));
+                    Catch::Contains("16 rungs make 16 brackets in this mode, whose shares of "
+                                    "max_trials (16) add up to 18, leaving the 16-rung bracket no "
+                                    "trial"));
   o.max_trials(19);  // 4, 2, 1 and twelve of 1 take all 19
   CHECK_THROWS_WITH(crucible::search::asha_brackets(o),
                     Catch::Contains("add up to 19, leaving the 16-rung bracket no trial"));
@@ -94,6 +95,30 @@ TEST_CASE("ASHA: modes, rung limits and concurrency", "[search][asha]") {
   for (const auto& bracket : b) trials += bracket.trials;
   CHECK(trials == 20);
   CHECK(b[0].trials == 1);
+}
+
+TEST_CASE("ASHA: Determined's list of bracket rungs replaces the mode's brackets",
+          "[search][asha]") {
+  // The worked example's brackets, given in any order: the same plan as standard mode's.
+  AshaOptions o;
+  o.mode(AshaMode::kAggressive).brackets({2, 3});
+  auto b = crucible::search::asha_brackets(o);
+  REQUIRE(b.size() == 2);
+  CHECK((b[0].rungs == 3 && b[0].trials == 12 && b[1].rungs == 2 && b[1].trials == 4));
+  CHECK(b[0].rung_lengths == std::vector<int64_t>{62, 250, 1000});
+  CHECK(b[1].rung_lengths == std::vector<int64_t>{250, 1000});
+  // Brackets the mode would never make: one of 4 rungs and one of 1.
+  o.brackets({1, 4});
+  b = crucible::search::asha_brackets(o);
+  REQUIRE(b.size() == 2);
+  CHECK(b[0].rung_lengths == std::vector<int64_t>{15, 62, 250, 1000});
+  CHECK(b[1].rung_lengths == std::vector<int64_t>{1000});
+  // More brackets than trials names the list.
+  o.max_trials(2).brackets({3, 2, 1});
+  CHECK_THROWS_WITH(crucible::search::asha_brackets(o),
+                    Catch::Contains("searcher.bracket_rungs: the 3 brackets [3, 2, 1], more than "
+                                    "max_trials (2); each bracket needs a trial: give fewer "
+                                    "brackets or more trials"));
 }
 
 TEST_CASE("ASHA: a trial stops unless it is in the top 1/d of every rung it reaches",

@@ -182,6 +182,48 @@ TEST_CASE("random search: a rerun draws the same hyperparameters and gets the sa
   CHECK(created[0]["hparams"] != created[1]["hparams"]);
 }
 
+TEST_CASE(
+    "random search without an experiment_seed draws one and records it: a rerun draws other "
+    "trials, and the recorded seed draws the same",
+    "[search][experiment]") {
+  TempDir tmp;
+  const std::string config =
+      search_config(tmp, "{name: random, metric: validation_loss, max_trials: 2}",
+                    "lr: {type: log, minval: -2, maxval: -1}, hidden: {type: int, minval: 2, "
+                    "maxval: 1000}");
+  const auto unseeded = [&](const std::string& out) {
+    return run_command(kTrainer + " fit " + config +
+                       " --set reproducibility.experiment_seed=null --output " + out);
+  };
+  const auto a = unseeded(tmp / "a");
+  const auto b = unseeded(tmp / "b");
+  INFO(a.output << b.output);
+  REQUIRE(a.exit_code == 0);
+  REQUIRE(b.exit_code == 0);
+  const auto recorded = [&](const std::string& dir) {
+    return crucible::load_experiment_config(dir + "/config.yaml").reproducibility.experiment_seed;
+  };
+  const auto seed = recorded(tmp / "a");
+  REQUIRE(seed.has_value());
+  CHECK(seed != recorded(tmp / "b"));
+  CHECK_THAT(a.output, Catch::Contains(fmt::format(
+                           "seed {} drawn (no reproducibility.experiment_seed given)", *seed)));
+  const auto rows = rows_of(tmp / "a");
+  CHECK(rows_with(rows, "created") != rows_with(rows_of(tmp / "b"), "created"));
+  // The same command on its --output (a requeued job) finds its experiment, seed and all.
+  const auto again = unseeded(tmp / "a");
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK(rows_of(tmp / "a") == rows);
+  // The recorded seed, given, draws the same trials and gets the same metrics.
+  const auto c = run_command(kTrainer + " fit " + config +
+                             fmt::format(" --set reproducibility.experiment_seed={}", *seed) +
+                             " --output " + tmp / "c");
+  INFO(c.output);
+  REQUIRE(c.exit_code == 0);
+  CHECK(rows_of(tmp / "c") == rows);
+}
+
 TEST_CASE("adaptive ASHA with max_trials 8 trains each trial to the rung where its rules stop it",
           "[search][experiment]") {
   TempDir tmp;
@@ -499,6 +541,49 @@ TEST_CASE("trainer check refuses the search trainer fit refuses, with the same m
   CHECK_FALSE(util::exists(tmp / "exp"));
 }
 
+TEST_CASE("trainer check prints what a search runs, and refuses a grid past a million points",
+          "[search][experiment]") {
+  TempDir tmp;
+  const std::string grid =
+      search_config(tmp, "{name: grid, metric: validation_loss, max_concurrent_trials: 2}",
+                    "lr: {type: double, minval: 0.01, maxval: 0.1, count: 3}, hidden: "
+                    "{type: categorical, vals: [4, 8]}");
+  const auto g = run_command(kTrainer + " check " + grid);
+  INFO(g.output);
+  CHECK(g.exit_code == 0);
+  CHECK_THAT(g.output, Catch::Contains("# search grid: 6 trials (hidden: 2 × lr: 3) of 16 batches, "
+                                       "up to 2 at once\n"));
+  // The searcher keys only adaptive ASHA reads are not in a grid's resolved config.
+  CHECK_THAT(g.output, !Catch::Contains("divisor") && !Catch::Contains("max_rungs"));
+  // 10^4 points on each of three axes: refused, not listed until memory runs out.
+  std::string axes;
+  for (const char* name : {"a", "b", "c"}) {
+    axes += fmt::format(
+        " --set 'hyperparameters.{}={{type: double, minval: 0, maxval: 1, count: "
+        "10000}}'",
+        name);
+  }
+  const auto huge = run_command(kTrainer + " check " + grid + axes);
+  INFO(huge.output);
+  CHECK(huge.exit_code == 2);
+  CHECK_THAT(huge.output, Catch::Contains("hyperparameters: the grid's points (a: 10000 × b: "
+                                          "10000 × c: 10000 × hidden: 2 × lr: 3) are more than "
+                                          "the 1000000 a search runs; lower a count"));
+  // Last: it writes the file the grid was in.
+  const auto asha =
+      run_command(kTrainer + " check " +
+                  search_config(tmp,
+                                "{name: adaptive_asha, metric: validation_loss, max_trials: 16, "
+                                "bracket_rungs: [2, 1]}",
+                                "lr: {type: double, minval: 0.01, maxval: 0.1}"));
+  INFO(asha.output);
+  CHECK(asha.exit_code == 0);
+  CHECK_THAT(asha.output,
+             Catch::Contains("# search adaptive_asha: 16 trials in 2 brackets: 11 trials with "
+                             "rungs at 4, 16 batches, up to 8 at once; 5 trials with rungs at 16 "
+                             "batches, up to 8 at once\n"));
+}
+
 TEST_CASE(
     "searcher.metric takes evaluate_batch's name or the prefixed one, and an unknown one fails "
     "at the first validation with its checkpoint kept",
@@ -524,6 +609,21 @@ TEST_CASE(
     CHECK_THAT(r.output, Catch::Contains("searcher.metric: 'lost' is not among the validation "
                                          "metrics (validation_loss) (did you mean 'loss'?)"));
     CHECK_THAT(r.output, Catch::Contains("the training so far is in checkpoint"));
+    // The experiment records what ended it, and its report says what continues it.
+    const auto rows = rows_of(tmp / "exp");
+    REQUIRE_FALSE(rows.empty());
+    CHECK(rows.back()["event"] == "search_failed");
+    CHECK(rows.back()["exit_code"] == 2);
+    CHECK_THAT(rows.back()["error"].get<std::string>(),
+               Catch::Contains("searcher.metric: 'lost' is not among"));
+    CHECK_THAT(read_file(tmp / "exp/experiment.log"),
+               Catch::Contains("ERROR the search ended with an error (exit code 2): "));
+    const auto report = run_command(kTrainer + " report " + tmp / "exp");
+    INFO(report.output);
+    REQUIRE(report.exit_code == 0);
+    CHECK_THAT(read_file(tmp / "exp/report.html"),
+               Catch::Contains("ended by an error (exit code 2): ") &&
+                   Catch::Contains("a config that must change needs a new experiment"));
     const auto v = run_command(kTrainer + " validate --checkpoint " +
                                tmp / "exp/trials/1/checkpoints/batch-0000000016");
     INFO(v.output);

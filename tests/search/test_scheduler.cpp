@@ -88,9 +88,9 @@ TEST_CASE("random: max_trials draws that depend on the seed and the trial id alo
   REQUIRE(rows_a.size() == 3);  // no limit: all at once
   for (size_t i = 0; i < 3; ++i) {
     CHECK(rows_a[i]["hparams"] == rows_b[i]["hparams"]);
-    CHECK(rows_a[i]["hparams"] == crucible::search::sample(c.hyperparameters,
-                                                           c.reproducibility.experiment_seed,
-                                                           static_cast<int64_t>(i) + 1));
+    CHECK(rows_a[i]["hparams"] ==
+          crucible::search::sample(c.hyperparameters, c.reproducibility.experiment_seed.value_or(0),
+                                   static_cast<int64_t>(i) + 1));
   }
   CHECK(rows_a[0]["hparams"] != rows_a[1]["hparams"]);
   CHECK(rows_a[0]["hparams"]["global_batch_size"] == 8);

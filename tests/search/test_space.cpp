@@ -50,10 +50,35 @@ TEST_CASE("the grid is the cartesian product, categoricals and constants include
   space["b"].type = Type::kCategorical;
   space["b"].vals = {"x", "y", "z"};
   space["global_batch_size"].value = 32;
-  const auto points = crucible::search::grid(space);
-  REQUIRE(points.size() == 6);
-  CHECK(points[0] == nlohmann::json({{"a", 1}, {"b", "x"}, {"global_batch_size", 32}}));
-  CHECK(points[5] == nlohmann::json({{"a", 2}, {"b", "z"}, {"global_batch_size", 32}}));
+  const crucible::search::Grid grid(space);
+  REQUIRE(grid.size() == 6);
+  CHECK(grid.point(0) == nlohmann::json({{"a", 1}, {"b", "x"}, {"global_batch_size", 32}}));
+  CHECK(grid.point(1) == nlohmann::json({{"a", 1}, {"b", "y"}, {"global_batch_size", 32}}));
+  CHECK(grid.point(3) == nlohmann::json({{"a", 2}, {"b", "x"}, {"global_batch_size", 32}}));
+  CHECK(grid.point(5) == nlohmann::json({{"a", 2}, {"b", "z"}, {"global_batch_size", 32}}));
+  CHECK(grid.shape() == "a: 2 × b: 3");
+}
+
+TEST_CASE("a grid past a million points is refused with its axes, without building it",
+          "[search][grid]") {
+  crucible::search::Space space;
+  // 10^4 points on each of four axes: 10^16 trials, more than memory could list.
+  for (const char* name : {"a", "b", "c", "d"}) space[name] = numeric(Type::kDouble, 0, 1, 10000);
+  CHECK_THROWS_WITH(crucible::search::Grid(space),
+                    "hyperparameters: the grid's points (a: 10000 × b: 10000 × c: 10000 × d: "
+                    "10000) are more than the 1000000 a search runs; lower a count");
+  // One axis alone past the bound is named by its count.
+  CHECK_THROWS_WITH(crucible::search::grid_points("lr", numeric(Type::kLog, -5, -1, 10000000)),
+                    "hyperparameters.lr: count 10000000: a grid has at most 1000000 points");
+  // An int's count past its range is the range: no bound is reached.
+  CHECK(crucible::search::grid_points("n", numeric(Type::kInt, 0, 10, 1000000000000)).size() == 11);
+  // Exactly the bound is a grid.
+  crucible::search::Space most;
+  most["a"] = numeric(Type::kDouble, 0, 1, 1000);
+  most["b"] = numeric(Type::kDouble, 0, 1, 1000);
+  const crucible::search::Grid grid(most);
+  CHECK(grid.size() == 1000000);
+  CHECK(grid.point(999999) == nlohmann::json({{"a", 1.0}, {"b", 1.0}}));
 }
 
 TEST_CASE("random draws depend on the seed and the trial id alone, within their ranges",

@@ -51,7 +51,7 @@ struct Job {
     job.filters1 = h.at("filters1");
     job.filters2 = h.at("filters2");
     job.hidden = h.at("hidden");
-    job.seed = static_cast<int64_t>(config.reproducibility.experiment_seed);
+    job.seed = static_cast<int64_t>(config.reproducibility.experiment_seed.value_or(0));
     job.lr = h.at("lr");
     job.lr_decay = h.at("lr_decay");
     job.dropout = h.at("dropout");

@@ -299,7 +299,10 @@ int check(const Args& a) {
   ExperimentConfig config = load_experiment_config(a.config, a.overrides);
   for (const std::string& warning : config.warnings) std::cerr << "warning: " << warning << "\n";
   const TrialFactory factory = check_experiment(config);
-  std::cout << "# " << a.config << ": OK (trial " << factory.name << ")\n" << to_yaml(config);
+  std::cout << "# " << a.config << ": OK (trial " << factory.name << ")\n";
+  const std::string search = describe_search(config);
+  if (!search.empty()) std::cout << "# search " << search << "\n";
+  std::cout << to_yaml(config);
   return kExitOk;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,11 @@ struct HyperparameterSpec {
 // How adaptive ASHA spreads its trials over brackets (../shared/SEARCH.md).
 enum class AshaMode { kAggressive, kStandard, kConservative };
 
+// The rung counts of the brackets that `mode` makes when a bracket has at most `rungs` rungs,
+// most first: aggressive [rungs]; standard [rungs, ..., (rungs - 1) / 2 + 1]; conservative
+// [rungs, ..., 1]. Requires rungs >= 1.
+std::vector<int64_t> mode_brackets(AshaMode mode, int64_t rungs);
+
 // The searcher of an experiment (`searcher.name`).
 enum class SearcherName {
   kSingle,        // one trial, its hyperparameters constants
@@ -55,8 +61,9 @@ struct SearcherConfig {
   AshaMode mode = AshaMode::kStandard;
   int64_t divisor = 4;
   int64_t max_rungs = 5;
-  int64_t bracket_rungs = 0;  // adaptive_asha: the rungs of every bracket, in place of the
-                              // computed count; 0 = computed
+  // adaptive_asha: each bracket's rung count, most first, in place of the brackets that mode
+  // makes from the computed rung count; empty = those. Each is 1..64.
+  std::vector<int64_t> bracket_rungs;
   // adaptive_asha's trial length: max_time units of the validation metric time_metric (the
   // current form), or max_length (the older form); 0 = unset.
   int64_t max_time = 0;
@@ -140,7 +147,9 @@ struct EarlyStoppingConfig {
 };
 
 struct ReproducibilityConfig {
-  uint64_t experiment_seed = 0;
+  // The seed every trial seed derives from. Unset: a random or adaptive_asha search draws one
+  // and records it in its config.yaml; any other run uses 0.
+  std::optional<uint64_t> experiment_seed;
 };
 
 // Determined's `profiling` keys, plus `trace`: while enabled, the training batches from

@@ -159,6 +159,12 @@ TrialFactory load_trial(const ExperimentConfig& config, const std::string& searc
 // trial's factory. Throws PluginError or ConfigError naming the problem.
 TrialFactory check_experiment(const ExperimentConfig& config);
 
+// What the search of `config` runs, in one line (`trainer check` prints it): its searcher, its
+// trials (a grid's points per hyperparameter; each adaptive ASHA bracket's trials and rung
+// lengths) and how many run at once; "" for searcher single. Throws ConfigError naming the
+// place when the search cannot be planned.
+std::string describe_search(const ExperimentConfig& config);
+
 // Joins the distributed run that an outside launcher started this process in, as its
 // environment describes it (torchrun's RANK, WORLD_SIZE, ...; Open MPI's OMPI_COMM_WORLD_*;
 // a Slurm step's SLURM_*): connects to the rendezvous store and builds the process groups that

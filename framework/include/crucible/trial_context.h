@@ -216,7 +216,7 @@ class TrialContext {
   // nearest known one and the list, so that a misspelt key is not silently ignored for its
   // default. Call it in the trial's constructor with every key the trial reads.
   void check_data_keys(const std::vector<std::string>& known) const;
-  // This trial's seed, derived from reproducibility.experiment_seed.
+  // This trial's seed, derived from reproducibility.experiment_seed (0 when it is unset).
   uint64_t trial_seed() const;
 
  private:

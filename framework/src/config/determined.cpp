@@ -64,8 +64,11 @@ void adopt_determined_forms(YAML::Node& root, const Source& source,
         place, storage["host_path"].IsDefined() ? storage["host_path"].as<std::string>() : "runs"));
   }
   const YAML::Node searcher = root["searcher"];
-  if (root["max_length"].IsDefined() || !searcher.IsMap()) return;
-  if (searcher["max_length"].IsDefined()) {
+  // A null is no value: `max_length: null`, or `--set searcher.max_length=null`, leaves the other
+  // form to give the length.
+  const auto given = [](const YAML::Node& node) { return node.IsDefined() && !node.IsNull(); };
+  if (given(root["max_length"]) || !searcher.IsMap()) return;
+  if (given(searcher["max_length"])) {
     root["max_length"] = YAML::Clone(searcher["max_length"]);
   } else if (searcher["max_time"].IsDefined() && searcher["time_metric"].IsDefined() &&
              searcher["time_metric"].IsScalar() &&

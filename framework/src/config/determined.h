@@ -20,7 +20,8 @@ namespace crucible::config {
 //     warning line says so;
 //   - a searcher.max_length without a top-level max_length (Determined's older form) becomes
 //     the top-level max_length too; so does searcher.max_time in units of searcher.time_metric
-//     (the current form) when time_metric is batches, records or epochs.
+//     (the current form) when time_metric is batches, records or epochs. A null max_length,
+//     top-level or the searcher's, counts as absent.
 void adopt_determined_forms(YAML::Node& root, const Source& source,
                             std::vector<std::string>& warnings);
 

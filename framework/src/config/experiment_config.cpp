@@ -5,6 +5,7 @@
 #include <sstream>
 #include <system_error>
 
+#include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -23,6 +24,16 @@ namespace crucible {
 
 std::string Length::str() const {
   return fmt::format("{} {}", value, config::names<LengthUnit>().name(unit));
+}
+
+std::vector<int64_t> mode_brackets(AshaMode mode, int64_t rungs) {
+  TORCH_INTERNAL_ASSERT(rungs >= 1, "mode_brackets: ", rungs, " rungs");
+  const int64_t fewest = mode == AshaMode::kAggressive ? rungs
+                         : mode == AshaMode::kStandard ? (rungs - 1) / 2 + 1
+                                                       : 1;
+  std::vector<int64_t> out;
+  for (int64_t r = rungs; r >= fewest; --r) out.push_back(r);
+  return out;
 }
 
 int64_t ExperimentConfig::global_batch_size() const {
@@ -249,6 +260,15 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
                 fmt::format("required by searcher {}: how many trials to start",
                             config::names<SearcherName>().name(s.name)));
   }
+  // A search ranks its trials by searcher.metric: as in Determined, it names it.
+  if (s.name != SearcherName::kSingle &&
+      !(root["searcher"].IsDefined() && root["searcher"].IsMap() &&
+        root["searcher"]["metric"].IsDefined() && !root["searcher"]["metric"].IsNull())) {
+    source.fail("searcher.metric", at("searcher", "metric"),
+                fmt::format("required by searcher {}: the validation metric that ranks its "
+                            "trials (e.g. validation_loss)",
+                            config::names<SearcherName>().name(s.name)));
+  }
   if (!s.source_trial_id.empty() && !s.source_checkpoint_uuid.empty()) {
     source.fail("searcher.source_checkpoint_uuid", root["searcher"]["source_checkpoint_uuid"],
                 "a warm start comes from one place: give source_trial_id or "
@@ -320,6 +340,30 @@ ExperimentConfig parse_experiment_config(const std::string& yaml_text,
         "{}: early_stopping has nothing to act on: with no min_validation_period the trial "
         "validates only at the end of training; set min_validation_period",
         source.where("early_stopping", root["early_stopping"])));
+  }
+  // A searcher key the searcher does not read (max_trials with grid) would be silently ignored.
+  const YAML::Node searcher = root["searcher"];
+  for (const config::Key& key : config::schema()) {
+    if (key.searchers.empty() || !searcher.IsMap() || !searcher[key.name].IsDefined() ||
+        searcher[key.name].IsNull() ||
+        std::find(key.searchers.begin(), key.searchers.end(), c.searcher.name) !=
+            key.searchers.end()) {
+      continue;
+    }
+    std::string readers;
+    for (size_t i = 0; i < key.searchers.size(); ++i) {
+      readers += fmt::format("{}{}",
+                             i == 0                          ? ""
+                             : i + 1 == key.searchers.size() ? " and "
+                                                             : ", ",
+                             config::names<SearcherName>().name(key.searchers[i]));
+    }
+    warnings.push_back(fmt::format(
+        "{}: {} has no effect with searcher {}{}: only {} read{} it",
+        source.where(key.path(), searcher[key.name]), key.path(),
+        config::names<SearcherName>().name(c.searcher.name),
+        c.searcher.name == SearcherName::kGrid ? " (a grid runs one trial per point)" : "", readers,
+        key.searchers.size() == 1 ? "s" : ""));
   }
   c.source_path = source_name;
   c.overrides = source.overrides();

@@ -50,6 +50,22 @@ Key safe(Key key) {
   return key;
 }
 
+// Only `searchers` read the key (Key::searchers).
+Key read_by(Key key, std::vector<SearcherName> searchers) {
+  key.present = [present = key.present, emit = key.emit, searchers](const ExperimentConfig& c) {
+    if (!present(c)) return false;
+    if (std::find(searchers.begin(), searchers.end(), c.searcher.name) != searchers.end()) {
+      return true;
+    }
+    YAML::Emitter value, fallback;
+    emit(value, c);
+    emit(fallback, ExperimentConfig());
+    return std::string(value.c_str()) != fallback.c_str();
+  };
+  key.searchers = std::move(searchers);
+  return key;
+}
+
 Key required(Key key) {
   key.required = true;
   return key;
@@ -146,6 +162,76 @@ Key length(const std::string& path, Access<Length> access, int64_t min_value,
     const Length& length = get(access, c);
     out << YAML::Flow << YAML::BeginMap << YAML::Key << names<LengthUnit>().name(length.unit)
         << YAML::Value << length.value << YAML::EndMap;
+  };
+  return key;
+}
+
+// searcher.bracket_rungs: Determined's list of each bracket's rung count, or a number n (0:
+// none), which stands for the brackets searcher.mode makes from n rungs.
+Key bracket_rungs_key() {
+  Key key = make_key("searcher.bracket_rungs",
+                     "adaptive_asha: each bracket's rung count, e.g. [3, 2], in place of the "
+                     "brackets mode makes (a number n: those mode makes from n rungs); [] = "
+                     "computed");
+  key.read = [](const MapReader& r, ExperimentConfig& c) {
+    constexpr int64_t kMostRungs = 64;  // past 2^63 units, rungs only repeat a length of 1
+    const auto check = [&](int64_t rungs, const std::string& what) {
+      if (rungs < 1 || rungs > kMostRungs) {
+        r.fail("bracket_rungs",
+               fmt::format("{} is {}: a bracket has 1 to {} rungs", what, rungs, kMostRungs));
+      }
+    };
+    if (!r.has("bracket_rungs")) return;
+    const YAML::Node n = r.node("bracket_rungs");
+    std::vector<int64_t>& out = c.searcher.bracket_rungs;
+    if (n.IsScalar()) {
+      const int64_t rungs = r.integer("bracket_rungs", 0, 0);
+      if (rungs == 0) return;
+      check(rungs, "the rung count");
+      out = mode_brackets(c.searcher.mode, rungs);
+      return;
+    }
+    const nlohmann::json list = yaml_to_json(n, r.source(), r.child_path("bracket_rungs"));
+    if (!list.is_array()) {
+      r.fail("bracket_rungs",
+             "expected a list of each bracket's rung count (e.g. [3, 2]) or a rung count");
+    }
+    out.clear();
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string what = fmt::format("item {}", i + 1);
+      if (!list[i].is_number_integer()) {
+        r.fail("bracket_rungs",
+               fmt::format("{} is {}: expected a rung count", what, list[i].dump()));
+      }
+      check(list[i].get<int64_t>(), what);
+      out.push_back(list[i].get<int64_t>());
+    }
+    std::sort(out.rbegin(), out.rend());
+  };
+  key.present = [](const ExperimentConfig& c) { return !c.searcher.bracket_rungs.empty(); };
+  key.emit = [](YAML::Emitter& out, const ExperimentConfig& c) {
+    out << YAML::Flow << c.searcher.bracket_rungs;
+  };
+  return key;
+}
+
+Key experiment_seed_key() {
+  Key key = make_key("reproducibility.experiment_seed",
+                     "the seed every trial seed derives from; unset: a random or adaptive_asha "
+                     "search draws one and records it in its config.yaml, any other run uses 0");
+  key.read = [](const MapReader& r, ExperimentConfig& c) {
+    if (!r.has("experiment_seed")) return;
+    c.reproducibility.experiment_seed = static_cast<uint64_t>(r.integer("experiment_seed", 0, 0));
+  };
+  key.present = [](const ExperimentConfig& c) {
+    return c.reproducibility.experiment_seed.has_value();
+  };
+  key.emit = [](YAML::Emitter& out, const ExperimentConfig& c) {
+    if (c.reproducibility.experiment_seed) {
+      out << *c.reproducibility.experiment_seed;
+    } else {
+      out << YAML::Null;
+    }
   };
   return key;
 }
@@ -338,20 +424,23 @@ std::vector<Key> build_schema() {
       boolean("searcher.smaller_is_better",
               member(&C::searcher, &SearcherConfig::smaller_is_better),
               "whether a smaller searcher.metric is better"),
-      integer("searcher.max_trials", member(&C::searcher, &SearcherConfig::max_trials), 1,
-              "how many trials a search runs"),
-      integer("searcher.max_concurrent_trials",
-              member(&C::searcher, &SearcherConfig::max_concurrent_trials), 0,
-              "trials a search runs at once; 0 = no limit"),
-      enumerated("searcher.mode", member(&C::searcher, &SearcherConfig::mode),
-                 "adaptive_asha's brackets: aggressive | standard | conservative"),
-      integer("searcher.divisor", member(&C::searcher, &SearcherConfig::divisor), 2,
-              "adaptive_asha: each rung keeps the top 1/divisor of its trials"),
-      integer("searcher.max_rungs", member(&C::searcher, &SearcherConfig::max_rungs), 1,
-              "adaptive_asha: the most rungs a bracket has"),
-      integer("searcher.bracket_rungs", member(&C::searcher, &SearcherConfig::bracket_rungs), 0,
-              "adaptive_asha: every bracket's rungs, in place of the computed count; 0 = "
-              "computed"),
+      read_by(integer("searcher.max_trials", member(&C::searcher, &SearcherConfig::max_trials), 1,
+                      "how many trials a search runs"),
+              {SearcherName::kRandom, SearcherName::kAdaptiveAsha}),
+      read_by(integer("searcher.max_concurrent_trials",
+                      member(&C::searcher, &SearcherConfig::max_concurrent_trials), 0,
+                      "trials a search runs at once; 0 = no limit"),
+              {SearcherName::kGrid, SearcherName::kRandom, SearcherName::kAdaptiveAsha}),
+      read_by(enumerated("searcher.mode", member(&C::searcher, &SearcherConfig::mode),
+                         "adaptive_asha's brackets: aggressive | standard | conservative"),
+              {SearcherName::kAdaptiveAsha}),
+      read_by(integer("searcher.divisor", member(&C::searcher, &SearcherConfig::divisor), 2,
+                      "adaptive_asha: each rung keeps the top 1/divisor of its trials"),
+              {SearcherName::kAdaptiveAsha}),
+      read_by(integer("searcher.max_rungs", member(&C::searcher, &SearcherConfig::max_rungs), 1,
+                      "adaptive_asha: the most rungs a bracket has"),
+              {SearcherName::kAdaptiveAsha}),
+      read_by(bracket_rungs_key(), {SearcherName::kAdaptiveAsha}),
       integer(
           "searcher.max_time", member(&C::searcher, &SearcherConfig::max_time), 0,
           "adaptive_asha: a trial's length in units of time_metric; 0 = searcher.max_length, else "
@@ -432,9 +521,7 @@ std::vector<Key> build_schema() {
       integer("optimizations.max_consecutive_skips",
               member(&C::optimizations, &OptimizationsConfig::max_consecutive_skips), 1,
               "with non_finite: skip, this many skipped steps in a row is an error"),
-      integer("reproducibility.experiment_seed",
-              member(&C::reproducibility, &ReproducibilityConfig::experiment_seed), 0,
-              "the seed every trial seed derives from"),
+      experiment_seed_key(),
       early_stopping_key(),
       safe(boolean("profiling.enabled", member(&C::profiling, &ProfilingConfig::enabled),
                    "time the training batches from begin_on_batch to end_after_batch by phase and "

@@ -23,6 +23,10 @@ struct Key {
   bool safe_on_resume = false;
   // A `{batches|epochs|records: n}` value: a `--set` of one unit replaces the other.
   bool is_length = false;
+  // The searchers that read it; empty: every run. The resolved config leaves a key out that
+  // its searcher does not read and that has its default, and an experiment file that gives one
+  // gets a warning.
+  std::vector<SearcherName> searchers;
   // Reads the key from its section's reader into `config`; an absent key leaves the default
   // (the member's initializer) in place. Throws ConfigError naming the key.
   std::function<void(const MapReader& section, ExperimentConfig& config)> read;

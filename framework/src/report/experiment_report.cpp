@@ -124,15 +124,11 @@ std::string searcher_ending(const Trial& t, const std::string& metric, const std
 // points, else max_trials); nullopt when a grid cannot be planned.
 std::optional<int64_t> trial_budget(const ExperimentConfig& config) {
   if (config.searcher.name != SearcherName::kGrid) return config.searcher.max_trials;
-  int64_t points = 1;
   try {
-    for (const auto& [name, spec] : config.hyperparameters) {
-      points *= static_cast<int64_t>(search::grid_points(name, spec).size());
-    }
+    return search::Grid(config.hyperparameters).size();
   } catch (const ConfigError&) {
     return std::nullopt;
   }
-  return points;
 }
 
 // How the search whose experiment.jsonl in `dir` holds `rows` stands. "complete: every trial
@@ -162,12 +158,24 @@ std::string how_it_stands(const ExperimentConfig& config, const std::vector<json
                           ? 0
                           : std::min(invalid, config.searcher.max_trials));
   const std::optional<int64_t> budget = trial_budget(config);
-  return fmt::format(
-      "not finished: {}{} trials ended{} ({})", ended, budget ? fmt::format(" of {}", *budget) : "",
-      running > 0 ? fmt::format(", {} running", running) : "",
-      util::FileLock::held_elsewhere(util::join(dir, ".lock"))
-          ? "searching now: a process holds the experiment's lock"
-          : fmt::format("stopped or killed; `trainer fit --resume {}` continues it", dir));
+  std::string why;
+  if (util::FileLock::held_elsewhere(util::join(dir, ".lock"))) {
+    why = "searching now: a process holds the experiment's lock";
+  } else if (!rows.empty() && search::event_of(rows.back()) == search::TrialEvent::kSearchFailed) {
+    // The same config fails the same way: only a cause outside it can be mended in place.
+    why = fmt::format(
+        "ended by an error (exit code {}): {}. When its cause lies outside the config (the trial "
+        "library, a file, the machine), mend it and `trainer fit --resume {}` continues the "
+        "search; a config that must change needs a new experiment: `trainer fit` a corrected "
+        "copy of {}",
+        integer_in(rows.back(), "exit_code").value_or(kExitTrainingFailed),
+        text_in(rows.back(), "error"), dir, util::join(dir, "config.yaml"));
+  } else {
+    why = fmt::format("stopped or killed; `trainer fit --resume {}` continues it", dir);
+  }
+  return fmt::format("not finished: {}{} trials ended{} ({})", ended,
+                     budget ? fmt::format(" of {}", *budget) : "",
+                     running > 0 ? fmt::format(", {} running", running) : "", why);
 }
 
 // The trials in the order of the search's closing table (search::summary_table): those that

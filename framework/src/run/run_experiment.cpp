@@ -147,6 +147,11 @@ TrialFactory check_experiment(const ExperimentConfig& config) {
   return factory;
 }
 
+std::string describe_search(const ExperimentConfig& config) {
+  if (config.searcher.name == SearcherName::kSingle) return "";
+  return search::Scheduler(config).plan();
+}
+
 ExperimentResult run_experiment(const ExperimentOptions& options) {
   util::survive_broken_pipes();
   const std::string& resume = options.fit().resume_dir();

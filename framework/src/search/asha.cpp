@@ -5,6 +5,7 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <crucible/errors.h>
 
@@ -25,6 +26,7 @@ int64_t power(int64_t base, int64_t exponent) {
 }  // namespace
 
 int64_t asha_rungs(const AshaOptions& o) {
+  if (!o.brackets().empty()) return *std::max_element(o.brackets().begin(), o.brackets().end());
   if (o.bracket_rungs()) return *o.bracket_rungs();
   const double ln_d = std::log(static_cast<double>(o.divisor()));
   const auto by_time =
@@ -43,16 +45,28 @@ std::vector<AshaBracket> asha_brackets(const AshaOptions& o) {
   if (r > kMostRungs) {
     throw ConfigError(fmt::format("searcher.bracket_rungs: {} rungs; at most {}", r, kMostRungs));
   }
-  std::vector<int64_t> counts;
-  const int64_t lowest = o.mode() == AshaMode::kAggressive ? r
-                         : o.mode() == AshaMode::kStandard ? (r - 1) / 2 + 1
-                                                           : 1;
-  for (int64_t rungs = r; rungs >= lowest; --rungs) counts.push_back(rungs);
+  std::vector<int64_t> counts = o.brackets();
+  if (counts.empty()) {
+    if (r < 1) throw ConfigError(fmt::format("searcher.bracket_rungs: {} rungs", r));
+    counts = mode_brackets(o.mode(), r);
+  }
+  std::sort(counts.rbegin(), counts.rend());
+  if (counts.back() < 1) {
+    throw ConfigError(fmt::format("searcher.bracket_rungs: a bracket of {} rungs", counts.back()));
+  }
+  // What made the brackets, for the errors below.
+  const std::string made =
+      o.brackets().empty()
+          ? fmt::format("{} rungs make {} brackets in this mode", r, counts.size())
+          : fmt::format("the {} brackets [{}]", counts.size(), fmt::join(counts, ", "));
+  const std::string fewer = o.brackets().empty() ? "give fewer rungs, more trials or mode "
+                                                   "aggressive"
+                                                 : "give fewer brackets or more trials";
   if (static_cast<int64_t>(counts.size()) > o.max_trials()) {
-    throw ConfigError(fmt::format(
-        "searcher.bracket_rungs: {} rungs make {} brackets in this mode, more than max_trials "
-        "({}); each bracket needs a trial: give fewer rungs, more trials or mode aggressive",
-        r, counts.size(), o.max_trials()));
+    throw ConfigError(
+        fmt::format("searcher.bracket_rungs: {}, more than max_trials ({}); each "
+                    "bracket needs a trial: {}",
+                    made, o.max_trials(), fewer));
   }
 
   std::vector<double> weights;
@@ -89,10 +103,9 @@ std::vector<AshaBracket> asha_brackets(const AshaOptions& o) {
   const int64_t others = assigned - out.front().trials;
   if (o.max_trials() - others < 1) {
     throw ConfigError(fmt::format(
-        "searcher.bracket_rungs: {} rungs make {} brackets whose shares of max_trials ({}) add "
-        "up to {}, leaving the {}-rung bracket no trial; give fewer rungs, more trials or mode "
-        "aggressive",
-        r, counts.size(), o.max_trials(), others, counts.front()));
+        "searcher.bracket_rungs: {}, whose shares of max_trials ({}) add up to {}, leaving the "
+        "{}-rung bracket no trial; {}",
+        made, o.max_trials(), others, counts.front(), fewer));
   }
   out.front().trials = o.max_trials() - others;
 

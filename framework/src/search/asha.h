@@ -22,6 +22,9 @@ struct AshaOptions {
   TORCH_ARG(int64_t, max_concurrent_trials) = 16;  // C; 0 = no limit
   TORCH_ARG(AshaMode, mode) = AshaMode::kStandard;
   TORCH_ARG(std::optional<int64_t>, bracket_rungs);  // overrides the computed rung count
+  // Each bracket's rung count (searcher.bracket_rungs), in place of those mode makes; empty:
+  // mode's.
+  TORCH_ARG(std::vector<int64_t>, brackets);
 };
 
 struct AshaBracket {
@@ -31,12 +34,14 @@ struct AshaBracket {
   std::vector<int64_t> rung_lengths;  // units a trial trains to reach each rung; the last is T
 };
 
-// R = min(max_rungs, floor(ln T / ln d) + 1, floor(ln N / ln d) + 1), or bracket_rungs.
+// R = min(max_rungs, floor(ln T / ln d) + 1, floor(ln N / ln d) + 1), or bracket_rungs, or the
+// most of brackets.
 int64_t asha_rungs(const AshaOptions& options);
 
-// The brackets, most rungs first, with their trials (summing to max_trials), concurrency and
-// rung lengths. Throws ConfigError naming searcher.bracket_rungs when its rungs make more
-// brackets than max_trials.
+// The brackets (`brackets`, else mode_brackets(mode, asha_rungs)), most rungs first, with their
+// trials (summing to max_trials), concurrency and rung lengths. Throws ConfigError naming
+// searcher.bracket_rungs when there are more brackets than max_trials, or when the other
+// brackets' shares leave the first no trial.
 std::vector<AshaBracket> asha_brackets(const AshaOptions& options);
 
 // What a trial does after a validation.

@@ -21,7 +21,7 @@ const util::NameTable<TrialEvent>& event_names() {
       {TrialEvent::kCreated, "created"},     {TrialEvent::kValidated, "validated"},
       {TrialEvent::kRestarted, "restarted"}, {TrialEvent::kStopped, "stopped"},
       {TrialEvent::kCompleted, "completed"}, {TrialEvent::kFailed, "failed"},
-      {TrialEvent::kInvalid, "invalid"}};
+      {TrialEvent::kInvalid, "invalid"},     {TrialEvent::kSearchFailed, "search_failed"}};
   return table;
 }
 

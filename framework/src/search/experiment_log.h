@@ -10,7 +10,8 @@
 
 namespace crucible::search {
 
-// What a row of experiment.jsonl records (its "event"), with the fields it adds to "trial".
+// What a row of experiment.jsonl records (its "event"), with the fields it adds to "trial" (a
+// search_failed row has no "trial").
 enum class TrialEvent {
   kCreated,    // the searcher created the trial: "hparams", "length" (its first segment)
   kValidated,  // it validated at a segment's end: "length", "metric", "decision"
@@ -19,6 +20,8 @@ enum class TrialEvent {
   kCompleted,  // it ends: it reached its length
   kFailed,     // it ends: it failed with no restart left ("error")
   kInvalid,    // it ends: it rejected its hyperparameters ("error")
+  // No trial's: an error ended the search ("error", "exit_code"); a resume goes on past it.
+  kSearchFailed,
 };
 
 // The spelling of each event in experiment.jsonl: the only table of it.

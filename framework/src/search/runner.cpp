@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <random>
 #include <thread>
 #include <utility>
 
@@ -64,6 +65,14 @@ std::vector<Slot> slurm_slots(const dist::Env& env, int64_t tasks, int64_t slots
                            slot);
 }
 
+// A seed for a search whose config gives none: from the system's entropy, below 2^63 so that an
+// experiment file can hold it.
+uint64_t draw_seed() {
+  std::random_device entropy;
+  const uint64_t high = entropy(), low = entropy();
+  return ((high << 32) | low) >> 1;
+}
+
 // The GPUs this process sees.
 int machine_gpus() {
   return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
@@ -80,7 +89,7 @@ struct InFlight {
 class Runner {
  public:
   Runner(const ExperimentConfig& config, const SearchOptions& options)
-      : config_(config), options_(options), scheduler_(config) {
+      : config_(config), options_(options) {
     config_.entrypoint = plugin::absolute_entrypoint(config.entrypoint, config::config_dir(config));
     config::make_paths_absolute(config_);
   }
@@ -89,8 +98,12 @@ class Runner {
     open();
     try {
       return search();
-    } catch (...) {
+    } catch (const std::exception& e) {
       stop_all(SIGTERM);  // no trial process outlives the search that started it
+      record_failure(e);
+      throw;
+    } catch (...) {
+      stop_all(SIGTERM);
       throw;
     }
   }
@@ -102,7 +115,7 @@ class Runner {
     launch::SignalCatcher signals;
     while (true) {
       take_results();
-      const std::vector<Segment> order = scheduler_.running();
+      const std::vector<Segment> order = scheduler_->running();
       if (order.empty()) break;
       if (signals.take_question()) {
         for (const auto& f : running_) ::kill(f.pid, util::kWhereSignal);
@@ -134,7 +147,7 @@ class Runner {
       wait_for_exit();
     }
     std::vector<std::string> trial_runs;
-    for (const auto& [id, t] : scheduler_.trials()) {
+    for (const auto& [id, t] : scheduler_->trials()) {
       const std::string run = TrialFiles(dir_, id).run_dir;
       if (util::exists(run)) trial_runs.push_back(run);
     }
@@ -145,7 +158,7 @@ class Runner {
           relative(dir), config_.checkpoint_storage.save_experiment_best));
     }
     const SearchResult r = result();
-    const std::string table = summary_table(scheduler_, config_.searcher.metric);
+    const std::string table = summary_table(*scheduler_, config_.searcher.metric);
     logger_.info("search done:\n" + table);
     if (r.best_trial) {
       // With checkpoint_policy none the best validation may have no checkpoint of its own.
@@ -185,15 +198,27 @@ class Runner {
     const bool rerun =
         options_.resume_dir().empty() && train::holds_run_of(config_, options_.output_dir());
     const bool resuming = rerun || !options_.resume_dir().empty();
+    std::optional<uint64_t>& seed = config_.reproducibility.experiment_seed;
+    bool drawn = false;
     if (resuming) {
       dir_ = rerun ? options_.output_dir() : options_.resume_dir();
       lock_ = train::lock_run_dir(dir_, [&](const std::string& w) { logger_.warn(w); });
+      // A rerun's config may leave out the seed its experiment drew and recorded.
+      if (!seed) {
+        seed =
+            load_experiment_config(util::join(dir_, "config.yaml")).reproducibility.experiment_seed;
+      }
     } else {
+      if (!seed && config_.searcher.name != SearcherName::kGrid) {
+        seed = draw_seed();
+        drawn = true;
+      }
       dir_ = train::new_run_path(config_, options_.output_dir());
       lock_ = train::lock_run_dir(dir_, [&](const std::string& w) { logger_.warn(w); });
       util::create_directories(util::join(dir_, "trials"));
       util::replace_atomically(util::join(dir_, "config.yaml"), to_yaml(config_));
     }
+    scheduler_.emplace(config_);
     logger_.open(util::join(dir_, "experiment.log"), options_.console());
     log_.emplace(util::join(dir_, "experiment.jsonl"));
     busy_.assign(slots_.size(), false);
@@ -201,16 +226,23 @@ class Runner {
       replay();
       logger_.info(fmt::format("resuming experiment {}{}: {} trials so far, {} running", dir_,
                                rerun ? " (it holds this experiment's config)" : "",
-                               scheduler_.trials().size(), scheduler_.running().size()));
+                               scheduler_->trials().size(), scheduler_->running().size()));
     } else {
       logger_.info(fmt::format(
           "experiment {}: searcher {}, up to {} trials at once{}", dir_,
           config::names<SearcherName>().name(config_.searcher.name),
-          std::min(static_cast<int64_t>(slots_.size()), scheduler_.concurrency()),
+          std::min(static_cast<int64_t>(slots_.size()), scheduler_->concurrency()),
           slurm_tasks_ ? " as job steps of Slurm job " + std::string(std::getenv("SLURM_JOB_ID"))
-                       : slot_limit(slots_.size(), scheduler_.concurrency(),
+                       : slot_limit(slots_.size(), scheduler_->concurrency(),
                                     config_.resources.slots_per_trial, gpus, cpus.size())));
-      write(scheduler_.start());
+      logger_.info("search " + scheduler_->plan());
+      if (drawn) {
+        logger_.info(fmt::format(
+            "seed {} drawn (no reproducibility.experiment_seed given), recorded in config.yaml; "
+            "set reproducibility.experiment_seed: {} to draw these trials again",
+            *seed, *seed));
+      }
+      write(scheduler_->start());
     }
   }
 
@@ -219,7 +251,7 @@ class Runner {
   void replay() {
     const auto& rows = log_->rows();
     std::vector<nlohmann::json> unrecorded =
-        scheduler_.replay(rows, util::join(dir_, "experiment.jsonl"));
+        scheduler_->replay(rows, util::join(dir_, "experiment.jsonl"));
     for (const auto& row : rows) {
       if (uses_a_restart(row)) ++restarts_[row.value("trial", int64_t{0})];
     }
@@ -231,7 +263,7 @@ class Runner {
     log_->append(std::move(rows));
   }
 
-  const char* unit() const { return config::names<LengthUnit>().name(scheduler_.unit()); }
+  const char* unit() const { return config::names<LengthUnit>().name(scheduler_->unit()); }
 
   bool in_flight(int64_t trial) const {
     return std::any_of(running_.begin(), running_.end(),
@@ -241,22 +273,22 @@ class Runner {
   // Reports the results that are due, in the scheduler's order.
   void take_results() {
     while (true) {
-      const auto order = scheduler_.running();
+      const auto order = scheduler_->running();
       if (order.empty()) return;
       const auto found = done_.find(order.front().trial);
       if (found == done_.end()) return;
       const SegmentResult r = found->second;
       done_.erase(found);
-      write(scheduler_.report(r));
+      write(scheduler_->report(r));
       update_best();
     }
   }
 
   void start(const Segment& s, size_t slot) {
     const TrialFiles files(dir_, s.trial);
-    const Length length{scheduler_.unit(), s.length};
+    const Length length{scheduler_->unit(), s.length};
     std::vector<std::string> command = segment_command(options_.trainer(), files, config_,
-                                                       scheduler_.trials().at(s.trial), length);
+                                                       scheduler_->trials().at(s.trial), length);
     const Slot& where = slots_[slot];
     std::map<std::string, std::string> env = {{"OMP_NUM_THREADS", std::to_string(where.threads)}};
     if (!where.cuda_devices.empty()) env["CUDA_VISIBLE_DEVICES"] = where.cuda_devices;
@@ -320,7 +352,7 @@ class Runner {
     if (code == kExitOk) {
       try {
         done_[trial] =
-            read_segment_result(files, trial, {scheduler_.unit(), f.segment.length},
+            read_segment_result(files, trial, {scheduler_->unit(), f.segment.length},
                                 config_.searcher.metric, config_.searcher.smaller_is_better);
         return;
       } catch (const Error& e) {
@@ -338,7 +370,9 @@ class Runner {
                   code);
     }
     int64_t& restarts = restarts_[trial];
-    const std::string why = fmt::format("{}: {}", launch::describe(status), error);
+    // A process killed before it wrote a line leaves nothing to quote.
+    const std::string why = error.empty() ? launch::describe(status)
+                                          : fmt::format("{}: {}", launch::describe(status), error);
     if (code == kExitStopped) {
       // Stopped from outside the search (a signal to the trial alone, a job step's), with a
       // checkpoint: no failure, so it continues without using up a restart.
@@ -359,11 +393,28 @@ class Runner {
     }
     done_[trial] = {SegmentResult::Kind::kFailed,
                     trial,
-                    reached_length(files, scheduler_.unit()),
+                    reached_length(files, scheduler_->unit()),
                     0,
                     "",
                     why,
                     std::nullopt};
+  }
+
+  // Records in experiment.log and experiment.jsonl the error that ends the search, so that the
+  // experiment tells what ended it (trainer report). A failure to record it (a full disk) leaves
+  // the error to the caller alone.
+  void record_failure(const std::exception& e) {
+    const auto* error = dynamic_cast<const Error*>(&e);
+    const int code = error ? error->exit_code() : kExitTrainingFailed;
+    try {
+      logger_.error(
+          fmt::format("the search ended with an error (exit code {}): {}", code, e.what()));
+      log_->append({{{"event", event_names().name(TrialEvent::kSearchFailed)},
+                     {"error", e.what()},
+                     {"exit_code", code}}});
+    } catch (const std::exception&) {
+      // The caller reports `e`, which matters more than its record.
+    }
   }
 
   [[noreturn]] void fail_search(const std::string& message, int code) {
@@ -391,7 +442,7 @@ class Runner {
   }
 
   void update_best() {
-    const auto best = scheduler_.best_trial();
+    const auto best = scheduler_->best_trial();
     if (!best) return;
     const std::string checkpoint =
         best_checkpoint(TrialFiles(dir_, *best).run_dir, config_.searcher.metric,
@@ -410,15 +461,15 @@ class Runner {
     update_best();
     SearchResult r;
     r.experiment_dir = dir_;
-    for (const auto& [id, t] : scheduler_.trials()) {
+    for (const auto& [id, t] : scheduler_->trials()) {
       r.completed += t.state == TrialState::kCompleted ? 1 : 0;
       r.stopped += t.state == TrialState::kStopped ? 1 : 0;
       r.failed += t.state == TrialState::kFailed ? 1 : 0;
       r.invalid += t.state == TrialState::kInvalid ? 1 : 0;
     }
-    r.best_trial = scheduler_.best_trial();
+    r.best_trial = scheduler_->best_trial();
     if (r.best_trial) {
-      r.best_metric = *scheduler_.trials().at(*r.best_trial).best_metric;
+      r.best_metric = *scheduler_->trials().at(*r.best_trial).best_metric;
       r.best_checkpoint = best_checkpoint_;
     }
     return r;
@@ -426,7 +477,7 @@ class Runner {
 
   ExperimentConfig config_;
   SearchOptions options_;
-  Scheduler scheduler_;
+  std::optional<Scheduler> scheduler_;  // planned by open(), once the seed is known
   std::optional<int64_t> slurm_tasks_;  // set inside a Slurm allocation
   std::string dir_;
   std::shared_ptr<util::FileLock> lock_;  // held while the search writes dir_

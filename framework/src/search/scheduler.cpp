@@ -6,6 +6,7 @@
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <crucible/errors.h>
 
@@ -93,7 +94,7 @@ LengthUnit search_unit(const ExperimentConfig& config) {
 Scheduler::Scheduler(const ExperimentConfig& config)
     : searcher_(config.searcher.name),
       smaller_is_better_(config.searcher.smaller_is_better),
-      seed_(config.reproducibility.experiment_seed),
+      seed_(config.reproducibility.experiment_seed.value_or(0)),
       space_(config.hyperparameters),
       unit_(search_unit(config)) {
   const SearcherConfig& s = config.searcher;
@@ -113,8 +114,13 @@ Scheduler::Scheduler(const ExperimentConfig& config)
           throw ConfigError(fmt::format("{}: {}", config::key_place(config, key), e.what()));
         }
       }
-      grid_ = grid(space_);
-      b.budget = static_cast<int64_t>(grid_.size());
+      try {
+        grid_.emplace(space_);
+      } catch (const ConfigError& e) {
+        throw ConfigError(
+            fmt::format("{}: {}", config::key_place(config, "hyperparameters"), e.what()));
+      }
+      b.budget = grid_->size();
       max_invalid_ = 0;  // a grid point is not replaced
     } else {
       b.budget = s.max_trials;
@@ -132,7 +138,7 @@ Scheduler::Scheduler(const ExperimentConfig& config)
                .max_concurrent_trials(s.max_concurrent_trials)
                .mode(s.mode)
                .max_time(s.max_time > 0 ? s.max_time : asha_length(config).value);
-  if (s.bracket_rungs > 0) o.bracket_rungs(s.bracket_rungs);
+  o.brackets(s.bracket_rungs);
   std::vector<AshaBracket> planned;
   try {
     planned = asha_brackets(o);
@@ -171,7 +177,7 @@ void Scheduler::fill(size_t index, std::vector<nlohmann::json>& rows) {
     TrialRecord t;
     t.id = next_id_++;
     t.bracket = static_cast<int64_t>(index);
-    t.hparams = grid_.empty() ? sample(space_, seed_, t.id) : grid_[next_point_++];
+    t.hparams = grid_ ? grid_->point(next_point_++) : sample(space_, seed_, t.id);
     ++b.created;
     ++b.active;
     const int64_t length = b.rung_lengths.front();
@@ -301,7 +307,9 @@ std::vector<nlohmann::json> Scheduler::replay(const std::vector<nlohmann::json>&
     const nlohmann::json& row = log[i];
     // Checks the row's event and trial first.
     const auto r = result_of_row(row, fmt::format("{}, row {}", where, i + 1));
-    if (event_of(row) == TrialEvent::kRestarted) continue;
+    if (event_of(row) == TrialEvent::kRestarted || event_of(row) == TrialEvent::kSearchFailed) {
+      continue;
+    }
     if (!r) {
       check_recorded(row, i + 1);
       continue;
@@ -318,6 +326,29 @@ std::vector<nlohmann::json> Scheduler::replay(const std::vector<nlohmann::json>&
     check_recorded(row, i + 1);
   }
   return {decided.begin() + static_cast<std::ptrdiff_t>(recorded), decided.end()};
+}
+
+std::string Scheduler::plan() const {
+  const std::string searcher = config::names<SearcherName>().name(searcher_);
+  const char* unit = config::names<LengthUnit>().name(unit_);
+  const auto trials = [](int64_t n) { return fmt::format("{} trial{}", n, n == 1 ? "" : "s"); };
+  if (!brackets_.front().rungs) {
+    const Bracket& b = brackets_.front();
+    const std::string shape = grid_ ? grid_->shape() : "";
+    return fmt::format("{}: {}{} of {} {}, up to {} at once", searcher, trials(b.budget),
+                       shape.empty() ? "" : " (" + shape + ")", b.rung_lengths.front(), unit,
+                       b.concurrency);
+  }
+  int64_t total = 0;
+  for (const Bracket& b : brackets_) total += b.budget;
+  std::string out = fmt::format("{}: {} in {} bracket{}", searcher, trials(total), brackets_.size(),
+                                brackets_.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < brackets_.size(); ++i) {
+    const Bracket& b = brackets_[i];
+    out += fmt::format("{} {} with rungs at {} {}, up to {} at once", i == 0 ? ":" : ";",
+                       trials(b.budget), fmt::join(b.rung_lengths, ", "), unit, b.concurrency);
+  }
+  return out;
 }
 
 int64_t Scheduler::concurrency() const {

@@ -22,6 +22,7 @@
 
 #include "search/asha.h"
 #include "search/experiment_log.h"
+#include "search/space.h"
 
 namespace crucible::search {
 
@@ -84,14 +85,18 @@ class Scheduler {
   // Starts this scheduler (instead of start()), feeds the results that `log` (the rows of a
   // search's experiment.jsonl, which `where` names) holds back to it, and checks that the log's
   // rows are rows it decided, in its order (a created row with the same first length). Rows of
-  // event "restarted" are no decision
-  // and are passed over. A log that lacks rows before others (written by a version without this
-  // check) is taken as it is. Returns the rows it decided after the log's last one and the log
-  // lacks (the search stopped before it recorded them), for the caller to record. Throws
-  // TrainingError naming `where` and the row where the log records a row it did not decide, or
-  // a result of another trial than the one whose result comes next.
+  // event "restarted" and "search_failed" are no decision and are passed over. A log that lacks
+  // rows before others (written by a version without this check) is taken as it is. Returns the
+  // rows it decided after the log's last one and the log lacks (the search stopped before it
+  // recorded them), for the caller to record. Throws TrainingError naming `where` and the row where
+  // the log records a row it did not decide, or a result of another trial than the one whose result
+  // comes next.
   std::vector<nlohmann::json> replay(const std::vector<nlohmann::json>& log,
                                      const std::string& where);
+
+  // What it runs, in one line: the searcher and its trials (a grid's axes; each adaptive ASHA
+  // bracket's trials and rung lengths), and how many run at once.
+  std::string plan() const;
 
   // The unit every length is counted in.
   LengthUnit unit() const { return unit_; }
@@ -130,8 +135,8 @@ class Scheduler {
   bool smaller_is_better_ = true;
   uint64_t seed_ = 0;
   std::map<std::string, HyperparameterSpec> space_;
-  std::vector<nlohmann::json> grid_;  // grid only
-  size_t next_point_ = 0;
+  std::optional<Grid> grid_;  // grid only
+  int64_t next_point_ = 0;
   LengthUnit unit_ = LengthUnit::kBatches;
   std::vector<Bracket> brackets_;
   std::map<int64_t, TrialRecord> trials_;

@@ -1,8 +1,10 @@
 #include "search/space.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
+#include <c10/util/Exception.h>
 #include <fmt/format.h>
 
 #include <crucible/errors.h>
@@ -28,13 +30,23 @@ std::vector<nlohmann::json> grid_points(const std::string& name, const Hyperpara
         "double and log hyperparameter",
         name));
   }
+  int64_t count = spec.count;
+  if (spec.type == Type::kInt) {
+    // Points less than 1 apart round to every integer of the range: as many as it holds.
+    const int64_t range = std::llround(spec.maxval) - std::llround(spec.minval) + 1;
+    count = std::min(count, std::max<int64_t>(range, 1));
+  }
+  if (count > Grid::kMostPoints) {
+    throw ConfigError(fmt::format("hyperparameters.{}: count {}: a grid has at most {} points",
+                                  name, count, Grid::kMostPoints));
+  }
   std::vector<double> xs;
-  if (spec.count == 1) {
+  if (count == 1) {
     xs.push_back((spec.minval + spec.maxval) / 2);
   } else {
-    for (int64_t i = 0; i < spec.count; ++i) {
+    for (int64_t i = 0; i < count; ++i) {
       xs.push_back(spec.minval + (spec.maxval - spec.minval) * static_cast<double>(i) /
-                                     static_cast<double>(spec.count - 1));
+                                     static_cast<double>(count - 1));
     }
   }
   std::vector<nlohmann::json> out;
@@ -49,20 +61,47 @@ std::vector<nlohmann::json> grid_points(const std::string& name, const Hyperpara
   return out;
 }
 
-std::vector<nlohmann::json> grid(const Space& space) {
-  std::vector<nlohmann::json> points = {nlohmann::json::object()};
+Grid::Grid(const Space& space) {
+  bool over = false, empty = false;
   for (const auto& [name, spec] : space) {
-    std::vector<nlohmann::json> next;
-    for (const auto& point : points) {
-      for (const auto& value : grid_points(name, spec)) {
-        nlohmann::json p = point;
-        p[name] = value;
-        next.push_back(std::move(p));
-      }
+    axes_.emplace_back(name, grid_points(name, spec));
+    const auto n = static_cast<int64_t>(axes_.back().second.size());
+    if (n == 0) {
+      empty = true;
+    } else if (over || size_ > kMostPoints / n) {
+      over = true;  // the true count may not fit an int64_t: the axes say what it is
+    } else {
+      size_ *= n;
     }
-    points = std::move(next);
   }
-  return points;
+  if (empty) {
+    size_ = 0;
+  } else if (over) {
+    throw ConfigError(fmt::format(
+        "hyperparameters: the grid's points ({}) are more than the {} a search runs; lower a "
+        "count",
+        shape(), kMostPoints));
+  }
+}
+
+nlohmann::json Grid::point(int64_t index) const {
+  TORCH_INTERNAL_ASSERT(index >= 0 && index < size_, "Grid::point: ", index, " of ", size_);
+  nlohmann::json out = nlohmann::json::object();
+  for (auto axis = axes_.rbegin(); axis != axes_.rend(); ++axis) {
+    const auto n = static_cast<int64_t>(axis->second.size());
+    out[axis->first] = axis->second[static_cast<size_t>(index % n)];
+    index /= n;
+  }
+  return out;
+}
+
+std::string Grid::shape() const {
+  std::string out;
+  for (const auto& [name, points] : axes_) {
+    if (points.size() < 2) continue;
+    out += fmt::format("{}{}: {}", out.empty() ? "" : " × ", name, points.size());
+  }
+  return out;
 }
 
 nlohmann::json sample(const Space& space, uint64_t seed, int64_t trial_id) {

@@ -55,6 +55,9 @@ std::string describe_row(const nlohmann::json& row, const std::string& metric,
                           row.contains("max_restarts") ? integer("max_restarts") : 0);
     return fmt::format("trial {} {}: {}", trial, what, row.value("error", ""));
   }
+  if (event == TrialEvent::kSearchFailed) {
+    return fmt::format("the search ended with an error: {}", row.value("error", ""));
+  }
   return fmt::format("trial {} {}", trial, row.value("event", ""));
 }
 

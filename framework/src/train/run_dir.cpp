@@ -264,7 +264,13 @@ bool holds_run_of(const ExperimentConfig& config, const std::string& dir) {
   if (dir.empty()) return false;
   const std::string file = util::join(dir, "config.yaml");
   if (!util::exists(file)) return false;
-  const auto changes = config::diff(load_experiment_config(file), config);
+  const ExperimentConfig recorded = load_experiment_config(file);
+  // A search that drew its seed recorded it: a config that gives none is the same config.
+  ExperimentConfig given = config;
+  if (!given.reproducibility.experiment_seed) {
+    given.reproducibility.experiment_seed = recorded.reproducibility.experiment_seed;
+  }
+  const auto changes = config::diff(recorded, given);
   if (changes.empty()) return true;
   std::string list;
   for (const auto& c : changes) list += fmt::format("\n  {}: {} -> {}", c.key, c.before, c.after);

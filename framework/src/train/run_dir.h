@@ -65,8 +65,10 @@ std::string not_a_run_reason(const std::string& dir);
 
 // Whether `dir` holds a run or an experiment (its config.yaml) of `config`, which a fit or search
 // given `--output dir` then continues, as a requeued job reruns its command. False when `dir` is
-// "" or holds no config.yaml. Throws UsageError listing the differing keys when it holds one of
-// another config, and ConfigError when that config.yaml does not parse.
+// "" or holds no config.yaml. A config without reproducibility.experiment_seed matches whatever
+// seed the recorded one has (a search that drew its seed recorded it). Throws UsageError listing
+// the differing keys when it holds one of another config, and ConfigError when that config.yaml
+// does not parse.
 bool holds_run_of(const ExperimentConfig& config, const std::string& dir);
 
 // Throws UsageError when `dir`, a fit's --output, cannot hold a run: it or a directory above it

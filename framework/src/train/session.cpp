@@ -70,7 +70,7 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
           1, static_cast<int64_t>(config_.optimizations.gradient_bucket_mb * 1024 * 1024)))
       .as_bucket_view(config_.optimizations.gradient_as_bucket_view);
   state_.hparams = config_.constant_hyperparameters();
-  state_.trial_seed = data::mix64(config_.reproducibility.experiment_seed);
+  state_.trial_seed = data::mix64(config_.reproducibility.experiment_seed.value_or(0));
   state_.device = dist::rank_device(dist.local_rank());
   torch::manual_seed(state_.trial_seed);
   if (config_.optimizations.mixed_precision == MixedPrecision::kFp16) {
