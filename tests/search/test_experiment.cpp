@@ -606,9 +606,12 @@ TEST_CASE(
             tmp / "exp");
     INFO(r.output);
     CHECK(r.exit_code == 2);
-    CHECK_THAT(r.output, Catch::Contains("searcher.metric: 'lost' is not among the validation "
-                                         "metrics (validation_loss) (did you mean 'loss'?)"));
+    // Named at its place in the experiment's file, where it is mended, not in the trial's.
+    CHECK_THAT(r.output, Catch::Contains(tmp / "search.yaml:4:32: searcher.metric: 'lost' is "
+                                               "not among the validation metrics "
+                                               "(validation_loss) (did you mean 'loss'?)"));
     CHECK_THAT(r.output, Catch::Contains("the training so far is in checkpoint"));
+    CHECK_THAT(r.output, Catch::Contains("(the trial's config is " + tmp / "exp/trials/"));
     // The experiment records what ended it, and its report says what continues it.
     const auto rows = rows_of(tmp / "exp");
     REQUIRE_FALSE(rows.empty());

@@ -21,6 +21,8 @@
 #include "checkpoint/checkpoint.h"
 #include "config/enum_names.h"
 #include "config/paths.h"
+#include "config/schema.h"
+#include "config/yaml_reader.h"
 #include "distributed/rendezvous.h"
 #include "launch/launcher.h"
 #include "launch/process.h"
@@ -365,9 +367,12 @@ class Runner {
       return;
     }
     if (code == kExitBadUsage || code == kExitPlugin) {
-      fail_search(fmt::format("trial {} {}: {} (its output: {})", trial, launch::describe(status),
-                              error, files.log_file),
-                  code);
+      const std::string mended = at_experiment_place(error, files.config_file);
+      fail_search(
+          fmt::format("trial {} {}: {} ({}its output: {})", trial, launch::describe(status), mended,
+                      mended == error ? "" : "the trial's config is " + files.config_file + "; ",
+                      files.log_file),
+          code);
     }
     int64_t& restarts = restarts_[trial];
     // A process killed before it wrote a line leaves nothing to quote.
@@ -415,6 +420,26 @@ class Runner {
     } catch (const std::exception&) {
       // The caller reports `e`, which matters more than its record.
     }
+  }
+
+  // A trial's config error names the place in its own config file (trials/<id>.yaml, which the
+  // search wrote): `error` with that place replaced by the key's place in the experiment's file
+  // (or the --set that gave it), where it is mended; `error` itself when it names no key of
+  // `trial_file`.
+  std::string at_experiment_place(const std::string& error, const std::string& trial_file) const {
+    // "<trial_file>:<line>:<column>: <key>: <message>"
+    if (error.rfind(trial_file + ":", 0) != 0) return error;
+    size_t at = trial_file.size();
+    for (int part = 0; part < 2; ++part) {
+      const size_t digits = error.find_first_not_of("0123456789", at + 1);
+      if (digits == std::string::npos || digits == at + 1 || error[digits] != ':') return error;
+      at = digits;
+    }
+    const size_t key_end = error.find(": ", at + 2);
+    if (error.compare(at, 2, ": ") != 0 || key_end == std::string::npos) return error;
+    const std::string key = error.substr(at + 2, key_end - at - 2);
+    if (config::find_key(key) == nullptr) return error;
+    return config::key_place(config_, key) + error.substr(at);
   }
 
   [[noreturn]] void fail_search(const std::string& message, int code) {
