@@ -125,6 +125,8 @@ TEST_CASE("trainer report shows a finished run as its files tell it", "[report]"
   const std::string out = report_ok(run);
   CHECK(out.find(run + "/report.html") != std::string::npos);
   const json page = read_page(run + "/report.html");
+  // The command prints the page's "how it ended" line last.
+  CHECK_THAT(out, Catch::EndsWith("\n" + page["facts"]["how it ended"].get<std::string>() + "\n"));
   const auto rows = read_metrics(run + "/metrics.jsonl");
   const auto validations = rows_of_type(rows, "validation");
   REQUIRE(validations.size() == 4);
@@ -458,11 +460,13 @@ TEST_CASE("trainer report of a search stopped before it created all its trials",
   for (size_t i = 0; i + 1 < rows.size(); ++i) all_but_last += rows[i].dump() + "\n";
   REQUIRE(rows[7]["event"] == "validated");
   write_file(exp + "/experiment.jsonl", all_but_last);
-  report_ok(exp);
+  const std::string printed = report_ok(exp);
   json page = read_page(exp + "/report.html");
-  CHECK(page["facts"]["how it stands"] ==
-        "not finished: 2 of 3 trials ended, 1 running (stopped or killed; `trainer fit --resume " +
-            exp + "` continues it)");
+  const std::string stands =
+      "not finished: 2 of 3 trials ended, 1 running (stopped or killed; `trainer fit --resume " +
+      exp + "` continues it)";
+  CHECK(page["facts"]["how it stands"] == stands);
+  CHECK_THAT(printed, Catch::EndsWith("\n" + stands + "\n"));
   // The running trial's row shows how far its own run got (its 16 batches), as its page does.
   const json trial_rows = table_starting(page, "trial")["rows"];
   const auto third = std::find_if(trial_rows.begin(), trial_rows.end(),

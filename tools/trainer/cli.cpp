@@ -307,9 +307,9 @@ int check(const Args& a) {
 }
 
 int report(const Args& a) {
-  for (const std::string& page : write_report(ReportOptions().dir(a.config).output(a.output))) {
-    std::cout << "wrote " << page << "\n";
-  }
+  const ReportResult result = write_report(ReportOptions().dir(a.config).output(a.output));
+  for (const std::string& page : result.pages) std::cout << "wrote " << page << "\n";
+  std::cout << result.status << "\n";
   return kExitOk;
 }
 

@@ -346,7 +346,8 @@ bool holds_experiment(const std::string& dir) {
 
 std::string experiment_page(
     const std::string& dir, const std::string& page_dir,
-    const std::function<std::string(int64_t, const TrialEnding&)>& trial_link) {
+    const std::function<std::string(int64_t, const TrialEnding&)>& trial_link,
+    std::string* status) {
   const std::string config_file = util::join(dir, "config.yaml");
   const ExperimentConfig config = load_experiment_config(config_file);
   const std::string config_text = util::read_file(config_file);
@@ -398,12 +399,14 @@ std::string experiment_page(
                   searcher.metric, searcher.smaller_is_better ? "smaller" : "larger");
   if (searcher.name != SearcherName::kGrid)
     searcher_text += fmt::format(", max_trials {}", searcher.max_trials);
+  const std::string stands = how_it_stands(config, rows, trials, dir);
+  if (status != nullptr) *status = stands;
   const std::vector<std::pair<std::string, std::string>> summary = {
       {"experiment directory", escape(dir)},
       {"trial", escape(config.entrypoint)},
       {"searcher", escape(searcher_text)},
       {"trials", escape(state_text.empty() ? "none yet" : state_text)},
-      {"how it stands", escape(how_it_stands(config, rows, trials, dir))},
+      {"how it stands", escape(stands)},
       {"best trial", escape(best_text)},
       {"best checkpoint", best_checkpoint},
       {"time", std::isfinite(seconds) ? escape(metrics::duration_text(seconds)) : "-"},

@@ -27,10 +27,12 @@ struct TrialEnding {
 // metric against each numeric hyperparameter, the trials sorted by their best metric (as the
 // search's closing table), ASHA's rungs, and the events. trial_link(id, ending) is called once
 // per trial, in the table's order; the trial's id links to what it returns unless that is "".
-// Links to the experiment's files are relative to `page_dir`. Reads only. Throws ConfigError when
-// config.yaml does not parse, and TrainingError naming the file and line of a damaged row.
+// Links to the experiment's files are relative to `page_dir`. `status`, when given, receives how
+// the search stands as the page says it. Reads only. Throws ConfigError when config.yaml does not
+// parse, and TrainingError naming the file and line of a damaged row.
 std::string experiment_page(
     const std::string& dir, const std::string& page_dir,
-    const std::function<std::string(int64_t, const TrialEnding&)>& trial_link);
+    const std::function<std::string(int64_t, const TrialEnding&)>& trial_link,
+    std::string* status = nullptr);
 
 }  // namespace crucible::report

@@ -400,7 +400,8 @@ std::string relative_path(const std::string& path, const std::string& base) {
 }
 
 std::string run_page(const std::string& run_dir, const std::string& page_dir, const std::string& up,
-                     const std::string& continue_command, const std::string& ended) {
+                     const std::string& continue_command, const std::string& ended,
+                     std::string* status) {
   const Run run = read_run(run_dir);
   const train::RunDir files{run_dir};
 
@@ -431,14 +432,16 @@ std::string run_page(const std::string& run_dir, const std::string& page_dir, co
           (files_html.empty() ? "" : ", ") + hyperlink(relative_path(path, page_dir), name);
     }
   }
+  const std::string ending =
+      !ended.empty()
+          ? ended
+          : how_it_ended(run, continue_command.empty() ? "trainer fit --resume " + run_dir
+                                                       : continue_command);
+  if (status != nullptr) *status = ending;
   const std::vector<std::pair<std::string, std::string>> summary = {
       {"run directory", escape(run_dir)},
       {"trial", escape(run.config.entrypoint)},
-      {"how it ended",
-       escape(!ended.empty()
-                  ? ended
-                  : how_it_ended(run, continue_command.empty() ? "trainer fit --resume " + run_dir
-                                                               : continue_command))},
+      {"how it ended", escape(ending)},
       {"trained", fmt::format("{} batches, {} records, {} epochs", count_text(batches),
                               count_text(records), number_text(epochs))},
       {"best " + run.config.searcher.metric,

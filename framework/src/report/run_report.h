@@ -19,10 +19,11 @@ bool holds_run(const std::string& dir);
 // with `continue_command` ("": `trainer fit --resume RUN_DIR`); `ended`, unless "", is how the
 // run ended as its caller knows it (a search's trial that the searcher stopped), said instead of
 // what its files tell. Reads only. Throws ConfigError when config.yaml does not parse, and
-// TrainingError naming the file and line of a damaged row.
+// TrainingError naming the file and line of a damaged row. `status`, when given, receives how
+// the run ended as the page says it.
 std::string run_page(const std::string& run_dir, const std::string& page_dir,
                      const std::string& up = "", const std::string& continue_command = "",
-                     const std::string& ended = "");
+                     const std::string& ended = "", std::string* status = nullptr);
 
 // `path` relative to directory `base` ("../runs/x"), both made absolute first.
 std::string relative_path(const std::string& path, const std::string& base);

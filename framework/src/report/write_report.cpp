@@ -14,7 +14,7 @@
 
 namespace crucible {
 
-std::vector<std::string> write_report(const ReportOptions& options) {
+ReportResult write_report(const ReportOptions& options) {
   if (options.dir().empty()) {
     throw UsageError("a report needs the directory of a run or an experiment (none was given)");
   }
@@ -44,18 +44,21 @@ std::vector<std::string> write_report(const ReportOptions& options) {
                                                 ending.searcher));
       return report::relative_path(path, page_dir);
     };
-    const std::string html = report::experiment_page(dir, page_dir, trial_link);
+    ReportResult result;
+    const std::string html = report::experiment_page(dir, page_dir, trial_link, &result.status);
     util::replace_atomically(output, html);
-    std::vector<std::string> written = {output};
+    result.pages = {output};
     for (const auto& [path, page] : pages) {
       util::replace_atomically(path, page);
-      written.push_back(path);
+      result.pages.push_back(path);
     }
-    return written;
+    return result;
   }
   if (report::holds_run(dir)) {
-    util::replace_atomically(output, report::run_page(dir, page_dir));
-    return {output};
+    ReportResult result;
+    util::replace_atomically(output, report::run_page(dir, page_dir, "", "", "", &result.status));
+    result.pages = {output};
+    return result;
   }
   // Only an experiment.jsonl that is no file (an experiment's is read above) leaves no reason.
   const std::string reason = train::not_a_run_reason(dir);
