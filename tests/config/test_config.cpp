@@ -753,18 +753,21 @@ TEST_CASE(
     "[config]") {
   const std::string file =
       "name: m\nentrypoint: lib:Trial\nhyperparameters: {global_batch_size: 8}\n"
-      "max_length: {batches: 4}\nsearcher: {name: grid, max_trials: 9, divisor: 4, metric: loss}\n";
+      "max_length: {batches: 4}\nsearcher: {name: grid, max_trials: 9, divisor: 4, mode: "
+      "aggressive, metric: loss}\n";
   const auto c = crucible::parse_experiment_config(file, "grid.yaml");
+  // divisor has its default (as earlier versions wrote into every config.yaml): no warning.
   REQUIRE(c.warnings.size() == 2);
   CHECK(c.warnings[0] ==
         "grid.yaml:5:36: searcher.max_trials has no effect with searcher grid (a grid runs one "
         "trial per point): only random and adaptive_asha read it");
   CHECK(c.warnings[1] ==
-        "grid.yaml:5:48: searcher.divisor has no effect with searcher grid (a grid runs one trial "
+        "grid.yaml:5:57: searcher.mode has no effect with searcher grid (a grid runs one trial "
         "per point): only adaptive_asha reads it");
-  // max_trials differs from its default and is kept; divisor has it and is left out.
+  // max_trials and mode differ from their defaults and are kept; divisor is left out.
   const std::string resolved = crucible::to_yaml(c);
-  CHECK_THAT(resolved, Catch::Contains("max_trials: 9") && !Catch::Contains("divisor"));
+  CHECK_THAT(resolved, Catch::Contains("max_trials: 9") && Catch::Contains("mode: aggressive") &&
+                           !Catch::Contains("divisor"));
   CHECK((crucible::parse_experiment_config(resolved, "again.yaml") == c));
   // The searchers that read them: no warning.
   const auto asha = crucible::parse_experiment_config(
@@ -773,7 +776,13 @@ TEST_CASE(
   CHECK_THAT(crucible::to_yaml(asha), Catch::Contains("divisor: 4"));
   const auto single = crucible::parse_experiment_config(
       file, "grid.yaml", {"searcher.name=single", "searcher.max_trials=null"});
-  CHECK(single.warnings.size() == 1);  // divisor
+  CHECK(single.warnings.size() == 1);  // mode
+  // Without experiment_seed, only a random or ASHA search leaves the seed to be drawn; the
+  // others use 0 and their resolved config says so.
+  CHECK(c.reproducibility.experiment_seed == std::optional<uint64_t>(0));
+  CHECK_THAT(resolved, Catch::Contains("experiment_seed: 0"));
+  CHECK(asha.reproducibility.experiment_seed == std::nullopt);
+  CHECK_THAT(crucible::to_yaml(asha), Catch::Contains("reproducibility: {}"));
 }
 
 TEST_CASE("every problem of an experiment file is in one error", "[config]") {

@@ -499,6 +499,16 @@ TEST_CASE("trainer report of a search stopped before it created all its trials",
   page = read_page(exp + "/report.html");
   CHECK(page["facts"]["trials"] == "3 completed");
   CHECK(page["facts"]["how it stands"] == "complete: every trial ended");
+  // An error recorded after the last trial (its end's work undone) is said, with what ends it.
+  const std::string complete = read_file(exp + "/experiment.jsonl");
+  write_file(
+      exp + "/experiment.jsonl",
+      complete + R"({"event":"search_failed","error":"cannot write best","exit_code":1})" + "\n");
+  report_ok(exp);
+  CHECK(read_page(exp + "/report.html")["facts"]["how it stands"] ==
+        "every trial ended, and the search ended by an error (exit code 1): cannot write best; "
+        "`trainer fit --resume " +
+            exp + "` ends it");
 }
 
 TEST_CASE("trainer report of an ASHA search ranks its trials and gives each its own page",

@@ -37,9 +37,12 @@ struct HyperparameterSpec {
 // How adaptive ASHA spreads its trials over brackets (../shared/SEARCH.md).
 enum class AshaMode { kAggressive, kStandard, kConservative };
 
+// The most rungs an adaptive ASHA bracket has: past 2^63 units a rung only repeats a length of 1.
+constexpr int64_t kMostBracketRungs = 64;
+
 // The rung counts of the brackets that `mode` makes when a bracket has at most `rungs` rungs,
 // most first: aggressive [rungs]; standard [rungs, ..., (rungs - 1) / 2 + 1]; conservative
-// [rungs, ..., 1]. Requires rungs >= 1.
+// [rungs, ..., 1]. Requires 1 <= rungs <= kMostBracketRungs.
 std::vector<int64_t> mode_brackets(AshaMode mode, int64_t rungs);
 
 // The searcher of an experiment (`searcher.name`).

@@ -27,7 +27,8 @@ std::string Length::str() const {
 }
 
 std::vector<int64_t> mode_brackets(AshaMode mode, int64_t rungs) {
-  TORCH_INTERNAL_ASSERT(rungs >= 1, "mode_brackets: ", rungs, " rungs");
+  TORCH_CHECK(rungs >= 1 && rungs <= kMostBracketRungs, "mode_brackets: ", rungs,
+              " rungs; a bracket has 1 to ", kMostBracketRungs);
   const int64_t fewest = mode == AshaMode::kAggressive ? rungs
                          : mode == AshaMode::kStandard ? (rungs - 1) / 2 + 1
                                                        : 1;
@@ -344,10 +345,12 @@ ExperimentConfig parse_experiment_config(const std::string& yaml_text,
   // A searcher key the searcher does not read (max_trials with grid) would be silently ignored.
   const YAML::Node searcher = root["searcher"];
   for (const config::Key& key : config::schema()) {
+    // A default (which earlier versions wrote into every config.yaml) changes nothing.
     if (key.searchers.empty() || !searcher.IsMap() || !searcher[key.name].IsDefined() ||
         searcher[key.name].IsNull() ||
         std::find(key.searchers.begin(), key.searchers.end(), c.searcher.name) !=
-            key.searchers.end()) {
+            key.searchers.end() ||
+        !config::differs_from_default(key, c)) {
       continue;
     }
     std::string readers;
@@ -364,6 +367,12 @@ ExperimentConfig parse_experiment_config(const std::string& yaml_text,
         config::names<SearcherName>().name(c.searcher.name),
         c.searcher.name == SearcherName::kGrid ? " (a grid runs one trial per point)" : "", readers,
         key.searchers.size() == 1 ? "s" : ""));
+  }
+  // Only a random or adaptive_asha search draws a seed (search::run_search): any other run
+  // without one uses 0, which its resolved config spells out as earlier versions did.
+  if (!c.reproducibility.experiment_seed && c.searcher.name != SearcherName::kRandom &&
+      c.searcher.name != SearcherName::kAdaptiveAsha) {
+    c.reproducibility.experiment_seed = 0;
   }
   c.source_path = source_name;
   c.overrides = source.overrides();

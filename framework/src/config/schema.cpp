@@ -52,17 +52,13 @@ Key safe(Key key) {
 
 // Only `searchers` read the key (Key::searchers).
 Key read_by(Key key, std::vector<SearcherName> searchers) {
-  key.present = [present = key.present, emit = key.emit, searchers](const ExperimentConfig& c) {
-    if (!present(c)) return false;
-    if (std::find(searchers.begin(), searchers.end(), c.searcher.name) != searchers.end()) {
-      return true;
-    }
-    YAML::Emitter value, fallback;
-    emit(value, c);
-    emit(fallback, ExperimentConfig());
-    return std::string(value.c_str()) != fallback.c_str();
-  };
   key.searchers = std::move(searchers);
+  key.present = [key](const ExperimentConfig& c) {
+    if (!key.present(c)) return false;
+    return std::find(key.searchers.begin(), key.searchers.end(), c.searcher.name) !=
+               key.searchers.end() ||
+           differs_from_default(key, c);
+  };
   return key;
 }
 
@@ -174,16 +170,18 @@ Key bracket_rungs_key() {
                      "brackets mode makes (a number n: those mode makes from n rungs); [] = "
                      "computed");
   key.read = [](const MapReader& r, ExperimentConfig& c) {
-    constexpr int64_t kMostRungs = 64;  // past 2^63 units, rungs only repeat a length of 1
     const auto check = [&](int64_t rungs, const std::string& what) {
-      if (rungs < 1 || rungs > kMostRungs) {
-        r.fail("bracket_rungs",
-               fmt::format("{} is {}: a bracket has 1 to {} rungs", what, rungs, kMostRungs));
+      if (rungs < 1 || rungs > kMostBracketRungs) {
+        r.fail("bracket_rungs", fmt::format("{} is {}: a bracket has 1 to {} rungs", what, rungs,
+                                            kMostBracketRungs));
       }
     };
     if (!r.has("bracket_rungs")) return;
     const YAML::Node n = r.node("bracket_rungs");
     std::vector<int64_t>& out = c.searcher.bracket_rungs;
+    const char* expected =
+        "expected a list of each bracket's rung count (e.g. [3, 2]) or a rung count";
+    if (n.IsScalar() && classify_scalar(n) != ScalarType::kInt) r.fail("bracket_rungs", expected);
     if (n.IsScalar()) {
       const int64_t rungs = r.integer("bracket_rungs", 0, 0);
       if (rungs == 0) return;
@@ -192,13 +190,15 @@ Key bracket_rungs_key() {
       return;
     }
     const nlohmann::json list = yaml_to_json(n, r.source(), r.child_path("bracket_rungs"));
-    if (!list.is_array()) {
-      r.fail("bracket_rungs",
-             "expected a list of each bracket's rung count (e.g. [3, 2]) or a rung count");
-    }
+    if (!list.is_array()) r.fail("bracket_rungs", expected);
     out.clear();
     for (size_t i = 0; i < list.size(); ++i) {
       const std::string what = fmt::format("item {}", i + 1);
+      if (list[i].is_number_unsigned() &&
+          list[i].get<uint64_t>() > static_cast<uint64_t>(kMostBracketRungs)) {
+        r.fail("bracket_rungs", fmt::format("{} is {}: a bracket has 1 to {} rungs", what,
+                                            list[i].dump(), kMostBracketRungs));
+      }
       if (!list[i].is_number_integer()) {
         r.fail("bracket_rungs",
                fmt::format("{} is {}: expected a rung count", what, list[i].dump()));
@@ -565,6 +565,13 @@ std::vector<std::string> section_keys(const std::string& section) {
     if (key.section == section) out.push_back(key.name);
   }
   return out;
+}
+
+bool differs_from_default(const Key& key, const ExperimentConfig& config) {
+  YAML::Emitter value, fallback;
+  key.emit(value, config);
+  key.emit(fallback, ExperimentConfig());
+  return std::string(value.c_str()) != fallback.c_str();
 }
 
 const Key* find_key(const std::string& path) {

@@ -25,7 +25,7 @@ struct Key {
   bool is_length = false;
   // The searchers that read it; empty: every run. The resolved config leaves a key out that
   // its searcher does not read and that has its default, and an experiment file that gives one
-  // gets a warning.
+  // another value gets a warning.
   std::vector<SearcherName> searchers;
   // Reads the key from its section's reader into `config`; an absent key leaves the default
   // (the member's initializer) in place. Throws ConfigError naming the key.
@@ -38,6 +38,9 @@ struct Key {
   // "resources.slots_per_trial".
   std::string path() const { return section.empty() ? name : section + "." + name; }
 };
+
+// Whether `config`'s value of `key` is not the default's, as the resolved config writes them.
+bool differs_from_default(const Key& key, const ExperimentConfig& config);
 
 // Every key, in the order of the resolved config; the keys of a section are adjacent.
 const std::vector<Key>& schema();

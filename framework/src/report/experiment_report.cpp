@@ -136,13 +136,27 @@ std::optional<int64_t> trial_budget(const ExperimentConfig& config) {
 // to create) and the log holds every row it decided (a search stopped while recording its last
 // result is not over: its resume records the rest and keeps the experiment's best); "cannot
 // tell: <why>" when the replay refuses the log; else how far it is from complete, and whether a
-// process searches now (it holds the experiment's lock) or what continues it.
+// process searches now (it holds the experiment's lock) or what continues it. A search_failed
+// last row is taken as how the search's last process ended (a resume that was killed before it
+// recorded a row leaves it last too).
 std::string how_it_stands(const ExperimentConfig& config, const std::vector<json>& rows,
                           const std::map<int64_t, Trial>& trials, const std::string& dir) {
+  const bool failed =
+      !rows.empty() && search::event_of(rows.back()) == search::TrialEvent::kSearchFailed;
+  const auto failure = [&] {
+    return fmt::format("ended by an error (exit code {}): {}",
+                       integer_in(rows.back(), "exit_code").value_or(kExitTrainingFailed),
+                       text_in(rows.back(), "error"));
+  };
   try {
     search::Scheduler scheduler(config);
     const auto unrecorded = scheduler.replay(rows, util::join(dir, "experiment.jsonl"));
-    if (unrecorded.empty() && scheduler.running().empty()) return "complete: every trial ended";
+    if (unrecorded.empty() && scheduler.running().empty()) {
+      // An error after the last trial (keeping the experiment's best) leaves its end undone.
+      if (!failed) return "complete: every trial ended";
+      return fmt::format("every trial ended, and the search {}; `trainer fit --resume {}` ends it",
+                         failure(), dir);
+    }
   } catch (const std::exception& e) {
     return fmt::format("cannot tell: {}", e.what());
   }
@@ -161,15 +175,13 @@ std::string how_it_stands(const ExperimentConfig& config, const std::vector<json
   std::string why;
   if (util::FileLock::held_elsewhere(util::join(dir, ".lock"))) {
     why = "searching now: a process holds the experiment's lock";
-  } else if (!rows.empty() && search::event_of(rows.back()) == search::TrialEvent::kSearchFailed) {
+  } else if (failed) {
     // The same config fails the same way: only a cause outside it can be mended in place.
     why = fmt::format(
-        "ended by an error (exit code {}): {}. When its cause lies outside the config (the trial "
-        "library, a file, the machine), mend it and `trainer fit --resume {}` continues the "
-        "search; a config that must change needs a new experiment: `trainer fit` a corrected "
-        "copy of {}",
-        integer_in(rows.back(), "exit_code").value_or(kExitTrainingFailed),
-        text_in(rows.back(), "error"), dir, util::join(dir, "config.yaml"));
+        "{}. When its cause lies outside the config (the trial library, a file, the machine), "
+        "mend it and `trainer fit --resume {}` continues the search; a config that must change "
+        "needs a new experiment: `trainer fit` a corrected copy of {}",
+        failure(), dir, util::join(dir, "config.yaml"));
   } else {
     why = fmt::format("stopped or killed; `trainer fit --resume {}` continues it", dir);
   }

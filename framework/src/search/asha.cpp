@@ -41,9 +41,9 @@ std::vector<AshaBracket> asha_brackets(const AshaOptions& o) {
     throw Error("adaptive ASHA needs divisor >= 2 and positive max_trials, max_time, max_rungs");
   }
   const int64_t r = asha_rungs(o);
-  constexpr int64_t kMostRungs = 64;  // 2^63 units: beyond, rungs only repeat a length of 1
-  if (r > kMostRungs) {
-    throw ConfigError(fmt::format("searcher.bracket_rungs: {} rungs; at most {}", r, kMostRungs));
+  if (r > kMostBracketRungs) {
+    throw ConfigError(
+        fmt::format("searcher.bracket_rungs: {} rungs; at most {}", r, kMostBracketRungs));
   }
   std::vector<int64_t> counts = o.brackets();
   if (counts.empty()) {

@@ -23,7 +23,7 @@ struct AshaOptions {
   TORCH_ARG(AshaMode, mode) = AshaMode::kStandard;
   TORCH_ARG(std::optional<int64_t>, bracket_rungs);  // overrides the computed rung count
   // Each bracket's rung count (searcher.bracket_rungs), in place of those mode makes; empty:
-  // mode's.
+  // mode's. When set, bracket_rungs is not read.
   TORCH_ARG(std::vector<int64_t>, brackets);
 };
 

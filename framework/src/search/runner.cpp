@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <torch/cuda.h>
 
+#include <crucible/errors.h>
 #include <crucible/metrics.h>
 
 #include "checkpoint/checkpoint.h"
@@ -210,17 +211,19 @@ class Runner {
         seed =
             load_experiment_config(util::join(dir_, "config.yaml")).reproducibility.experiment_seed;
       }
-    } else {
-      if (!seed && config_.searcher.name != SearcherName::kGrid) {
-        seed = draw_seed();
-        drawn = true;
-      }
+    } else if (!seed) {
+      seed = draw_seed();  // a random or adaptive_asha search: other configs hold one
+      drawn = true;
+    }
+    // Planned before a new experiment's directory exists: a search that cannot be planned
+    // leaves nothing behind.
+    scheduler_.emplace(config_);
+    if (!resuming) {
       dir_ = train::new_run_path(config_, options_.output_dir());
       lock_ = train::lock_run_dir(dir_, [&](const std::string& w) { logger_.warn(w); });
       util::create_directories(util::join(dir_, "trials"));
       util::replace_atomically(util::join(dir_, "config.yaml"), to_yaml(config_));
     }
-    scheduler_.emplace(config_);
     logger_.open(util::join(dir_, "experiment.log"), options_.console());
     log_.emplace(util::join(dir_, "experiment.jsonl"));
     busy_.assign(slots_.size(), false);
@@ -412,10 +415,11 @@ class Runner {
     const auto* error = dynamic_cast<const Error*>(&e);
     const int code = error ? error->exit_code() : kExitTrainingFailed;
     try {
+      const std::string message = message_without_trace(e);
       logger_.error(
-          fmt::format("the search ended with an error (exit code {}): {}", code, e.what()));
+          fmt::format("the search ended with an error (exit code {}): {}", code, message));
       log_->append({{{"event", event_names().name(TrialEvent::kSearchFailed)},
-                     {"error", e.what()},
+                     {"error", message},
                      {"exit_code", code}}});
     } catch (const std::exception&) {
       // The caller reports `e`, which matters more than its record.
@@ -425,7 +429,9 @@ class Runner {
   // A trial's config error names the place in its own config file (trials/<id>.yaml, which the
   // search wrote): `error` with that place replaced by the key's place in the experiment's file
   // (or the --set that gave it), where it is mended; `error` itself when it names no key of
-  // `trial_file`.
+  // `trial_file`. A segment that resumes a trial reads its run's config.yaml instead, and its
+  // errors keep that place. Keys the search sets per trial (hyperparameters, max_length) are
+  // placed at the experiment's spec of them, whose value differs from the trial's.
   std::string at_experiment_place(const std::string& error, const std::string& trial_file) const {
     // "<trial_file>:<line>:<column>: <key>: <message>"
     if (error.rfind(trial_file + ":", 0) != 0) return error;

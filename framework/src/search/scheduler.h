@@ -68,8 +68,10 @@ struct TrialRecord {
 
 class Scheduler {
  public:
-  // Requires searcher.name grid, random or adaptive_asha; throws ConfigError naming the file
-  // and the hyperparameter when a grid cannot be planned (a numeric space without count).
+  // Requires searcher.name grid, random or adaptive_asha; an unset experiment_seed counts as 0.
+  // Throws ConfigError naming the place when the search cannot be planned: a grid's numeric
+  // space without count, a grid past Grid::kMostPoints, or ASHA brackets (searcher.bracket_rungs)
+  // that max_trials cannot fill.
   explicit Scheduler(const ExperimentConfig& config);
 
   // Creates the first trials. Returns the experiment.jsonl rows of what happened.

@@ -32,7 +32,8 @@ class Grid {
   static constexpr int64_t kMostPoints = 1000000;
 
   // Throws ConfigError as grid_points does, and, when the product has more than kMostPoints
-  // points, "a grid of N points (a: 3 × b: 4 ...) ..." naming each axis's size.
+  // points, "hyperparameters: the grid's points (a: 3 × b: 4 ...) are more than ..." naming each
+  // axis's size.
   explicit Grid(const Space& space);
 
   int64_t size() const { return size_; }
