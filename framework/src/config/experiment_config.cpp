@@ -254,17 +254,19 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
     if (!parent.IsDefined() || !parent.IsMap()) return YAML::Node(root);
     return parent[key].IsDefined() ? YAML::Node(parent[key]) : parent;
   };
+  // Whether the file (or a --set) gives searcher.<key> a value.
+  const auto given = [&](const std::string& key) {
+    const YAML::Node searcher = root["searcher"];
+    return searcher.IsMap() && searcher[key].IsDefined() && !searcher[key].IsNull();
+  };
   if ((s.name == SearcherName::kRandom || s.name == SearcherName::kAdaptiveAsha) &&
-      !(root["searcher"].IsDefined() && root["searcher"].IsMap() &&
-        root["searcher"]["max_trials"].IsDefined() && !root["searcher"]["max_trials"].IsNull())) {
+      !given("max_trials")) {
     source.fail("searcher.max_trials", at("searcher", "max_trials"),
                 fmt::format("required by searcher {}: how many trials to start",
                             config::names<SearcherName>().name(s.name)));
   }
   // A search ranks its trials by searcher.metric: as in Determined, it names it.
-  if (s.name != SearcherName::kSingle &&
-      !(root["searcher"].IsDefined() && root["searcher"].IsMap() &&
-        root["searcher"]["metric"].IsDefined() && !root["searcher"]["metric"].IsNull())) {
+  if (s.name != SearcherName::kSingle && !given("metric")) {
     source.fail("searcher.metric", at("searcher", "metric"),
                 fmt::format("required by searcher {}: the validation metric that ranks its "
                             "trials (e.g. validation_loss)",
