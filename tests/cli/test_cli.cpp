@@ -273,7 +273,8 @@ TEST_CASE("trainer keys lists every key with its default and resume safety", "[c
   };
   CHECK(line_of("name") ==
         "name|required|-|the experiment's name (a directory under host_path holds its runs)");
-  CHECK_THAT(line_of("max_length"), Catch::StartsWith("max_length|required|safe|how long"));
+  // Safe on a run's resume, not on a search's.
+  CHECK_THAT(line_of("max_length"), Catch::StartsWith("max_length|required|run|how long"));
   CHECK_THAT(line_of("resources.slots_per_trial"),
              Catch::StartsWith("resources.slots_per_trial|1|-|processes"));
   CHECK_THAT(line_of("min_checkpoint_period"),

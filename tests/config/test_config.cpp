@@ -563,6 +563,50 @@ TEST_CASE("the keys safe on resume are those the schema marks", "[config]") {
   CHECK_FALSE(is_safe_change("hyperparameters.lr"));
   CHECK_FALSE(is_safe_change("max_lengthx"));
   CHECK_FALSE(is_safe_change("data.path"));
+  // A search's resume: the same keys but max_length, which sets its trials' and rungs' lengths.
+  std::vector<std::string> search_safe;
+  for (const auto& key : crucible::config_keys()) {
+    if (key.safe_on_search_resume) search_safe.push_back(key.path);
+  }
+  safe.erase(safe.begin() + 1);
+  CHECK(search_safe == safe);
+  CHECK_FALSE(crucible::config::is_safe_search_change("max_length.batches"));
+  CHECK(crucible::config::is_safe_search_change("min_validation_period.epochs"));
+}
+
+TEST_CASE("overrides_for gives --set texts that make a config's picked keys another's",
+          "[config]") {
+  namespace config = crucible::config;
+  const auto before = parse_experiment_config(
+      std::string(kMinimal) +
+          "min_validation_period: {batches: 5}\nprofiling: {enabled: true, end_after_batch: 9}\n"
+          "description: old\n",
+      "a.yaml");
+  const auto after =
+      parse_experiment_config(std::string(kMinimal) +
+                                  "min_validation_period: {epochs: 1}\nprofiling: {enabled: true}\n"
+                                  "description: 'a: b # c'\nscheduling_unit: 7\n",
+                              "b.yaml", {"max_length.batches=3", "hyperparameters.lr=0.5"});
+  const auto changes = config::diff(before, after);
+  const auto sets = config::overrides_for(changes, after, config::is_safe_search_change);
+  // One per key (a period whole, its unit changed), null for a key left unset; max_length and
+  // hyperparameters are not picked.
+  CHECK(sets == std::vector<std::string>{"description=\"a: b # c\"",
+                                         "min_validation_period={epochs: 1}",
+                                         "profiling.end_after_batch=null", "scheduling_unit=7"});
+  // Applied to the first config, they give the second's values in those keys.
+  const auto applied = parse_experiment_config(
+      std::string(kMinimal) +
+          "min_validation_period: {batches: 5}\nprofiling: {enabled: true, end_after_batch: 9}\n"
+          "description: old\n",
+      "a.yaml", sets);
+  for (const auto& c : config::diff(applied, after)) {
+    INFO(c.key);
+    CHECK_FALSE(config::is_safe_search_change(c.key));
+  }
+  CHECK_THAT(config::change_list(changes, config::is_safe_search_change),
+             Catch::Contains("\n  scheduling_unit: 100 -> 7") &&
+                 Catch::Contains("\n  max_length.batches: (absent) -> 3  (unsafe)"));
 }
 
 // configs/determined/ holds Determined's files, some of them incomplete on purpose:

@@ -9,6 +9,7 @@
 
 #include "catch.h"
 #include "process.h"
+#include "search/experiment_log.h"
 
 namespace crucible::testing {
 
@@ -60,11 +61,11 @@ inline std::vector<json> rows_with(const std::vector<json>& rows, const std::str
 }
 
 // The rows a search decides from and about (what a rerun or a resumed run must repeat): not
-// the restarts, nor the errors that ended a run of it.
+// the restarts, the errors that ended a run of it, nor its resumes.
 inline std::vector<json> decisions(const std::vector<json>& rows) {
   std::vector<json> out;
   for (const auto& row : rows) {
-    if (row["event"] != "restarted" && row["event"] != "search_failed") out.push_back(row);
+    if (search::is_decision(row)) out.push_back(row);
   }
   return out;
 }

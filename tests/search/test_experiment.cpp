@@ -210,11 +210,14 @@ TEST_CASE(
                            "seed {} drawn (no reproducibility.experiment_seed given)", *seed)));
   const auto rows = rows_of(tmp / "a");
   CHECK(rows_with(rows, "created") != rows_with(rows_of(tmp / "b"), "created"));
-  // The same command on its --output (a requeued job) finds its experiment, seed and all.
+  // The same command on its --output (a requeued job) finds its experiment, seed and all: it
+  // records its resume and decides nothing new.
   const auto again = unseeded(tmp / "a");
   INFO(again.output);
   CHECK(again.exit_code == 0);
-  CHECK(rows_of(tmp / "a") == rows);
+  const auto resumed = rows_of(tmp / "a");
+  CHECK(decisions(resumed) == rows);
+  CHECK(resumed.back() == json{{"event", "resumed"}});
   // The recorded seed, given, draws the same trials and gets the same metrics.
   const auto c = run_command(kTrainer + " fit " + config +
                              fmt::format(" --set reproducibility.experiment_seed={}", *seed) +
@@ -385,7 +388,11 @@ TEST_CASE(
   const auto resumed = run_command(kTrainer + " fit --resume " + tmp / "exp");
   INFO(resumed.output);
   CHECK(resumed.exit_code == 0);
-  CHECK(read_file(log) == gapped);
+  // It records its resume and nothing else.
+  const std::string after = read_file(log);
+  CHECK(after.substr(0, gapped.size()) == gapped);
+  CHECK(json::parse(after.substr(gapped.size()))["event"] == "resumed");
+  write_file(log, gapped);
   // A row of a trial the searcher never created.
   json stranger = rows[2];
   stranger["trial"] = 7;
@@ -507,6 +514,70 @@ TEST_CASE("a second search on a running experiment's directory is refused",
   CHECK(child.wait() == 128 + SIGKILL);
 }
 
+TEST_CASE(
+    "a resumed search takes changes to keys safe on a search's resume, with --allow-safe-changes, "
+    "into its config.yaml and its resumed trials, and refuses the others",
+    "[search][experiment]") {
+  TempDir tmp;
+  // One trial of 16 batches, a checkpoint after each: stopped after its first.
+  const std::string config =
+      search_config(tmp, "{name: grid, metric: validation_loss}", "lr: 0.05, sleep_ms: 200",
+                    "min_checkpoint_period: {batches: 1}\n");
+  const std::string exp = tmp / "exp";
+  {
+    Child child(kTrainer + " fit " + config + " --output " + exp, tmp / "exp.out");
+    REQUIRE(wait_until([&] { return util::exists(exp + "/trials/1/latest"); }));
+    child.signal(SIGTERM);
+    const int code = child.wait();
+    INFO(read_file(tmp / "exp.out"));
+    REQUIRE(code == crucible::kExitStopped);
+  }
+  const std::string log = exp + "/experiment.jsonl";
+  const std::string rows_before = read_file(log), recorded = read_file(exp + "/config.yaml");
+  const auto resume = [&](const std::string& args) {
+    return run_command(kTrainer + " fit --resume " + exp + args);
+  };
+  const std::string latest = " --set checkpoint_storage.save_trial_latest=4";
+  // Safe, but not taken without --allow-safe-changes.
+  const auto unaccepted = resume(latest);
+  CHECK(unaccepted.exit_code == 2);
+  CHECK_THAT(unaccepted.output,
+             Catch::Contains("the config differs from the experiment's " + exp +
+                             "/config.yaml:\n  checkpoint_storage.save_trial_latest: 1 -> "
+                             "4\nThese changes are safe; pass --allow-safe-changes"));
+  // The trials' length is the searcher's: safe on a run's resume, not on a search's.
+  const auto longer = resume(latest + " --set max_length.batches=32 --allow-safe-changes");
+  CHECK(longer.exit_code == 2);
+  CHECK_THAT(longer.output, Catch::Contains("\n  max_length.batches: 16 -> 32  (unsafe)") &&
+                                Catch::Contains("Start a new experiment for the others."));
+  // Neither refusal wrote a thing.
+  CHECK(read_file(log) == rows_before);
+  CHECK(read_file(exp + "/config.yaml") == recorded);
+
+  const auto accepted = resume(latest + " --allow-safe-changes");
+  INFO(accepted.output);
+  REQUIRE(accepted.exit_code == 0);
+  const std::string change = "checkpoint_storage.save_trial_latest: 1 -> 4";
+  CHECK_THAT(accepted.output, Catch::Contains("accepted config changes:\n  " + change));
+  const auto save_trial_latest = [](const std::string& file) {
+    return crucible::load_experiment_config(file).checkpoint_storage.save_trial_latest;
+  };
+  CHECK(save_trial_latest(exp + "/config.yaml") == 4);
+  // The resumed trial took it into its run, whose retention kept its 4 newest checkpoints.
+  CHECK(save_trial_latest(exp + "/trials/1/config.yaml") == 4);
+  CHECK_THAT(read_file(exp + "/trials/1/trainer.log"),
+             Catch::Contains("accepted config changes:\n  " + change));
+  CHECK(crucible::checkpoint::list(exp + "/trials/1").size() == 4);
+  CHECK(rows_with(rows_of(exp), "resumed") ==
+        std::vector<json>{{{"event", "resumed"}, {"changes", {change}}}});
+  CHECK(rows_with(rows_of(exp), "completed").size() == 1);
+  // Once accepted, it stays: a plain --resume finds no change.
+  const auto plain = resume("");
+  INFO(plain.output);
+  CHECK(plain.exit_code == 0);
+  CHECK(rows_of(exp).back() == json{{"event", "resumed"}});
+}
+
 TEST_CASE("inside a Slurm allocation the trials run as job steps", "[search][experiment][slurm]") {
   TempDir tmp;
   const SlurmCluster cluster(tmp / "slurm");
@@ -626,7 +697,19 @@ TEST_CASE(
     REQUIRE(report.exit_code == 0);
     CHECK_THAT(read_file(tmp / "exp/report.html"),
                Catch::Contains("ended by an error (exit code 2): ") &&
-                   Catch::Contains("a config that must change needs a new experiment"));
+                   Catch::Contains("a config that must change otherwise needs a new experiment"));
+    // The metric ranks the search's trials: no resume changes it.
+    const auto mended = run_command(kTrainer + " fit --resume " + tmp / "exp" +
+                                    " --set searcher.metric=loss --allow-safe-changes");
+    CHECK(mended.exit_code == 2);
+    CHECK_THAT(mended.output, Catch::Contains("\n  searcher.metric: lost -> loss  (unsafe)"));
+    // A resume killed as it started leaves its row last: the error is no longer how it stands.
+    write_file(tmp / "exp/experiment.jsonl",
+               read_file(tmp / "exp/experiment.jsonl") + "{\"event\":\"resumed\"}\n");
+    const auto after = run_command(kTrainer + " report " + tmp / "exp");
+    INFO(after.output);
+    CHECK_THAT(after.output, Catch::EndsWith("(stopped or killed; `trainer fit --resume " +
+                                             tmp / "exp" + "` continues it)\n"));
     const auto v = run_command(kTrainer + " validate --checkpoint " +
                                tmp / "exp/trials/1/checkpoints/batch-0000000016");
     INFO(v.output);
@@ -701,10 +784,11 @@ TEST_CASE("options that only a single run has are refused for a search, by name"
   }
   search_ok(tmp, "{name: random, metric: validation_loss, max_trials: 1}",
             "lr: {type: double, minval: 0.01, maxval: 0.1}");
-  const auto resumed = run_command(kTrainer + " fit --resume " + (tmp / "exp") +
-                                   " --set hyperparameters.records=128");
+  const auto resumed = run_command(kTrainer + " fit --resume " + (tmp / "exp") + " --slots 1");
   CHECK(resumed.exit_code == 2);
-  CHECK_THAT(resumed.output, Catch::Contains("an experiment continues with its own config"));
+  CHECK_THAT(resumed.output,
+             Catch::Contains("a search's trials train on its resources.slots_per_trial; --slots "
+                             "is for a run"));
   const auto other = run_command(kTrainer + " fit " + config +
                                  " --set hyperparameters.records=128 --output " + (tmp / "exp"));
   CHECK(other.exit_code == 2);

@@ -164,6 +164,14 @@ TEST_CASE("adaptive ASHA's older form plans records as batches of global_batch_s
   // the first rung 160) does not match.
   Scheduler same(c);
   CHECK(same.replay(first, "experiment.jsonl").empty());
+  // Nor does one whose trial was drawn from another space, which the error names.
+  auto drawn = first;
+  drawn[1]["hparams"]["lr"] = 2.5;
+  Scheduler respaced(c);
+  CHECK_THROWS_WITH(respaced.replay(drawn, "experiment.jsonl"),
+                    Catch::Contains("experiment.jsonl, row 2, does not match this search: it "
+                                    "created trial 2 with hyperparameters {\"global_batch_size\":"
+                                    "64,\"lr\":2.5}, and this search's space gives it"));
   first[0]["length"] = 160;
   Scheduler other(c);
   CHECK_THROWS_WITH(other.replay(first, "experiment.jsonl"),

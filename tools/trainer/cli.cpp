@@ -59,7 +59,8 @@ Options:
                      --set changes to it are refused unless safe and --allow-safe-changes
   --allow-safe-changes
                      with --resume: accept changes to the keys `trainer keys` marks safe
-                     (lengths, periods, reporting, retention, profiling); they stay accepted
+                     (lengths, periods, reporting, retention, profiling; a search's: not
+                     max_length, marked run); they stay accepted
   --warm-start CKPT  start a new run from the model weights of checkpoint CKPT (or of a run's
                      newest, or an experiment's best: as validate's --checkpoint)
   --slots N          train on N processes of this machine (resources.slots_per_trial)
@@ -325,7 +326,10 @@ int keys() {
   for (const ConfigKey& key : keys) {
     std::cout << fmt::format("{:<{}}  {:<{}}  {:<6}  {}\n", key.path, path_width,
                              key.required ? "required" : key.default_value, default_width,
-                             key.safe_on_resume ? "safe" : "-", key.description);
+                             key.safe_on_search_resume ? "safe"
+                             : key.safe_on_resume      ? "run"
+                                                       : "-",
+                             key.description);
   }
   return kExitOk;
 }

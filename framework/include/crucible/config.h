@@ -244,7 +244,8 @@ struct ConfigKey {
   std::string path;           // "resources.slots_per_trial"
   std::string default_value;  // as YAML; "" for a required key
   bool required = false;
-  bool safe_on_resume = false;  // may change when a run resumes (--allow-safe-changes)
+  bool safe_on_resume = false;         // may change when a run resumes (--allow-safe-changes)
+  bool safe_on_search_resume = false;  // may change when a search resumes: not max_length
   std::string description;
 };
 

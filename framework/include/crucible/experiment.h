@@ -80,7 +80,8 @@ struct ExperimentResult {
 //   - when the searcher is grid, random or adaptive_asha: runs the search (README, "Search"):
 //     an experiment directory (fit().output_dir(), or a new <host_path>/<name>/<id>) holding
 //     config.yaml, experiment.log, experiment.jsonl, best and trials/<id>/, each trial a run of
-//     trainer_program; fit().resume_dir() continues an experiment directory;
+//     trainer_program; fit().resume_dir() continues an experiment directory (overrides of keys
+//     safe on a search's resume only, with fit().allow_safe_changes(); slots refused);
 //   - in a process an outside launcher started (torchrun, mpirun, srun, or Crucible's own
 //     launcher): joins that run (join_launched_run) and fits this rank;
 //   - otherwise, when the run has several slots or nodes: starts this node's share of the

@@ -39,6 +39,7 @@ std::vector<ConfigKey> config_keys() {
     described.path = key.path();
     described.required = key.required;
     described.safe_on_resume = key.safe_on_resume;
+    described.safe_on_search_resume = key.safe_on_search_resume;
     described.description = key.description;
     if (!key.required) {
       YAML::Emitter value;

@@ -1,7 +1,9 @@
 #include "config/diff.h"
 
 #include <map>
+#include <set>
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include "config/schema.h"
@@ -51,6 +53,40 @@ std::vector<Change> diff(const ExperimentConfig& before, const ExperimentConfig&
 bool is_safe_change(const std::string& key) {
   const Key* described = find_key(key);
   return described != nullptr && described->safe_on_resume;
+}
+
+bool is_safe_search_change(const std::string& key) {
+  const Key* described = find_key(key);
+  return described != nullptr && described->safe_on_search_resume;
+}
+
+std::string change_list(const std::vector<Change>& changes,
+                        const std::function<bool(const std::string& key)>& safe) {
+  std::string list;
+  for (const auto& c : changes) {
+    list += fmt::format("\n  {}: {} -> {}{}", c.key, c.before, c.after,
+                        safe(c.key) ? "" : "  (unsafe)");
+  }
+  return list;
+}
+
+std::vector<std::string> overrides_for(const std::vector<Change>& changes,
+                                       const ExperimentConfig& after,
+                                       const std::function<bool(const std::string& key)>& pick) {
+  const YAML::Node resolved = YAML::Load(to_yaml(after));
+  std::set<std::string> done;
+  std::vector<std::string> out;
+  for (const auto& c : changes) {
+    const Key* key = find_key(c.key);
+    if (key == nullptr || !pick(c.key) || !done.insert(key->path()).second) continue;
+    const YAML::Node section = key->section.empty() ? resolved : resolved[key->section];
+    const YAML::Node node = section.IsMap() ? section[key->name] : YAML::Node();
+    YAML::Emitter value;
+    value << YAML::Flow << node;
+    out.push_back(key->path() + "=" +
+                  (node.IsDefined() && !node.IsNull() ? value.c_str() : "null"));
+  }
+  return out;
 }
 
 }  // namespace crucible::config

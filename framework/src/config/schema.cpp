@@ -47,6 +47,13 @@ Key make_key(const std::string& path, std::string description) {
 
 Key safe(Key key) {
   key.safe_on_resume = true;
+  key.safe_on_search_resume = true;
+  return key;
+}
+
+// Safe on a run's resume, not on a search's (Key::safe_on_search_resume).
+Key safe_for_runs(Key key) {
+  key.safe_on_resume = true;
   return key;
 }
 
@@ -459,9 +466,10 @@ std::vector<Key> build_schema() {
            member(&C::searcher, &SearcherConfig::source_checkpoint_uuid), Text::kOptional,
            "warm start: a checkpoint directory whose model weights start a new run or every "
            "trial"),
-      safe(required(length("max_length", member(&C::max_length), 1,
-                           "how long to train: {batches|epochs|records: n} (or Determined's "
-                           "searcher.max_time with searcher.time_metric)"))),
+      safe_for_runs(
+          required(length("max_length", member(&C::max_length), 1,
+                          "how long to train: {batches|epochs|records: n} (or Determined's "
+                          "searcher.max_time with searcher.time_metric)"))),
       integer("records_per_epoch", member(&C::records_per_epoch), 0,
               "records in an epoch; 0 = the training loader's size"),
       safe(length("min_validation_period", member(&C::min_validation_period), 0,

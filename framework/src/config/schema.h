@@ -21,6 +21,9 @@ struct Key {
   bool required = false;
   // Changing it keeps a resumed run meaningful (lengths, periods, reporting, retention).
   bool safe_on_resume = false;
+  // Changing it keeps a resumed search's decisions too: the keys safe_on_resume marks, except
+  // max_length, which sets the lengths of its trials and rungs.
+  bool safe_on_search_resume = false;
   // A `{batches|epochs|records: n}` value: a `--set` of one unit replaces the other.
   bool is_length = false;
   // The searchers that read it; empty: every run. The resolved config leaves a key out that

@@ -137,8 +137,8 @@ std::optional<int64_t> trial_budget(const ExperimentConfig& config) {
 // result is not over: its resume records the rest and keeps the experiment's best); "cannot
 // tell: <why>" when the replay refuses the log; else how far it is from complete, and whether a
 // process searches now (it holds the experiment's lock) or what continues it. A search_failed
-// last row is taken as how the search's last process ended (a resume that was killed before it
-// recorded a row leaves it last too).
+// last row is how the search's last process ended (a resume records a "resumed" row as it
+// starts).
 std::string how_it_stands(const ExperimentConfig& config, const std::vector<json>& rows,
                           const std::map<int64_t, Trial>& trials, const std::string& dir) {
   const bool failed =
@@ -176,11 +176,13 @@ std::string how_it_stands(const ExperimentConfig& config, const std::vector<json
   if (util::FileLock::held_elsewhere(util::join(dir, ".lock"))) {
     why = "searching now: a process holds the experiment's lock";
   } else if (failed) {
-    // The same config fails the same way: only a cause outside it can be mended in place.
+    // The same config fails the same way: only a cause outside it, or in a key safe on a
+    // search's resume, can be mended in place.
     why = fmt::format(
         "{}. When its cause lies outside the config (the trial library, a file, the machine), "
-        "mend it and `trainer fit --resume {}` continues the search; a config that must change "
-        "needs a new experiment: `trainer fit` a corrected copy of {}",
+        "mend it and `trainer fit --resume {}` continues the search (add `--set KEY=VALUE "
+        "--allow-safe-changes` for a key that `trainer keys` marks safe); a config that must "
+        "change otherwise needs a new experiment: `trainer fit` a corrected copy of {}",
         failure(), dir, util::join(dir, "config.yaml"));
   } else {
     why = fmt::format("stopped or killed; `trainer fit --resume {}` continues it", dir);

@@ -69,12 +69,11 @@ std::string trainer_program(const ExperimentOptions& o) {
 // Runs the search of `config`, refusing the options that only a single run has.
 ExperimentResult run_search(const ExperimentOptions& o, const ExperimentConfig& config) {
   const FitOptions& fit = o.fit();
-  const bool resuming = !fit.resume_dir().empty();
-  if (resuming && (!o.overrides().empty() || o.slots() || fit.allow_safe_changes())) {
-    throw UsageError(
-        fmt::format("--resume {}: an experiment continues with its own config; --set, --slots and "
-                    "--allow-safe-changes are not accepted",
-                    fit.resume_dir()));
+  if (!fit.resume_dir().empty() && o.slots()) {
+    throw UsageError(fmt::format(
+        "--resume {}: a search's trials train on its resources.slots_per_trial; --slots is for a "
+        "run",
+        fit.resume_dir()));
   }
   if (o.nnodes() > 1) throw UsageError("a search runs on one machine; --nnodes is for a run");
   if (fit.test_mode()) {
@@ -88,7 +87,8 @@ ExperimentResult run_search(const ExperimentOptions& o, const ExperimentConfig& 
                                                  .output_dir(fit.output_dir())
                                                  .resume_dir(fit.resume_dir())
                                                  .trainer(trainer_program(o))
-                                                 .console(fit.console()));
+                                                 .console(fit.console())
+                                                 .allow_safe_changes(fit.allow_safe_changes()));
   result.exit_code = result.search->interrupted  ? kExitStopped
                      : result.search->best_trial ? kExitOk
                                                  : kExitTrainingFailed;

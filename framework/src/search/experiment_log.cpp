@@ -21,12 +21,19 @@ const util::NameTable<TrialEvent>& event_names() {
       {TrialEvent::kCreated, "created"},     {TrialEvent::kValidated, "validated"},
       {TrialEvent::kRestarted, "restarted"}, {TrialEvent::kStopped, "stopped"},
       {TrialEvent::kCompleted, "completed"}, {TrialEvent::kFailed, "failed"},
-      {TrialEvent::kInvalid, "invalid"},     {TrialEvent::kSearchFailed, "search_failed"}};
+      {TrialEvent::kInvalid, "invalid"},     {TrialEvent::kSearchFailed, "search_failed"},
+      {TrialEvent::kResumed, "resumed"}};
   return table;
 }
 
 std::optional<TrialEvent> event_of(const nlohmann::json& row) {
   return util::enum_field(row, "event", event_names());
+}
+
+bool is_decision(const nlohmann::json& row) {
+  const std::optional<TrialEvent> event = event_of(row);
+  return event != TrialEvent::kRestarted && event != TrialEvent::kSearchFailed &&
+         event != TrialEvent::kResumed;
 }
 
 ExperimentLog::ExperimentLog(const std::string& path) : path_(path) {

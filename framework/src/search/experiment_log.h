@@ -22,6 +22,9 @@ enum class TrialEvent {
   kInvalid,    // it ends: it rejected its hyperparameters ("error")
   // No trial's: an error ended the search ("error", "exit_code"); a resume goes on past it.
   kSearchFailed,
+  // No trial's: a process resumed the search ("changes": the config changes it accepted, one
+  // "key: before -> after" each, when there were any).
+  kResumed,
 };
 
 // The spelling of each event in experiment.jsonl: the only table of it.
@@ -29,6 +32,10 @@ const util::NameTable<TrialEvent>& event_names();
 
 // The event of `row`; nullopt when its "event" is missing, not a string, or no event's name.
 std::optional<TrialEvent> event_of(const nlohmann::json& row);
+
+// Whether `row` records what the searcher decided or a result it decided by: false for the rows
+// of restarts, of a search's end by an error and of its resumes, which a rerun need not repeat.
+bool is_decision(const nlohmann::json& row);
 
 // experiment.jsonl: one JSON row per trial event, appended and fsynced as it happens, so that a
 // killed experiment, or a machine that loses power, loses at most the row being written.

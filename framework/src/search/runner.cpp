@@ -20,6 +20,7 @@
 #include <crucible/metrics.h>
 
 #include "checkpoint/checkpoint.h"
+#include "config/diff.h"
 #include "config/enum_names.h"
 #include "config/paths.h"
 #include "config/schema.h"
@@ -76,6 +77,13 @@ uint64_t draw_seed() {
   return ((high << 32) | low) >> 1;
 }
 
+// `config` with its entrypoint and paths absolute, as the experiment's config.yaml records them.
+ExperimentConfig with_absolute_paths(ExperimentConfig config) {
+  config.entrypoint = plugin::absolute_entrypoint(config.entrypoint, config::config_dir(config));
+  config::make_paths_absolute(config);
+  return config;
+}
+
 // The GPUs this process sees.
 int machine_gpus() {
   return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
@@ -92,10 +100,7 @@ struct InFlight {
 class Runner {
  public:
   Runner(const ExperimentConfig& config, const SearchOptions& options)
-      : config_(config), options_(options) {
-    config_.entrypoint = plugin::absolute_entrypoint(config.entrypoint, config::config_dir(config));
-    config::make_paths_absolute(config_);
-  }
+      : config_(with_absolute_paths(config)), options_(options) {}
 
   SearchResult run() {
     open();
@@ -203,9 +208,11 @@ class Runner {
     const bool resuming = rerun || !options_.resume_dir().empty();
     std::optional<uint64_t>& seed = config_.reproducibility.experiment_seed;
     bool drawn = false;
+    std::vector<config::Change> accepted;
     if (resuming) {
       dir_ = rerun ? options_.output_dir() : options_.resume_dir();
       lock_ = train::lock_run_dir(dir_, [&](const std::string& w) { logger_.warn(w); });
+      if (!rerun) accepted = accept_changes();
       // A rerun's config may leave out the seed its experiment drew and recorded.
       if (!seed) {
         seed =
@@ -232,6 +239,16 @@ class Runner {
       logger_.info(fmt::format("resuming experiment {}{}: {} trials so far, {} running", dir_,
                                rerun ? " (it holds this experiment's config)" : "",
                                scheduler_->trials().size(), scheduler_->running().size()));
+      nlohmann::json resumed = {{"event", event_names().name(TrialEvent::kResumed)}};
+      if (!accepted.empty()) {
+        logger_.info("accepted config changes:" +
+                     config::change_list(accepted, config::is_safe_search_change));
+        resumed["changes"] = nlohmann::json::array();
+        for (const auto& c : accepted) {
+          resumed["changes"].push_back(fmt::format("{}: {} -> {}", c.key, c.before, c.after));
+        }
+      }
+      log_->append({std::move(resumed)});
     } else {
       logger_.info(fmt::format(
           "experiment {}: searcher {}, up to {} trials at once{}", dir_,
@@ -249,6 +266,34 @@ class Runner {
       }
       write(scheduler_->start());
     }
+  }
+
+  // On --resume: the changes from the experiment's config.yaml to config_ (its --set overrides),
+  // written into config.yaml. Throws UsageError listing them, config.yaml unchanged, when one is
+  // not safe on a search's resume (config::is_safe_search_change), or when there are any and
+  // options_ does not allow safe changes.
+  std::vector<config::Change> accept_changes() {
+    const std::string file = util::join(dir_, "config.yaml");
+    const auto changes = config::diff(with_absolute_paths(load_experiment_config(file)), config_);
+    if (changes.empty()) return changes;
+    const std::string list = config::change_list(changes, config::is_safe_search_change);
+    if (!std::all_of(changes.begin(), changes.end(),
+                     [](const auto& c) { return config::is_safe_search_change(c.key); })) {
+      throw UsageError(fmt::format(
+          "--resume {}: the config differs from the experiment's {}:{}\nOnly the keys `trainer "
+          "keys` marks safe (periods, reporting, retention, profiling, max_restarts) may change "
+          "when a search resumes; the trials' length and what the searcher decides by stay. "
+          "Start a new experiment for the others.",
+          dir_, file, list));
+    }
+    if (!options_.allow_safe_changes()) {
+      throw UsageError(fmt::format(
+          "--resume {}: the config differs from the experiment's {}:{}\nThese changes are safe; "
+          "pass --allow-safe-changes to accept them.",
+          dir_, file, list));
+    }
+    util::replace_atomically(file, to_yaml(config_));
+    return changes;
   }
 
   // Replays experiment.jsonl on the scheduler (Scheduler::replay), records the rows it decided

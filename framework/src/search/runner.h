@@ -19,6 +19,9 @@ struct SearchOptions {
   TORCH_ARG(std::string, trainer);     // the trainer program each trial process runs
   // Print the experiment's log lines and its table on stdout too.
   TORCH_ARG(bool, console) = true;
+  // With resume_dir: accept a config that differs from the experiment's config.yaml in keys
+  // safe on a search's resume (config::is_safe_search_change), and record it there.
+  TORCH_ARG(bool, allow_safe_changes) = false;
 };
 
 // Runs the search that config.searcher names (grid, random or adaptive_asha) with the trial
@@ -44,7 +47,11 @@ struct SearchOptions {
 // reader went away (util::Logger::console_lost), stop every trial after its checkpoint, start no
 // other, and return with `interrupted`. With resume_dir,
 // the search replays experiment.jsonl and goes on from where it was, making the decisions an
-// uninterrupted run makes.
+// uninterrupted run makes, and records a "resumed" row. Its `config` is the experiment's
+// config.yaml; one that differs from it is refused with a UsageError listing the changes, before
+// anything is written, unless every change is safe on a search's resume and
+// allow_safe_changes is set: then config.yaml records it, and each trial that resumes takes
+// the changes into its own run (trainer fit --resume --set ... --allow-safe-changes).
 SearchResult run_search(const ExperimentConfig& config, const SearchOptions& options);
 
 // The path of program `name` in $PATH; throws UsageError naming it when there is none.

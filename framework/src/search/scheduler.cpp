@@ -301,15 +301,23 @@ std::vector<nlohmann::json> Scheduler::replay(const std::vector<nlohmann::json>&
           "{}, row {}, does not match this search: the searcher decided no such row at that point",
           where, line));
     }
+    // The trials' hyperparameters are as the searcher draws them from the space it was given.
+    if (event_of(row) == TrialEvent::kCreated && row.contains("hparams") &&
+        row["hparams"] != decided[k]["hparams"]) {
+      throw TrainingError(fmt::format(
+          "{}, row {}, does not match this search: it created trial {} with hyperparameters {}, "
+          "and this search's space gives it {} (was `hyperparameters` of the experiment's "
+          "config.yaml changed?)",
+          where, line, row.value("trial", int64_t{-1}), row["hparams"].dump(),
+          decided[k]["hparams"].dump()));
+    }
     recorded = k + 1;
   };
   for (size_t i = 0; i < log.size(); ++i) {
     const nlohmann::json& row = log[i];
     // Checks the row's event and trial first.
     const auto r = result_of_row(row, fmt::format("{}, row {}", where, i + 1));
-    if (event_of(row) == TrialEvent::kRestarted || event_of(row) == TrialEvent::kSearchFailed) {
-      continue;
-    }
+    if (!is_decision(row)) continue;
     if (!r) {
       check_recorded(row, i + 1);
       continue;

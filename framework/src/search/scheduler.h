@@ -86,8 +86,9 @@ class Scheduler {
 
   // Starts this scheduler (instead of start()), feeds the results that `log` (the rows of a
   // search's experiment.jsonl, which `where` names) holds back to it, and checks that the log's
-  // rows are rows it decided, in its order (a created row with the same first length). Rows of
-  // event "restarted" and "search_failed" are no decision and are passed over. A log that lacks
+  // rows are rows it decided, in its order (a created row with the same first length and
+  // hyperparameters). Rows that
+  // are no decision (is_decision) are passed over. A log that lacks
   // rows before others (written by a version without this check) is taken as it is. Returns the
   // rows it decided after the log's last one and the log lacks (the search stopped before it
   // recorded them), for the caller to record. Throws TrainingError naming `where` and the row where

@@ -58,6 +58,14 @@ std::string describe_row(const nlohmann::json& row, const std::string& metric,
   if (event == TrialEvent::kSearchFailed) {
     return fmt::format("the search ended with an error: {}", row.value("error", ""));
   }
+  if (event == TrialEvent::kResumed) {
+    std::string changes;
+    for (const auto& c : row.value("changes", nlohmann::json::array())) {
+      if (c.is_string()) changes += "\n  " + c.get<std::string>();
+    }
+    return changes.empty() ? "the search resumed"
+                           : "the search resumed with config changes:" + changes;
+  }
   return fmt::format("trial {} {}", trial, row.value("event", ""));
 }
 

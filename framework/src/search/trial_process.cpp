@@ -12,6 +12,7 @@
 #include <crucible/metrics.h>
 
 #include "checkpoint/checkpoint.h"
+#include "config/diff.h"
 #include "config/enum_names.h"
 #include "metrics/jsonl_sink.h"
 #include "metrics/metric_name.h"
@@ -48,20 +49,43 @@ ExperimentConfig trial_config(const ExperimentConfig& experiment, const nlohmann
   return c;
 }
 
+namespace {
+
+// The --set texts that give a run's config.yaml (`run_config`) the values of `wanted` in the keys
+// that differ and are safe on a search's resume; none when that file cannot be read (the run's
+// resume names it).
+std::vector<std::string> carried_changes(const std::string& run_config,
+                                         const ExperimentConfig& wanted) {
+  try {
+    const auto changes = config::diff(load_experiment_config(run_config), wanted);
+    return config::overrides_for(changes, wanted, config::is_safe_search_change);
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> segment_command(const std::string& trainer, const TrialFiles& files,
                                          const ExperimentConfig& experiment,
                                          const TrialRecord& trial, const Length& length) {
-  const bool started = util::exists(util::join(files.run_dir, "config.yaml"));
-  if (started && !checkpoint::list(files.run_dir).empty()) {
-    return {trainer,
-            "fit",
-            "--resume",
-            files.run_dir,
-            "--set",
-            fmt::format("max_length.{}={}", config::names<LengthUnit>().name(length.unit),
-                        length.value),
-            "--allow-safe-changes",
-            "--quiet"};
+  const std::string run_config = util::join(files.run_dir, "config.yaml");
+  if (util::exists(run_config) && !checkpoint::list(files.run_dir).empty()) {
+    std::vector<std::string> command = {
+        trainer,
+        "fit",
+        "--resume",
+        files.run_dir,
+        "--set",
+        fmt::format("max_length.{}={}", config::names<LengthUnit>().name(length.unit),
+                    length.value),
+        "--allow-safe-changes",
+        "--quiet"};
+    for (std::string& change :
+         carried_changes(run_config, trial_config(experiment, trial.hparams, length))) {
+      command.insert(command.end(), {"--set", std::move(change)});
+    }
+    return command;
   }
   if (util::exists(files.run_dir)) util::remove_all(files.run_dir);
   util::replace_atomically(files.config_file,

@@ -31,7 +31,9 @@ ExperimentConfig trial_config(const ExperimentConfig& experiment, const nlohmann
 // The command line that trains the trial to `length`: `trainer fit CONFIG --output RUN_DIR`
 // when its run has no checkpoint yet (removing a run directory that a killed process left
 // without one, and writing CONFIG), else `trainer fit --resume RUN_DIR` with max_length set to
-// `length`. Every process writes its reports to its run's log only (--quiet).
+// `length` and, --set as well, the values of `experiment` in the keys safe on a search's resume
+// (config::is_safe_search_change) where the run's config.yaml differs (changes accepted since
+// the run was last resumed). Every process writes its reports to its run's log only (--quiet).
 std::vector<std::string> segment_command(const std::string& trainer, const TrialFiles& files,
                                          const ExperimentConfig& experiment,
                                          const TrialRecord& trial, const Length& length);

@@ -63,12 +63,7 @@ ExperimentConfig for_evaluation(ExperimentConfig config, int64_t slots) {
 namespace {
 
 std::string change_list(const std::vector<config::Change>& changes) {
-  std::string list;
-  for (const auto& c : changes) {
-    list += fmt::format("\n  {}: {} -> {}{}", c.key, c.before, c.after,
-                        config::is_safe_change(c.key) ? "" : "  (unsafe)");
-  }
-  return list;
+  return config::change_list(changes, config::is_safe_change);
 }
 
 // Compares `config` with the one checkpoint `dir` of run `run` was written with, and with the
