@@ -210,8 +210,12 @@ TEST_CASE("a NaN maximum or minimum wins across ranks in either order, as on one
   }
 }
 
-TEST_CASE("a metric name that is not UTF-8 is refused by name of the method and batch",
+TEST_CASE("a metric name that is empty or not UTF-8 is refused by name of the method and batch",
           "[metrics]") {
+  metrics::ValidationAccumulator validation(crucible::ReduceOp::kAvg);
+  CHECK_THROWS_WITH(validation.add({{"", torch::tensor(1.0)}}, 4, 3),
+                    Catch::StartsWith("evaluate_batch returned a metric with an empty name at "
+                                      "batch 3; name it"));
   metrics::TrainingAccumulator training;
   CHECK_THROWS_WITH(training.add({{"pr\xE9"
                                    "cision",

@@ -44,6 +44,18 @@ TEST_CASE("a registered trial is found by library name and class", "[plugin]") {
   CHECK_FALSE(neither.overrides_evaluate_full_dataset);
 }
 
+TEST_CASE(
+    "a class named with its namespace is looked for in the library, which says how it is named",
+    "[plugin]") {
+  CHECK_THAT(plugin_error("crucible_test_trials:crucible::testing::RecordingTrial"),
+             Catch::StartsWith("trial class 'crucible::testing::RecordingTrial' is not registered "
+                               "in ") &&
+                 Catch::EndsWith("(CRUCIBLE_REGISTER_TRIAL registers a class without its "
+                                 "namespace: name it 'RecordingTrial' in the entrypoint)"));
+  CHECK_THAT(plugin_error("crucible_test_trials::RecordingTrial"),
+             Catch::Contains("is not of the form <library>:<TrialClass>"));
+}
+
 TEST_CASE("a trial library can be named by path", "[plugin]") {
   const std::string path = std::string(CRUCIBLE_BIN_DIR) + "/libcrucible_test_trials.so";
   CHECK(resolve_entrypoint(path + ":RecordingTrial", "").name == "RecordingTrial");

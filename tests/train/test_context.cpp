@@ -3,6 +3,7 @@
 #include <crucible/crucible.h>
 
 #include "context_fixture.h"
+#include "files.h"
 
 namespace {
 
@@ -65,6 +66,27 @@ TEST_CASE("hparam<T> is typed and names the hyperparameter on error", "[train]")
                     "hyperparameter 'act' is string \"relu\", expected float");
   CHECK(f.ctx.global_batch_size() == 12);
   CHECK(f.ctx.per_slot_batch_size() == 12);
+}
+
+TEST_CASE("data<T> is typed and names the key at its place on error", "[train]") {
+  const std::string yaml =
+      std::string(crucible::testing::kMinimalExperiment) + "data:\n  path: /d\n  workers: two\n";
+  crucible::testing::TempDir tmp;
+  crucible::testing::write_file(tmp / "fixture.yaml", yaml);
+  crucible::testing::ContextFixture f(yaml);
+  f.config.source_path = tmp / "fixture.yaml";  // the file errors name places in
+  CHECK(f.ctx.data<std::string>("path") == "/d");
+  CHECK(f.ctx.data("path", "/elsewhere") == "/d");
+  CHECK(f.ctx.data<int64_t>("depth", 3) == 3);
+  CHECK_THROWS_WITH(f.ctx.data<int64_t>("workers", 1),
+                    tmp / "fixture.yaml:7:12: data.workers is string \"two\", expected integer");
+  CHECK_THROWS_WITH(f.ctx.data<std::string>("url"),
+                    tmp /
+                        "fixture.yaml:6:3: data.url: the trial reads it, and the experiment "
+                        "file's data block has data.path, data.workers");
+  crucible::testing::ContextFixture none;
+  CHECK_THROWS_AS(none.ctx.data<std::string>("path"), crucible::ConfigError);
+  CHECK(none.ctx.data<int64_t>("workers", 1) == 1);
 }
 
 TEST_CASE("gradient accumulation steps the optimizer every k batches", "[train]") {

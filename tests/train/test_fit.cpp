@@ -253,6 +253,11 @@ TEST_CASE("a NaN searcher metric is never the best: the first finite one is", "[
        "hyperparameters.also_report_nan_until=3"});
   fit_recording(config, tmp / "run");
   CHECK(checkpoint_batches(tmp / "run") == V{4, 10});
+  // The log says which validation made it, once.
+  const std::string log = read_file(tmp / "run/trainer.log");
+  CHECK_THAT(log, Catch::Contains("WARN validation metric 'validation_z' is nan at batch 2, made "
+                                  "by the validation"));
+  CHECK(log.find("is nan at batch 4") == std::string::npos);
 }
 
 TEST_CASE(
@@ -350,6 +355,93 @@ TEST_CASE("a trial that throws in train_batch fails naming the method and batch"
   CHECK_THAT(enforced, Catch::StartsWith("train_batch (batch 3) threw: [enforce fail at ") &&
                            Catch::EndsWith("injected enforce failure"));
   CHECK_THAT(enforced, !Catch::Contains("frame #") && !Catch::Contains("\n"));
+}
+
+namespace {
+
+// RecordingTrial misused in one way, named by `How`.
+enum class Misuse {
+  kThrowCString,       // train_batch throws a C string at batch 1
+  kCtorThrowsInt,      // the constructor throws an int
+  kBatchLength,        // get_batch_length returns 0
+  kWrapLate,           // train_batch wraps a model
+  kStepUnwrapped,      // train_batch steps an optimizer it never wrapped
+  kSkippedStepsMetric  // train_batch returns a metric named skipped_steps
+};
+
+template <Misuse How>
+class MisusingTrial : public RecordingTrial {
+ public:
+  explicit MisusingTrial(crucible::TrialContext& ctx) : RecordingTrial(ctx) {
+    if (How == Misuse::kCtorThrowsInt) throw 42;
+  }
+  crucible::Metrics train_batch(crucible::Batch& batch, int64_t epoch_idx,
+                                int64_t batch_idx) override {
+    crucible::Metrics m = RecordingTrial::train_batch(batch, epoch_idx, batch_idx);
+    if (How == Misuse::kThrowCString && batch_idx == 1) throw "bad input row";
+    if (How == Misuse::kWrapLate) context().wrap_model(torch::nn::Linear(1, 1));
+    if (How == Misuse::kStepUnwrapped) context().step_optimizer(loose_);
+    if (How == Misuse::kSkippedStepsMetric) m["skipped_steps"] = 5.0;
+    return m;
+  }
+  int64_t get_batch_length(const crucible::Batch& batch) override {
+    return How == Misuse::kBatchLength ? 0 : RecordingTrial::get_batch_length(batch);
+  }
+
+ private:
+  crucible::Optimizer loose_ = std::make_shared<torch::optim::SGD>(
+      std::vector<torch::Tensor>{torch::zeros({1}, torch::requires_grad())},
+      torch::optim::SGDOptions(0.1));
+};
+
+// SaveStateTrial's save_state throws.
+class SaveStateTrial : public RecordingTrial {
+ public:
+  using RecordingTrial::RecordingTrial;
+  void save_state(torch::serialize::OutputArchive&) override {
+    throw std::runtime_error("the llama ate the archive");
+  }
+};
+
+}  // namespace
+
+// The error that fitting trial T for 4 batches (with `overrides`) into `run` ends with, its exit
+// code into *code.
+template <class T>
+std::string misuse_error(const std::string& run, int* code,
+                         const std::vector<std::string>& overrides = {}) {
+  const auto config = recording_config("max_length: {batches: 4}\n", overrides);
+  return error_of([&] { fit_recording<T>(config, run); }, code);
+}
+
+TEST_CASE("misuse of the trial API fails naming the method, the batch and the fix", "[train]") {
+  TempDir tmp;
+  int code = 0;
+  // A thrown value that is no std::exception: named by its type, not a crash.
+  CHECK(misuse_error<MisusingTrial<Misuse::kThrowCString>>(tmp / "a", &code) ==
+        "train_batch (batch 1) threw a value of type 'char const*', not a std::exception");
+  CHECK(code == crucible::kExitTrainingFailed);
+  CHECK(misuse_error<MisusingTrial<Misuse::kCtorThrowsInt>>(tmp / "b", &code) ==
+        "trial RecordingTrial: constructor threw a value of type 'int', not a std::exception");
+  CHECK(code == crucible::kExitPlugin);
+  // A record count that would weigh the batch's metrics by nothing.
+  CHECK_THAT(misuse_error<MisusingTrial<Misuse::kBatchLength>>(tmp / "c", &code),
+             Catch::StartsWith("get_batch_length returned 0 for validation batch 0; "));
+  // What a checkpoint would not hold: a model wrapped late, an optimizer never wrapped.
+  CHECK_THAT(misuse_error<MisusingTrial<Misuse::kWrapLate>>(tmp / "d", &code),
+             Catch::StartsWith("train_batch (batch 0): wrap_model: called after the trial's "
+                               "constructor"));
+  CHECK_THAT(misuse_error<MisusingTrial<Misuse::kStepUnwrapped>>(tmp / "e", &code),
+             Catch::StartsWith("train_batch (batch 0): step_optimizer: the optimizer was not "
+                               "wrapped with wrap_optimizer"));
+  // A metric Crucible reports itself, under non_finite: skip.
+  CHECK(misuse_error<MisusingTrial<Misuse::kSkippedStepsMetric>>(
+            tmp / "f", &code, {"optimizations.non_finite=skip"}) ==
+        "train_batch (batch 0) returned metric 'skipped_steps', which Crucible reports itself "
+        "(the optimizer steps skipped for non-finite gradients); rename it");
+  // A save_state that throws is named, not taken for the disk's fault.
+  CHECK_THAT(misuse_error<SaveStateTrial>(tmp / "g", &code),
+             Catch::Contains("RecordingTrial::save_state threw: the llama ate the archive"));
 }
 
 TEST_CASE("a trial overriding both or neither evaluation method is refused", "[train]") {

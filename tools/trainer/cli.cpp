@@ -377,6 +377,10 @@ int run(const std::vector<std::string>& args) {
   } catch (const std::exception& e) {
     std::cerr << "error: " << message_without_trace(e) << "\n";
     return kExitTrainingFailed;
+  } catch (...) {
+    // Crucible names the trial method that threw such a value; this is the last resort.
+    std::cerr << "error: a thrown value that is not a std::exception ended the command\n";
+    return kExitTrainingFailed;
   }
 }
 

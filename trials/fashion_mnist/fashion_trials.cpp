@@ -68,7 +68,7 @@ class ClassifierTrial : public crucible::Trial {
  public:
   explicit ClassifierTrial(crucible::TrialContext& ctx)
       : ctx_(checked(ctx)),
-        data_dir_(ctx.data_config().value("path", "/usr/share/datasets/fashion-mnist")),
+        data_dir_(ctx.data("path", "/usr/share/datasets/fashion-mnist")),
         model_(ctx.wrap_model(make_network<Net>(ctx))),
         opt_(make_optimizer(ctx, model_)) {}
 
@@ -104,14 +104,14 @@ class ClassifierTrial : public crucible::Trial {
 
   crucible::DataLoader loader(const std::string& split, bool train) {
     auto [x, y] = load_split(data_dir_, split);
-    const int64_t limit = ctx_.data_config().value("validation_records", int64_t{0});
+    const auto limit = ctx_.data<int64_t>("validation_records", 0);
     if (!train && limit > 0 && limit < x.size(0)) {
       x = x.narrow(0, 0, limit);
       y = y.narrow(0, 0, limit);
     }
     auto options = crucible::DataLoaderOptions(train ? ctx_.per_slot_batch_size() : 1000)
                        .shuffle(train)
-                       .num_workers(ctx_.data_config().value("workers", 1));
+                       .num_workers(ctx_.data<int64_t>("workers", 1));
     return crucible::DataLoader(
         std::make_shared<crucible::TensorDataset>(std::vector<torch::Tensor>{x, y}), options);
   }

@@ -45,7 +45,9 @@ class AutocastRegion {
 
 // What a trial sees of the run: hyperparameters, the device, counters, and the wrappers through
 // which Crucible learns which models, optimizers and schedulers to checkpoint, step and sync.
-// Owned by the trainer; valid for the trial's whole life.
+// Owned by the trainer; valid for the trial's whole life. The wrap_ methods belong in the trial's
+// constructor: a checkpoint holds, and a resume restores, what it wrapped, and once it has
+// returned they throw Error.
 class TrialContext {
  public:
   // Moves `model` to device() and registers it for checkpointing. Returns the same holder.
@@ -133,6 +135,7 @@ class TrialContext {
   // optimizer step: it is not clipped and reports no grad_norm (so a scaler's overflow is not a
   // non-finite metric), no scheduler and no step counter advances, and it is counted in the
   // training metric skipped_steps.
+  // Throws Error for an optimizer that was not wrapped (no checkpoint would hold its state).
   void step_optimizer(const Optimizer& optimizer);
   // As step_optimizer(optimizer), clipping as `clipping` says instead of the experiment file.
   // Throws crucible::Error when `clipping` sets both max_norm and max_value, holds a negative or
@@ -212,6 +215,24 @@ class TrialContext {
   const ExperimentConfig& experiment_config() const;
   // The experiment file's `data` block.
   const nlohmann::json& data_config() const;
+  // The `data` block's key `key` as T (the types hparam<T> takes). Throws ConfigError naming
+  // data.<key> at its place in the experiment file when the block has no such key (listing those
+  // it has) or when its value has another type.
+  template <class T>
+  T data(const std::string& key) const {
+    return detail::json_as<T>(data_value(key), data_key(key));
+  }
+  // As data<T>(key), but `default_value` when the block has no key `key`. One that is present
+  // with another type still throws ConfigError naming it.
+  template <class T>
+  T data(const std::string& key, const T& default_value) const {
+    const nlohmann::json* value = find_data(key);
+    return value ? detail::json_as<T>(*value, data_key(key)) : default_value;
+  }
+  // data("path", "/data"): a string default gives a std::string.
+  std::string data(const std::string& key, const char* default_value) const {
+    return data<std::string>(key, std::string(default_value));
+  }
   // Throws ConfigError naming the first key of the `data` block that is not in `known`, with the
   // nearest known one and the list, so that a misspelt key is not silently ignored for its
   // default. Call it in the trial's constructor with every key the trial reads.
@@ -236,6 +257,9 @@ class TrialContext {
   void register_reducer(const std::string& name, std::shared_ptr<MetricReducer> reducer);
   const nlohmann::json& hparam_value(const std::string& name) const;
   const nlohmann::json* find_hparam(const std::string& name) const;  // nullptr when absent
+  const nlohmann::json& data_value(const std::string& key) const;
+  const nlohmann::json* find_data(const std::string& key) const;  // nullptr when absent
+  std::string data_key(const std::string& key) const;  // "<file>:<line>:<col>: data.<key>"
 
   friend struct detail::TrialContextAccess;  // the trainer builds it (train/trial_state.h)
   explicit TrialContext(detail::TrialState* state) : state_(state) {}

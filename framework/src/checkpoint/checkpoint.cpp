@@ -11,6 +11,7 @@
 #include "util/error_text.h"
 #include "util/file_io.h"
 #include "util/file_system.h"
+#include "util/user_code.h"
 
 namespace crucible::checkpoint {
 using util::first_line;
@@ -46,6 +47,14 @@ std::string callback_key(const std::string& name) { return "callback_" + name; }
 // one hold the trial's keys beside Crucible's.
 constexpr const char* kTrialKey = "trial";
 
+// For call_trial: "<TrialClass>::<method>" (the trial's method that `contents` calls).
+auto trial_method(const Contents& contents, const char* method) {
+  return [&contents, method] {
+    return fmt::format("{}::{}", contents.trial_class.empty() ? "Trial" : contents.trial_class,
+                       method);
+  };
+}
+
 std::string rank_generator_key(const char* kind, size_t rank) {
   return fmt::format("{}_generator_state_rank_{}", kind, rank);
 }
@@ -55,15 +64,15 @@ std::string rank_generator_key(const char* kind, size_t rank) {
 std::vector<Part> all_parts(const Contents& contents) {
   std::vector<Part> parts;
   for (const auto& [name, callback] : contents.callbacks) {
+    const auto hook = [name = name](const char* hook) {
+      return [name, hook] { return fmt::format("callback '{}' {}", name, hook); };
+    };
     parts.push_back({callback_key(name),
-                     [cb = callback](auto& archive) { cb->save_state(archive); },
-                     [cb = callback, name = name](torch::serialize::InputArchive& archive) {
-                       try {
-                         cb->load_state(archive);
-                       } catch (const std::exception& e) {
-                         throw TrainingError(fmt::format("callback '{}' load_state threw: {}", name,
-                                                         first_line(e)));
-                       }
+                     [cb = callback, hook](auto& archive) {
+                       util::call_trial(hook("save_state"), [&] { cb->save_state(archive); });
+                     },
+                     [cb = callback, hook](torch::serialize::InputArchive& archive) {
+                       util::call_trial(hook("load_state"), [&] { cb->load_state(archive); });
                      }});
   }
   parts.insert(parts.end(), contents.parts().begin(), contents.parts().end());
@@ -86,7 +95,8 @@ void write_trial_state(torch::serialize::OutputArchive& archive, const Contents&
   }
   if (contents.trial) {
     torch::serialize::OutputArchive own;
-    contents.trial->save_state(own);
+    util::call_trial(trial_method(contents, "save_state"),
+                     [&] { contents.trial->save_state(own); });
     archive.write(kTrialKey, own);
   }
   for (const Part& part : all_parts(contents)) {
@@ -177,7 +187,10 @@ void restore_trial_state(const Contents& contents, const std::string& path, int6
   }
   if (contents.trial) {
     torch::serialize::InputArchive own;
-    contents.trial->load_state(archive.try_read(kTrialKey, own) ? own : archive);
+    torch::serialize::InputArchive& trial_archive =
+        archive.try_read(kTrialKey, own) ? own : archive;
+    util::call_trial(trial_method(contents, "load_state"),
+                     [&] { contents.trial->load_state(trial_archive); });
   }
   for (const Part& part : all_parts(contents)) {
     torch::serialize::InputArchive nested;

@@ -304,6 +304,14 @@ std::string MapReader::choice(const std::string& key, const std::string& fallbac
 Length MapReader::length(const std::string& key, const Length& fallback, int64_t min_value) const {
   if (!has(key)) return fallback;
   const auto& units = names<LengthUnit>();
+  if (!node_[key].IsMap()) {
+    // `min_checkpoint_period: 0`: the count alone, as if the unit went without saying.
+    const bool count = node_[key].IsScalar() && classify_scalar(node_[key]) == ScalarType::kInt;
+    fail(key, fmt::format("expected one of batches, epochs or records with its count, e.g. {}; "
+                          "got {}",
+                          count ? "{batches: " + node_[key].Scalar() + "}" : "{epochs: 5}",
+                          describe(node_[key])));
+  }
   MapReader unit_reader(source_, node_[key], child_path(key), units.names());
   if (node_[key].size() != 1) {
     fail(key, "expected exactly one of batches, epochs or records, e.g. {epochs: 5}; got " +

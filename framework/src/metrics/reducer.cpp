@@ -21,9 +21,16 @@ std::string key_list(const Map& m) {
   return "{" + out + "}";
 }
 
-// Throws TrainingError naming `where` and the batch when metric name `name` is not UTF-8 (it
-// goes into metrics.jsonl and TensorBoard). Called when a name is first seen, not every batch.
+// Throws TrainingError naming `where` and the batch when metric name `name` is empty or not UTF-8
+// (it goes into the log, metrics.jsonl and TensorBoard). Called when a name is first seen, not
+// every batch.
 void check_name(const std::string& name, const char* where, int64_t batch_idx) {
+  if (name.empty()) {
+    throw TrainingError(fmt::format(
+        "{} returned a metric with an empty name at batch {}; name it (the log, metrics.jsonl and "
+        "TensorBoard show it by its name)",
+        where, batch_idx));
+  }
   if (const auto bad = util::first_invalid_utf8(name)) {
     throw TrainingError(fmt::format(
         "{} returned a metric at batch {} whose name is not UTF-8 text (byte 0x{:02X} at offset "
@@ -42,13 +49,14 @@ torch::Tensor owned(const torch::Tensor& t) {
   return alone ? t.detach() : t.detach().clone();
 }
 
+// `batch_idx` < 0: a method of no batch (evaluate_full_dataset).
 void check_scalar(const std::string& name, const torch::Tensor& t, const char* where,
                   int64_t batch_idx) {
   if (!t.defined() || t.numel() != 1) {
-    throw TrainingError(
-        fmt::format("{} returned metric '{}' at batch {} with {} elements; a "
-                    "metric must be a one-element tensor",
-                    where, name, batch_idx, t.defined() ? t.numel() : 0));
+    throw TrainingError(fmt::format(
+        "{} returned metric '{}'{} with {} elements; a metric must be a one-element tensor", where,
+        name, batch_idx >= 0 ? fmt::format(" at batch {}", batch_idx) : "",
+        t.defined() ? t.numel() : 0));
   }
 }
 
@@ -338,7 +346,7 @@ void TrainingAccumulator::restore(const nlohmann::json& state) {
 MetricValues to_values(const Metrics& metrics, const std::string& where) {
   MetricValues out;
   for (const auto& [name, tensor] : metrics) {
-    out[name] = scalar_of(name, tensor, where.c_str(), 0).item<double>();
+    out[name] = scalar_of(name, tensor, where.c_str(), -1).item<double>();
   }
   return out;
 }

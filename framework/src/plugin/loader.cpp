@@ -177,8 +177,14 @@ TrialFactory pick(const std::vector<Registration>& registrations, const std::str
     names += (names.empty() ? "" : ", ") + r.class_name;
   }
   if (found) return *found->factory;
-  throw PluginError(fmt::format("trial class '{}' is not registered in {}; it registers: {}",
-                                class_name, library, names));
+  const size_t scope = class_name.rfind("::");
+  throw PluginError(fmt::format(
+      "trial class '{}' is not registered in {}; it registers: {}{}", class_name, library, names,
+      scope == std::string::npos
+          ? ""
+          : fmt::format(" (CRUCIBLE_REGISTER_TRIAL registers a class without its namespace: "
+                        "name it '{}' in the entrypoint)",
+                        class_name.substr(scope + 2))));
 }
 
 }  // namespace
@@ -212,7 +218,13 @@ namespace {
 
 // The library part of an entrypoint and its class.
 std::pair<std::string, std::string> split_entrypoint(const std::string& entrypoint) {
-  const auto colon = entrypoint.rfind(':');
+  // The last ':' that is not part of a class's "::" (lib:ns::Class).
+  size_t colon = entrypoint.size();
+  do {
+    colon = colon == 0 ? std::string::npos : entrypoint.rfind(':', colon - 1);
+  } while (colon != std::string::npos &&
+           ((colon > 0 && entrypoint[colon - 1] == ':') ||
+            (colon + 1 < entrypoint.size() && entrypoint[colon + 1] == ':')));
   if (colon == std::string::npos || colon == 0 || colon + 1 == entrypoint.size()) {
     throw PluginError("entrypoint '" + entrypoint + "' is not of the form <library>:<TrialClass>");
   }

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -263,19 +264,27 @@ class FitLoop {
   // updates the gradient scaler, and fails when non_finite: skip skipped too many steps in a row.
   void add_step_results(Metrics& m, int64_t batch_idx) {
     detail::TrialState& trial = session_->state();
+    const auto reported_by_crucible = [&](const std::string& name, const char* what) {
+      return TrainingError(fmt::format(
+          "train_batch (batch {}) returned metric '{}', which Crucible reports itself ({}); "
+          "rename it",
+          batch_idx, name, what));
+    };
     for (auto& [name, value] : trial.step_metrics) {
       if (!m.emplace(name, std::move(value)).second) {
-        throw TrainingError(fmt::format(
-            "train_batch (batch {}) returned metric '{}', which Crucible reports itself (the "
-            "gradient norm before clipping); rename it",
-            batch_idx, name));
+        throw reported_by_crucible(name, "the gradient norm before clipping");
       }
     }
     trial.step_metrics.clear();
-    reporter_.add_training(m, batch_idx);
     const bool skipping = config_.optimizations.non_finite == NonFinitePolicy::kSkip;
-    if (skipping || trial.scaler)
-      reporter_.add_training_count("skipped_steps", trial.skipped_steps);
+    const bool counts_skips = skipping || trial.scaler;
+    if (counts_skips && m.count("skipped_steps") != 0) {
+      throw reported_by_crucible("skipped_steps",
+                                 "the optimizer steps skipped for non-finite "
+                                 "gradients");
+    }
+    reporter_.add_training(m, batch_idx);
+    if (counts_skips) reporter_.add_training_count("skipped_steps", trial.skipped_steps);
     trial.skipped_steps = 0;
     if (trial.scaler && trial.scaler->pending()) trial.scaler->update();
     const int64_t in_a_row = trial.steps.consecutive_skips();
@@ -296,6 +305,7 @@ class FitLoop {
     const auto started = std::chrono::steady_clock::now();
     const MetricValues values = session_->validate(max_batches);
     reporter_.report_validation(state_, values, seconds_since(started), progress());
+    if (dist_.is_chief()) warn_non_finite(values);
     try {
       reporter_.check_early_stopping_metric(values);
     } catch (const ConfigError& e) {
@@ -310,6 +320,18 @@ class FitLoop {
       return reporter_.record_best(state_);
     } catch (const ConfigError& e) {
       fail_keeping_training(e);
+    }
+  }
+
+  // Warns of each validation metric that is NaN or infinite, which the evaluation made (training
+  // fails on non-finite weights before it can checkpoint them).
+  void warn_non_finite(const MetricValues& values) {
+    for (const auto& [name, value] : values) {
+      if (std::isfinite(value)) continue;
+      logger_.warn(fmt::format(
+          "validation metric '{}' is {} at batch {}, made by the validation (evaluate_batch, "
+          "evaluate_full_dataset or a reducer); a NaN never ranks a checkpoint best",
+          name, value, state_.batches));
     }
   }
 

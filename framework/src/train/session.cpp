@@ -87,7 +87,13 @@ TrialSession::TrialSession(const ExperimentConfig& config, const TrialFactory& f
   } catch (const std::exception& e) {
     throw PluginError(
         fmt::format("trial {}: constructor threw: {}", factory_.name, message_without_trace(e)));
+  } catch (abi::__forced_unwind&) {
+    throw;
+  } catch (...) {
+    throw PluginError(fmt::format("trial {}: constructor threw {}", factory_.name,
+                                  util::describe_foreign_exception()));
   }
+  state_.constructed = true;
   contents_.models = state_.models;
   contents_.optimizers = state_.optimizers;
   for (const auto& s : state_.schedulers) contents_.schedulers.push_back(s.scheduler);
@@ -201,7 +207,16 @@ MetricValues TrialSession::validate(int64_t max_batches) {
                   const AutocastRegion autocast = context_->autocast(true);
                   return trial_->evaluate_batch(batch, idx);
                 });
-            acc.add(m, trial_->get_batch_length(batch), idx);
+            const int64_t records = call_trial(
+                [&] { return fmt::format("get_batch_length (validation batch {})", idx); },
+                [&] { return trial_->get_batch_length(batch); });
+            if (records < 1) {
+              throw TrainingError(fmt::format(
+                  "get_batch_length returned {} for validation batch {}; it counts the records "
+                  "of a batch (at least 1), which weigh its metrics in their average",
+                  records, idx));
+            }
+            acc.add(m, records, idx);
             return true;
           });
       values = dist.size() == 1

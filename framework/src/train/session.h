@@ -13,22 +13,11 @@
 #include "checkpoint/checkpoint.h"
 #include "metrics/reducer.h"
 #include "train/trial_state.h"
+#include "util/user_code.h"
 
 namespace crucible::train {
 
-// Runs `fn`, turning what a trial method throws into an error naming the method; `what()` is
-// called only then, so naming costs nothing per batch. A crucible::Error keeps its exit code
-// and is nested in the new one (see Error).
-template <class Name, class Fn>
-auto call_trial(Name&& what, Fn&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const Error& e) {
-    std::throw_with_nested(Error(std::string(what()) + ": " + e.what(), e.exit_code()));
-  } catch (const std::exception& e) {
-    throw TrainingError(std::string(what()) + " threw: " + message_without_trace(e));
-  }
-}
+using util::call_trial;
 
 inline auto named(const char* name) {
   return [name] { return name; };

@@ -36,18 +36,35 @@ int64_t Trial::get_batch_length(const Batch& batch) {
 void Trial::save_state(torch::serialize::OutputArchive&) {}
 void Trial::load_state(torch::serialize::InputArchive&) {}
 
+namespace {
+
+// Throws Error naming `wrapper` once the trial's constructor has returned.
+void check_constructing(const detail::TrialState& state, const char* wrapper) {
+  if (state.constructed) {
+    throw Error(fmt::format(
+        "{}: called after the trial's constructor; a checkpoint holds, and a resume restores, "
+        "what the constructor wrapped: wrap it there",
+        wrapper));
+  }
+}
+
+}  // namespace
+
 void TrialContext::register_model(std::shared_ptr<torch::nn::Module> model) {
+  check_constructing(*state_, "wrap_model");
   if (!model) throw Error("wrap_model: the model is null");
   model->to(state_->device);
   state_->models.push_back(std::move(model));
 }
 
 void TrialContext::register_optimizer(Optimizer optimizer) {
+  check_constructing(*state_, "wrap_optimizer");
   if (!optimizer) throw Error("wrap_optimizer: the optimizer is null");
   state_->optimizers.push_back(std::move(optimizer));
 }
 
 void TrialContext::register_lr_scheduler(std::shared_ptr<LRScheduler> scheduler, StepMode mode) {
+  check_constructing(*state_, "wrap_lr_scheduler");
   bool wrapped = false;
   for (const auto& o : state_->optimizers) wrapped = wrapped || o == scheduler->optimizer();
   if (!wrapped) {
@@ -74,6 +91,7 @@ void TrialContext::register_torch_lr_scheduler(std::shared_ptr<torch::optim::LRS
 
 void TrialContext::register_reducer(const std::string& name,
                                     std::shared_ptr<MetricReducer> reducer) {
+  check_constructing(*state_, "wrap_reducer");
   if (name.empty()) throw Error("wrap_reducer: the metric name is empty");
   if (!reducer) throw Error(fmt::format("wrap_reducer: reducer '{}' is null", name));
   if (!state_->reducers.emplace(name, std::move(reducer)).second) {
@@ -201,6 +219,28 @@ const DistributedContext& TrialContext::distributed() const { return state_->dis
 const ExperimentConfig& TrialContext::experiment_config() const { return *state_->config; }
 
 const nlohmann::json& TrialContext::data_config() const { return state_->config->data; }
+
+const nlohmann::json* TrialContext::find_data(const std::string& key) const {
+  const nlohmann::json& data = data_config();
+  if (!data.is_object()) return nullptr;
+  const auto it = data.find(key);
+  return it == data.end() ? nullptr : &*it;
+}
+
+std::string TrialContext::data_key(const std::string& key) const {
+  return fmt::format("{}: data.{}", config::key_place(*state_->config, "data." + key), key);
+}
+
+const nlohmann::json& TrialContext::data_value(const std::string& key) const {
+  if (const nlohmann::json* value = find_data(key)) return *value;
+  std::string keys;
+  for (const auto& [k, v] : data_config().items()) keys += (keys.empty() ? "data." : ", data.") + k;
+  // Placed at the block, which lacks it.
+  throw ConfigError(
+      fmt::format("{}: data.{}: the trial reads it, and the experiment file's data block {}",
+                  config::key_place(*state_->config, "data"), key,
+                  keys.empty() ? "is empty or absent" : "has " + keys));
+}
 
 void TrialContext::check_data_keys(const std::vector<std::string>& known) const {
   const nlohmann::json& data = data_config();

@@ -81,6 +81,13 @@ dist::GradientSync& gradient_sync(TrialState& state, const Optimizer& optimizer)
 
 void step_optimizer(TrialState& state, const Optimizer& optimizer,
                     const GradientClipping& clipping) {
+  if (std::find(state.optimizers.begin(), state.optimizers.end(), optimizer) ==
+      state.optimizers.end()) {
+    throw Error(
+        "step_optimizer: the optimizer was not wrapped with wrap_optimizer, so no checkpoint "
+        "would hold its state; wrap it in the trial's constructor and step what wrap_optimizer "
+        "returns");
+  }
   if (!is_update_batch(state)) return;
   const profile::ScopedPhase timing(state.profiler, profile::Phase::kStepOptimizer);
   if (state.dist.size() > 1) {

@@ -61,6 +61,9 @@ struct TrialState {
   int64_t skipped_steps = 0;
   // The fit's profiler (times backward, the gradient sync and step_optimizer); null outside a fit.
   profile::Profiler* profiler = nullptr;
+  // Set once the trial's constructor has returned: wrapping is refused from then on, since a
+  // checkpoint holds, and a resume restores, what the constructor wrapped.
+  bool constructed = false;
   bool stop_requested = false;  // TrialContext::set_stop_requested, and its reason
   std::string stop_reason;
 };
