@@ -550,7 +550,13 @@ TEST_CASE(
   CHECK(longer.exit_code == 2);
   CHECK_THAT(longer.output, Catch::Contains("\n  max_length.batches: 16 -> 32  (unsafe)") &&
                                 Catch::Contains("Start a new experiment for the others."));
-  // Neither refusal wrote a thing.
+  // Nor is a change taken by a resume that its log then refuses (a row of a trial never made).
+  write_file(log, rows_before + R"({"event":"completed","trial":9})" + "\n");
+  const auto unmatched = resume(latest + " --allow-safe-changes");
+  CHECK(unmatched.exit_code == 1);
+  CHECK_THAT(unmatched.output, Catch::Contains("does not match this search"));
+  write_file(log, rows_before);
+  // No refusal wrote a thing.
   CHECK(read_file(log) == rows_before);
   CHECK(read_file(exp + "/config.yaml") == recorded);
 
@@ -703,7 +709,7 @@ TEST_CASE(
                                     " --set searcher.metric=loss --allow-safe-changes");
     CHECK(mended.exit_code == 2);
     CHECK_THAT(mended.output, Catch::Contains("\n  searcher.metric: lost -> loss  (unsafe)"));
-    // A resume killed as it started leaves its row last: the error is no longer how it stands.
+    // A resume killed after its replay leaves its row last: the error is no longer how it stands.
     write_file(tmp / "exp/experiment.jsonl",
                read_file(tmp / "exp/experiment.jsonl") + "{\"event\":\"resumed\"}\n");
     const auto after = run_command(kTrainer + " report " + tmp / "exp");

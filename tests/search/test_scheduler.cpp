@@ -172,6 +172,16 @@ TEST_CASE("adaptive ASHA's older form plans records as batches of global_batch_s
                     Catch::Contains("experiment.jsonl, row 2, does not match this search: it "
                                     "created trial 2 with hyperparameters {\"global_batch_size\":"
                                     "64,\"lr\":2.5}, and this search's space gives it"));
+  // Rows read back from experiment.jsonl's text, where an infinite constant is null, replay too.
+  const auto unbounded =
+      config("{global_batch_size: 64, clip: .inf, lr: {type: log, minval: -3, maxval: -1}}",
+             "{name: random, metric: loss, max_trials: 2, max_length: {batches: 10}}");
+  Scheduler drawing(unbounded);
+  std::vector<nlohmann::json> text_rows;
+  for (const auto& row : drawing.start()) text_rows.push_back(nlohmann::json::parse(row.dump()));
+  REQUIRE(text_rows[0]["hparams"]["clip"].is_null());
+  Scheduler reading(unbounded);
+  CHECK(reading.replay(text_rows, "experiment.jsonl").empty());
   first[0]["length"] = 160;
   Scheduler other(c);
   CHECK_THROWS_WITH(other.replay(first, "experiment.jsonl"),

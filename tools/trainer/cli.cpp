@@ -59,8 +59,8 @@ Options:
                      --set changes to it are refused unless safe and --allow-safe-changes
   --allow-safe-changes
                      with --resume: accept changes to the keys `trainer keys` marks safe
-                     (lengths, periods, reporting, retention, profiling; a search's: not
-                     max_length, marked run); they stay accepted
+                     (periods, reporting, retention, profiling) or, for a run, run (its
+                     length); they stay accepted
   --warm-start CKPT  start a new run from the model weights of checkpoint CKPT (or of a run's
                      newest, or an experiment's best: as validate's --checkpoint)
   --slots N          train on N processes of this machine (resources.slots_per_trial)
@@ -121,8 +121,9 @@ files go. Nothing in DIR changes but the pages.
 
 constexpr const char* kKeysUsage = R"(usage: trainer keys
 
-Lists every key of the experiment file: its default (or "required"), whether it may change when
-a run resumes ("safe": with --allow-safe-changes), and what it does.
+Lists every key of the experiment file: its default (or "required"), whether it may change on
+--resume with --allow-safe-changes ("safe": of a run or a search; "run": of a run only), and what
+it does.
 )";
 
 struct Args {

@@ -44,8 +44,9 @@ class Trial {
 
   // How evaluate_batch metrics are reduced. Default: AVG for all.
   virtual EvaluationReducer evaluation_reducer() { return ReduceOp::kAvg; }
-  // Records in a batch, for record counting and AVG weighting. Default: dimension 0 of the first
-  // tensor leaf.
+  // Records in a batch (at least 1; validation fails naming the batch otherwise), which weigh a
+  // validation batch's metrics in their kAvg average. Default: dimension 0 of the first tensor
+  // leaf.
   virtual int64_t get_batch_length(const Batch& batch);
 
   // The data `trainer predict` runs over. Default: build_validation_data_loader().

@@ -12,6 +12,7 @@
 #include <crucible/batch.h>
 #include <crucible/config.h>
 #include <crucible/distributed.h>
+#include <crucible/errors.h>
 #include <crucible/json_value.h>
 #include <crucible/metrics.h>
 #include <crucible/optim.h>
@@ -220,14 +221,14 @@ class TrialContext {
   // it has) or when its value has another type.
   template <class T>
   T data(const std::string& key) const {
-    return detail::json_as<T>(data_value(key), data_key(key));
+    return data_as<T>(data_value(key), key);
   }
   // As data<T>(key), but `default_value` when the block has no key `key`. One that is present
   // with another type still throws ConfigError naming it.
   template <class T>
   T data(const std::string& key, const T& default_value) const {
     const nlohmann::json* value = find_data(key);
-    return value ? detail::json_as<T>(*value, data_key(key)) : default_value;
+    return value ? data_as<T>(*value, key) : default_value;
   }
   // data("path", "/data"): a string default gives a std::string.
   std::string data(const std::string& key, const char* default_value) const {
@@ -259,7 +260,17 @@ class TrialContext {
   const nlohmann::json* find_hparam(const std::string& name) const;  // nullptr when absent
   const nlohmann::json& data_value(const std::string& key) const;
   const nlohmann::json* find_data(const std::string& key) const;  // nullptr when absent
-  std::string data_key(const std::string& key) const;  // "<file>:<line>:<col>: data.<key>"
+  // `value`, the data block's `key`, as T; a ConfigError is placed in the file only when thrown
+  // (finding the place reads the file).
+  template <class T>
+  T data_as(const nlohmann::json& value, const std::string& key) const {
+    try {
+      return detail::json_as<T>(value, "data." + key);
+    } catch (const ConfigError& e) {
+      throw ConfigError(data_place(key) + ": " + e.what());
+    }
+  }
+  std::string data_place(const std::string& key) const;  // "<file>:<line>:<col>"
 
   friend struct detail::TrialContextAccess;  // the trainer builds it (train/trial_state.h)
   explicit TrialContext(detail::TrialState* state) : state_(state) {}

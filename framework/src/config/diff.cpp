@@ -80,7 +80,8 @@ std::vector<std::string> overrides_for(const std::vector<Change>& changes,
     const Key* key = find_key(c.key);
     if (key == nullptr || !pick(c.key) || !done.insert(key->path()).second) continue;
     const YAML::Node section = key->section.empty() ? resolved : resolved[key->section];
-    const YAML::Node node = section.IsMap() ? section[key->name] : YAML::Node();
+    const YAML::Node node =
+        section.IsDefined() && section.IsMap() ? section[key->name] : YAML::Node();
     YAML::Emitter value;
     value << YAML::Flow << node;
     out.push_back(key->path() + "=" +

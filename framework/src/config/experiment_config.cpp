@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <system_error>
 
@@ -93,15 +94,29 @@ std::optional<int64_t> second_document_line(const std::string& text) {
   return std::nullopt;
 }
 
+// Whether `line` ends with a block scalar's indicator (`key: |`, `- >-`, `text: |2 # note`): the
+// lines indented under it are text, in which a tab after the indentation is a character.
+bool opens_block_scalar(const std::string& line) {
+  static const std::regex indicator(R"((^|[:-][ \t]+)[|>][0-9+-]*[ \t]*(#.*)?$)");
+  return std::regex_search(line, indicator);
+}
+
 // The number of the first line up to `last` (1-based) whose indentation holds a tab, which YAML
-// forbids there and yaml-cpp reports only as the error it leads to.
+// forbids there and yaml-cpp reports only as the error it leads to; a block scalar's text lines
+// are passed over.
 std::optional<int64_t> tab_indented_line(const std::string& text, int64_t last) {
   std::istringstream lines(text);
   int64_t number = 0;
+  std::optional<size_t> block;  // the indentation of the line that opened a block scalar
   for (std::string line; number < last && std::getline(lines, line);) {
     ++number;
     const size_t first = line.find_first_not_of(" \t");
-    if (first != std::string::npos && line.find('\t') < first) return number;
+    if (first == std::string::npos) continue;
+    const size_t spaces = line.find_first_not_of(' ');
+    if (block && spaces > *block) continue;
+    block.reset();
+    if (line.find('\t') < first) return number;
+    if (opens_block_scalar(line)) block = spaces;
   }
   return std::nullopt;
 }

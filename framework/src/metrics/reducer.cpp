@@ -21,21 +21,22 @@ std::string key_list(const Map& m) {
   return "{" + out + "}";
 }
 
-// Throws TrainingError naming `where` and the batch when metric name `name` is empty or not UTF-8
-// (it goes into the log, metrics.jsonl and TensorBoard). Called when a name is first seen, not
-// every batch.
+// Throws TrainingError naming `where` and the batch (`batch_idx` < 0: a method of no batch) when
+// metric name `name` is empty or not UTF-8 (it goes into the log, metrics.jsonl and
+// TensorBoard). Called when a name is first seen, not every batch.
 void check_name(const std::string& name, const char* where, int64_t batch_idx) {
+  const std::string at = batch_idx >= 0 ? fmt::format(" at batch {}", batch_idx) : "";
   if (name.empty()) {
     throw TrainingError(fmt::format(
-        "{} returned a metric with an empty name at batch {}; name it (the log, metrics.jsonl and "
+        "{} returned a metric with an empty name{}; name it (the log, metrics.jsonl and "
         "TensorBoard show it by its name)",
-        where, batch_idx));
+        where, at));
   }
   if (const auto bad = util::first_invalid_utf8(name)) {
-    throw TrainingError(fmt::format(
-        "{} returned a metric at batch {} whose name is not UTF-8 text (byte 0x{:02X} at offset "
-        "{}); names go into metrics.jsonl and TensorBoard, which take UTF-8",
-        where, batch_idx, static_cast<unsigned char>(name[*bad]), *bad));
+    throw TrainingError(
+        fmt::format("{} returned a metric{} whose name is not UTF-8 text (byte 0x{:02X} at offset "
+                    "{}); names go into metrics.jsonl and TensorBoard, which take UTF-8",
+                    where, at, static_cast<unsigned char>(name[*bad]), *bad));
   }
 }
 
@@ -346,6 +347,7 @@ void TrainingAccumulator::restore(const nlohmann::json& state) {
 MetricValues to_values(const Metrics& metrics, const std::string& where) {
   MetricValues out;
   for (const auto& [name, tensor] : metrics) {
+    check_name(name, where.c_str(), -1);
     out[name] = scalar_of(name, tensor, where.c_str(), -1).item<double>();
   }
   return out;

@@ -137,8 +137,8 @@ std::optional<int64_t> trial_budget(const ExperimentConfig& config) {
 // result is not over: its resume records the rest and keeps the experiment's best); "cannot
 // tell: <why>" when the replay refuses the log; else how far it is from complete, and whether a
 // process searches now (it holds the experiment's lock) or what continues it. A search_failed
-// last row is how the search's last process ended (a resume records a "resumed" row as it
-// starts).
+// last row is how the search's last process ended (a resume records a "resumed" row once it has
+// replayed the log).
 std::string how_it_stands(const ExperimentConfig& config, const std::vector<json>& rows,
                           const std::map<int64_t, Trial>& trials, const std::string& dir) {
   const bool failed =

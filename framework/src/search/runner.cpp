@@ -241,6 +241,9 @@ class Runner {
                                scheduler_->trials().size(), scheduler_->running().size()));
       nlohmann::json resumed = {{"event", event_names().name(TrialEvent::kResumed)}};
       if (!accepted.empty()) {
+        // Recorded once the resume can no longer be refused (a damaged log, a replay that does
+        // not match): a refused resume leaves config.yaml as it was.
+        util::replace_atomically(util::join(dir_, "config.yaml"), to_yaml(config_));
         logger_.info("accepted config changes:" +
                      config::change_list(accepted, config::is_safe_search_change));
         resumed["changes"] = nlohmann::json::array();
@@ -269,9 +272,9 @@ class Runner {
   }
 
   // On --resume: the changes from the experiment's config.yaml to config_ (its --set overrides),
-  // written into config.yaml. Throws UsageError listing them, config.yaml unchanged, when one is
-  // not safe on a search's resume (config::is_safe_search_change), or when there are any and
-  // options_ does not allow safe changes.
+  // for open() to write into config.yaml once the resume has replayed the log. Throws UsageError
+  // listing them when one is not safe on a search's resume (config::is_safe_search_change), or
+  // when there are any and options_ does not allow safe changes.
   std::vector<config::Change> accept_changes() {
     const std::string file = util::join(dir_, "config.yaml");
     const auto changes = config::diff(with_absolute_paths(load_experiment_config(file)), config_);
@@ -292,7 +295,6 @@ class Runner {
           "pass --allow-safe-changes to accept them.",
           dir_, file, list));
     }
-    util::replace_atomically(file, to_yaml(config_));
     return changes;
   }
 

@@ -281,6 +281,40 @@ std::vector<nlohmann::json> Scheduler::report(const SegmentResult& result) {
   return rows;
 }
 
+namespace {
+
+// Whether JSON values `a` and `b` are equal, numbers that are not both integers within a relative
+// 1e-12 (a log-scale draw's std::pow may differ in its last bit between C libraries).
+bool near(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.is_number() && b.is_number() && !(a.is_number_integer() && b.is_number_integer())) {
+    const double x = a.get<double>(), y = b.get<double>();
+    return x == y || std::abs(x - y) <= 1e-12 * std::max(std::abs(x), std::abs(y));
+  }
+  if (a.is_object() && b.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (const auto& [key, value] : a.items()) {
+      if (!b.contains(key) || !near(value, b[key])) return false;
+    }
+    return true;
+  }
+  if (a.is_array() && b.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!near(a[i], b[i])) return false;
+    }
+    return true;
+  }
+  return a == b;
+}
+
+// Whether hyperparameters `recorded` (read back from experiment.jsonl) are `drawn`, as JSON text
+// gives them back (a NaN or infinity is written null).
+bool same_hparams(const nlohmann::json& recorded, const nlohmann::json& drawn) {
+  return near(nlohmann::json::parse(recorded.dump()), nlohmann::json::parse(drawn.dump()));
+}
+
+}  // namespace
+
 std::vector<nlohmann::json> Scheduler::replay(const std::vector<nlohmann::json>& log,
                                               const std::string& where) {
   std::vector<nlohmann::json> decided = start();
@@ -303,7 +337,7 @@ std::vector<nlohmann::json> Scheduler::replay(const std::vector<nlohmann::json>&
     }
     // The trials' hyperparameters are as the searcher draws them from the space it was given.
     if (event_of(row) == TrialEvent::kCreated && row.contains("hparams") &&
-        row["hparams"] != decided[k]["hparams"]) {
+        !same_hparams(row["hparams"], decided[k]["hparams"])) {
       throw TrainingError(fmt::format(
           "{}, row {}, does not match this search: it created trial {} with hyperparameters {}, "
           "and this search's space gives it {} (was `hyperparameters` of the experiment's "

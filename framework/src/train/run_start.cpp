@@ -88,7 +88,8 @@ void accept_config_changes(const ExperimentConfig& config, const std::string& di
   if (!all_safe) {
     throw UsageError(fmt::format(
         "--resume {}: the config differs from the one checkpoint {} was written with:{}\nOnly "
-        "the keys `trainer keys` marks safe (lengths, periods, reporting, retention, profiling) "
+        "the keys `trainer keys` marks safe or run (lengths, periods, reporting, retention, "
+        "profiling) "
         "may change on resume; start a new run (or --warm-start) for the others.",
         run.path, dir, change_list(changes)));
   }

@@ -227,8 +227,8 @@ const nlohmann::json* TrialContext::find_data(const std::string& key) const {
   return it == data.end() ? nullptr : &*it;
 }
 
-std::string TrialContext::data_key(const std::string& key) const {
-  return fmt::format("{}: data.{}", config::key_place(*state_->config, "data." + key), key);
+std::string TrialContext::data_place(const std::string& key) const {
+  return config::key_place(*state_->config, "data." + key);
 }
 
 const nlohmann::json& TrialContext::data_value(const std::string& key) const {
