@@ -845,4 +845,26 @@ resources: {slots_per_trial: 0}
   CHECK_THAT(message, Catch::Contains("searcher.max_trials"));
   CHECK_THAT(message, Catch::Contains("max_length"));
   CHECK_THAT(message, Catch::Contains("resources.slots_per_trial"));
+  // An unknown key hides nothing else of its mapping, or of the file.
+  const std::string unknown = error_of([] {
+    crucible::parse_experiment_config(R"(name: mnist
+entrypoint: lib:Trial
+hyperparameters: {global_batch_size: 8}
+max_length: {batches: 30}
+optimizations:
+  aggregation_frequency: 0
+  gradient_clipping: {max_norm: 1, norm_typ: 2}
+  max_consecutive_skip: 3
+labelz: [a]
+)",
+                                      "opt.yaml");
+  });
+  CHECK_THAT(unknown, Catch::StartsWith("opt.yaml: 4 problems:"));
+  CHECK_THAT(unknown, Catch::Contains("\n  opt.yaml:9:1: labelz: unknown key 'labelz'"));
+  CHECK_THAT(unknown, Catch::Contains("\n  opt.yaml:8:3: optimizations.max_consecutive_skip: "
+                                      "unknown key 'max_consecutive_skip' (did you mean "
+                                      "'max_consecutive_skips'?)"));
+  CHECK_THAT(unknown, Catch::Contains("\n  opt.yaml:6:26: optimizations.aggregation_frequency: "
+                                      "must be at least 1, got 0"));
+  CHECK_THAT(unknown, Catch::Contains("optimizations.gradient_clipping.norm_typ: unknown key"));
 }

@@ -63,8 +63,9 @@ TEST_CASE("a profiled window reports each phase, the system's use and an operato
     CHECK(m["dataloader_next_ms"].get<double>() >= 0.0);
     CHECK_FALSE(m.contains("gradient_sync_ms"));  // one process: nothing to wait for
     CHECK_FALSE(m.contains("batch_ms_slowest_rank"));
-    CHECK(m["cpu_percent"].get<double>() >= 0.0);
-    CHECK(m["cpu_percent"].get<double>() <= 100.0);
+    // A row's window may be too short to measure the machine's share (system_usage).
+    CHECK(m.value("cpu_percent", 0.0) >= 0.0);
+    CHECK(m.value("cpu_percent", 0.0) <= 100.0);
     CHECK(m["process_memory_gb"].get<double>() > 0.0);
     CHECK(m["process_peak_memory_gb"].get<double>() >= m["process_memory_gb"].get<double>());
   }

@@ -114,11 +114,22 @@ TEST_CASE("traffic over loopback is not the machine's network traffic", "[profil
   CHECK(*after.received_bytes - *before.received_bytes < kBytes / 2);
 }
 
+TEST_CASE("the machine's CPU share is measured over enough of its ticks, else left out",
+          "[profile]") {
+  SystemCounters from, to;
+  from.machine_ticks = {1000, 4000};
+  to.machine_ticks = {1000 + 30, 4000 + crucible::profile::kLeastMachineTicks - 1};
+  CHECK(system_usage(from, to).count("cpu_percent") == 0);
+  to.machine_ticks = {1000 + 25, 4000 + crucible::profile::kLeastMachineTicks};
+  CHECK(system_usage(from, to).at("cpu_percent") == 25);
+}
+
 TEST_CASE("a busy interval of this process shows as CPU, memory and storage use", "[profile]") {
   TempDir tmp;
   const SystemCounters before = read_system_counters();
-  // 0.3 s of one thread's arithmetic, 200 MB touched, 32 MB written and synced to disk.
-  keep_busy(std::chrono::milliseconds(300));
+  // 0.6 s of one thread's arithmetic (enough of the machine's ticks for its CPU share on 2 cores),
+  // 200 MB touched, 32 MB written and synced to disk.
+  keep_busy(std::chrono::milliseconds(600));
   std::vector<char> memory(200'000'000, 1);
   const std::vector<char> block(32 << 20, 'x');
   FILE* file = std::fopen((tmp / "written").c_str(), "wb");

@@ -17,6 +17,7 @@
 #include "config/enum_names.h"
 #include "config/paths.h"
 #include "config/schema.h"
+#include "config/suggest.h"
 #include "config/yaml_reader.h"
 #include "util/file_system.h"
 #include "util/utf8.h"
@@ -214,9 +215,10 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
     throw ConfigError(source.file() + ": the experiment file is empty");
   }
   ExperimentConfig c;
-  const MapReader top(source, root, "", config::top_level_names());
-  // Every problem of the file in one error: each key is read even when an earlier one failed.
+  // Every problem of the file in one error: each key is read even when an earlier one failed, or
+  // when its mapping holds an unknown key.
   std::vector<std::string> problems;
+  const MapReader top(source, root, "", config::top_level_names(), &problems);
   auto attempt = [&](const std::function<void()>& read) {
     try {
       read();
@@ -224,12 +226,27 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
       problems.emplace_back(e.what());
     }
   };
+  // A required key that is missing because it is misspelt: its unknown key's error says so.
+  const std::vector<std::string> known = config::top_level_names();
+  const auto misspelt = [&](const std::string& name) {
+    for (const auto& kv : root) {
+      const std::string written = kv.first.Scalar();
+      if (std::find(known.begin(), known.end(), written) == known.end() &&
+          !config::did_you_mean(written, {name}).empty()) {
+        return true;
+      }
+    }
+    return false;
+  };
   std::optional<MapReader> section;
   std::string failed_section;
   for (const config::Key& key : config::schema()) {
     if (key.section.empty()) {
       attempt([&] {
-        if (key.required && !top.has(key.name)) top.fail_missing(key.name, key.description);
+        if (key.required && !top.has(key.name)) {
+          if (misspelt(key.name)) return;
+          top.fail_missing(key.name, key.description);
+        }
         key.read(top, c);
       });
       continue;
@@ -238,7 +255,8 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
     if (!section || section->path() != key.section) {
       section.reset();
       attempt([&] {
-        section.emplace(source, root[key.section], key.section, config::section_keys(key.section));
+        section.emplace(source, root[key.section], key.section, config::section_keys(key.section),
+                        &problems);
       });
       if (!section) {
         failed_section = key.section;

@@ -203,7 +203,7 @@ void Source::fail(const std::string& path, const YAML::Node& node,
 }
 
 MapReader::MapReader(const Source& source, const YAML::Node& node, std::string path,
-                     std::vector<std::string> allowed)
+                     std::vector<std::string> allowed, std::vector<std::string>* unknown)
     : source_(source), node_(node), path_(std::move(path)) {
   if (!node_.IsMap()) {
     source_.fail(path_, node_, "expected a mapping, got " + describe(node_));
@@ -214,9 +214,14 @@ MapReader::MapReader(const Source& source, const YAML::Node& node, std::string p
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       std::string valid;
       for (const auto& a : allowed) valid += (valid.empty() ? "" : ", ") + a;
-      source_.fail(child_path(key), kv.first,
-                   fmt::format("unknown key '{}'{}; valid keys here: {}", key,
-                               did_you_mean(key, allowed), valid));
+      try {
+        source_.fail(child_path(key), kv.first,
+                     fmt::format("unknown key '{}'{}; valid keys here: {}", key,
+                                 did_you_mean(key, allowed), valid));
+      } catch (const ConfigError& e) {
+        if (!unknown) throw;
+        unknown->emplace_back(e.what());
+      }
     }
   }
 }

@@ -71,11 +71,14 @@ class Source {
 };
 
 // Reads one YAML mapping against a fixed set of keys. Construction rejects a non-map and any
-// key outside `allowed` (with the nearest valid key suggested).
+// key outside `allowed` (with the nearest valid key suggested), or collects the latter.
 class MapReader {
  public:
+  // Throws ConfigError unless `node` is a mapping without repeated or merge keys, and for its
+  // first key not in `allowed`; with `unknown`, each key not in `allowed` adds its error there
+  // instead (the caller reports them with the others it finds).
   MapReader(const Source& source, const YAML::Node& node, std::string path,
-            std::vector<std::string> allowed);
+            std::vector<std::string> allowed, std::vector<std::string>* unknown = nullptr);
 
   bool has(const std::string& key) const;
   YAML::Node node(const std::string& key) const { return node_[key]; }

@@ -119,7 +119,7 @@ MetricValues system_usage(const SystemCounters& from, const SystemCounters& to) 
   MetricValues out;
   if (from.machine_ticks && to.machine_ticks) {
     const double total = to.machine_ticks->second - from.machine_ticks->second;
-    if (total > 0) {
+    if (total >= kLeastMachineTicks) {
       out["cpu_percent"] = 100 * (to.machine_ticks->first - from.machine_ticks->first) / total;
     }
   }

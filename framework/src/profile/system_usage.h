@@ -25,6 +25,10 @@ struct SystemCounters {
   std::optional<double> received_bytes, sent_bytes;  // /proc/net/dev, all but loopback
 };
 
+// The machine's CPU ticks (of all its CPUs together) that cpu_percent needs between two readings:
+// half a second of a 2-core machine, 1/32 s of a 16-core one.
+inline constexpr double kLeastMachineTicks = 100;
+
 // Reads every counter now.
 SystemCounters read_system_counters();
 
@@ -37,7 +41,8 @@ SystemCounters read_system_counters();
 //   storage_read_mb_per_s, storage_write_mb_per_s     this process's storage traffic
 //   network_received_mb_per_s, network_sent_mb_per_s  the machine's, without loopback
 // A value whose counters either reading lacks is left out, and so are the rates when no time
-// passed.
+// passed, and cpu_percent when the readings are fewer than kLeastMachineTicks of /proc/stat's
+// ticks apart (its 1/100 s ticks cannot measure a shorter window: it would read 0 or 100).
 MetricValues system_usage(const SystemCounters& from, const SystemCounters& to);
 
 // The parsers read_system_counters uses, on the text of the files they read.

@@ -31,6 +31,7 @@
 #include "util/crash_report.h"
 #include "util/file_system.h"
 #include "util/logger.h"
+#include "util/number_text.h"
 
 namespace crucible::train {
 namespace {
@@ -331,7 +332,7 @@ class FitLoop {
       logger_.warn(fmt::format(
           "validation metric '{}' is {} at batch {}, made by the validation (evaluate_batch, "
           "evaluate_full_dataset or a reducer); a NaN never ranks a checkpoint best",
-          name, value, state_.batches));
+          name, util::number_text(value, 6), state_.batches));
     }
   }
 

@@ -77,7 +77,7 @@ void Reporter::check_finite(const MetricValues& values, const FitState& state) c
                                  state.batches - 1);
     throw TrainingError(
         fmt::format("training metric '{}' is {} {} (optimizations.non_finite: stop); stopping. {}",
-                    name, v, where, state.last_good_checkpoint()));
+                    name, util::number_text(v, 6), where, state.last_good_checkpoint()));
   }
 }
 
