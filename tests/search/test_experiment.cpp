@@ -559,6 +559,21 @@ TEST_CASE(
   // No refusal wrote a thing.
   CHECK(read_file(log) == rows_before);
   CHECK(read_file(exp + "/config.yaml") == recorded);
+  // An unsafe change made by hand in config.yaml is found against the config trial 1 started with.
+  const std::string bucket = "gradient_bucket_mb: 25";
+  REQUIRE(recorded.find(bucket) != std::string::npos);
+  std::string edited = recorded;
+  edited.replace(edited.find(bucket), bucket.size(), "gradient_bucket_mb: 5");
+  write_file(exp + "/config.yaml", edited);
+  const auto by_hand = resume(" --allow-safe-changes");
+  CHECK(by_hand.exit_code == 2);
+  CHECK_THAT(by_hand.output,
+             Catch::Contains("differs from the config trial 1 started with (" + exp +
+                             "/trials/1.yaml) in keys that no resume may change:\n  "
+                             "optimizations.gradient_bucket_mb: 25 -> 5  (unsafe)\nWas "
+                             "config.yaml edited?"));
+  write_file(exp + "/config.yaml", recorded);
+  CHECK(read_file(log) == rows_before);
 
   const auto accepted = resume(latest + " --allow-safe-changes");
   INFO(accepted.output);

@@ -236,6 +236,7 @@ class Runner {
     busy_.assign(slots_.size(), false);
     if (resuming) {
       replay();
+      check_unchanged_by_hand();
       logger_.info(fmt::format("resuming experiment {}{}: {} trials so far, {} running", dir_,
                                rerun ? " (it holds this experiment's config)" : "",
                                scheduler_->trials().size(), scheduler_->running().size()));
@@ -296,6 +297,36 @@ class Runner {
           dir_, file, list));
     }
     return changes;
+  }
+
+  // On a resume: compares config_ with the config its first trial started from (trials/<id>.yaml,
+  // as trial_config made it from the experiment's config then). A key that differs and that no
+  // search's resume may change (config::is_safe_search_change) was changed by hand in config.yaml,
+  // which would give the trials to come another config than those before: throws UsageError
+  // listing them. A trial file that is missing or unreadable is passed over.
+  void check_unchanged_by_hand() const {
+    for (const auto& [id, trial] : scheduler_->trials()) {
+      const TrialFiles files(dir_, id);
+      if (!util::exists(files.config_file)) continue;
+      std::optional<ExperimentConfig> started;
+      try {
+        started = load_experiment_config(files.config_file);
+      } catch (const Error&) {
+        continue;
+      }
+      std::vector<config::Change> edited;
+      for (auto& c :
+           config::diff(*started, trial_config(config_, trial.hparams, started->max_length))) {
+        if (!config::is_safe_search_change(c.key)) edited.push_back(std::move(c));
+      }
+      if (edited.empty()) return;
+      throw UsageError(fmt::format(
+          "--resume {}: {} differs from the config trial {} started with ({}) in keys that no "
+          "resume may change:{}\nWas config.yaml edited? Put those keys back as they were, or "
+          "start a new experiment.",
+          dir_, util::join(dir_, "config.yaml"), id, files.config_file,
+          config::change_list(edited, config::is_safe_search_change)));
+    }
   }
 
   // Replays experiment.jsonl on the scheduler (Scheduler::replay), records the rows it decided
