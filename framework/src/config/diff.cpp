@@ -60,13 +60,14 @@ bool is_safe_search_change(const std::string& key) {
   return described != nullptr && described->safe_on_search_resume;
 }
 
+std::string change_text(const Change& change) {
+  return fmt::format("{}: {} -> {}", change.key, change.before, change.after);
+}
+
 std::string change_list(const std::vector<Change>& changes,
                         const std::function<bool(const std::string& key)>& safe) {
   std::string list;
-  for (const auto& c : changes) {
-    list += fmt::format("\n  {}: {} -> {}{}", c.key, c.before, c.after,
-                        safe(c.key) ? "" : "  (unsafe)");
-  }
+  for (const auto& c : changes) list += "\n  " + change_text(c) + (safe(c.key) ? "" : "  (unsafe)");
   return list;
 }
 

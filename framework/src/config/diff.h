@@ -25,7 +25,10 @@ bool is_safe_change(const std::string& key);
 // max_length, which sets the lengths of its trials and rungs.
 bool is_safe_search_change(const std::string& key);
 
-// `changes` one per line, each line "\n  key: before -> after", those that `safe` refuses marked
+// "key: before -> after".
+std::string change_text(const Change& change);
+
+// `changes` one per line, each line "\n  " and its change_text, those that `safe` refuses marked
 // "  (unsafe)".
 std::string change_list(const std::vector<Change>& changes,
                         const std::function<bool(const std::string& key)>& safe);

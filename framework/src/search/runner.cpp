@@ -248,9 +248,7 @@ class Runner {
         logger_.info("accepted config changes:" +
                      config::change_list(accepted, config::is_safe_search_change));
         resumed["changes"] = nlohmann::json::array();
-        for (const auto& c : accepted) {
-          resumed["changes"].push_back(fmt::format("{}: {} -> {}", c.key, c.before, c.after));
-        }
+        for (const auto& c : accepted) resumed["changes"].push_back(config::change_text(c));
       }
       log_->append({std::move(resumed)});
     } else {

@@ -89,8 +89,7 @@ void accept_config_changes(const ExperimentConfig& config, const std::string& di
     throw UsageError(fmt::format(
         "--resume {}: the config differs from the one checkpoint {} was written with:{}\nOnly "
         "the keys `trainer keys` marks safe or run (lengths, periods, reporting, retention, "
-        "profiling) "
-        "may change on resume; start a new run (or --warm-start) for the others.",
+        "profiling) may change on resume; start a new run (or --warm-start) for the others.",
         run.path, dir, change_list(changes)));
   }
   const auto fresh = config::diff(load_experiment_config(run.config_file()), config);
