@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint/optimizer_archive.h"
 #include "checkpoint/state_dict.h"
 #include "util/error_text.h"
 #include "util/file_io.h"
@@ -331,8 +332,9 @@ std::string save(const std::string& run_dir, int64_t batches, const Contents& co
       });
     }
     for (size_t i = 0; i < contents.optimizers.size(); ++i) {
-      put_archive(indexed("optimizer", i),
-                  [&](torch::serialize::OutputArchive& a) { contents.optimizers[i]->save(a); });
+      put_archive(indexed("optimizer", i), [&](torch::serialize::OutputArchive& a) {
+        save_optimizer(*contents.optimizers[i], a);
+      });
     }
     put_archive("trial_state.pt", [&](torch::serialize::OutputArchive& a) {
       write_trial_state(a, contents, rank_generators);
