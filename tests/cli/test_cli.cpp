@@ -466,6 +466,21 @@ TEST_CASE("a missing dataset names the path and the Debian package", "[cli]") {
                                           "data.path, data.workers"));
 }
 
+TEST_CASE("run_on_terminal kills a command that outlives its limit, with its children", "[cli]") {
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = run_on_terminal("echo started; sleep 60 & sleep 60", std::chrono::seconds(1));
+  const auto took = std::chrono::steady_clock::now() - start;
+  INFO(r.output);
+  CHECK(took < std::chrono::seconds(30));
+  CHECK(r.exit_code == 128 + SIGKILL);
+  CHECK_THAT(r.output, Catch::StartsWith("started\n") &&
+                           Catch::EndsWith("[run_on_terminal: killed after 1 s]\n"));
+  // A command within its limit: its output and exit code, nothing added.
+  const auto quick = run_on_terminal("echo done; exit 3", std::chrono::seconds(30));
+  CHECK(quick.exit_code == 3);
+  CHECK(quick.output == "done\n");
+}
+
 TEST_CASE("a first SIGINT on a terminal is answered at once, not when the validation ends",
           "[cli]") {
   // The trial interrupts itself, or its parent, in its first validation (batch 4), as Ctrl-C

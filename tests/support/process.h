@@ -2,6 +2,7 @@
 
 // Helpers for tests that run real commands and need scratch directories.
 
+#include <poll.h>
 #include <pty.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -62,8 +63,10 @@ inline CommandResult run_command(const std::string& command) {
 
 // Runs `command` through /bin/sh with its standard streams on a new pseudo-terminal (isatty holds
 // in it, as for a person's shell), and captures what it writes there, the terminal's "\r\n" read
-// as "\n", and its exit code.
-inline CommandResult run_on_terminal(const std::string& command) {
+// as "\n", and its exit code. A command still writing or holding the terminal after `limit` is
+// killed with its whole session (SIGKILL), and the output ends with a line saying so.
+inline CommandResult run_on_terminal(const std::string& command,
+                                     std::chrono::seconds limit = std::chrono::seconds(300)) {
   CommandResult r;
   int terminal = -1;
   const pid_t pid = ::forkpty(&terminal, nullptr, nullptr, nullptr);
@@ -72,8 +75,19 @@ inline CommandResult run_on_terminal(const std::string& command) {
     ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  bool timed_out = false;
   std::array<char, 4096> buf{};
   for (;;) {  // until EIO: every process that had the terminal open has closed it
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd ready{terminal, POLLIN, 0};
+    if (!timed_out &&
+        (left.count() <= 0 || ::poll(&ready, 1, static_cast<int>(left.count())) == 0)) {
+      timed_out = true;
+      ::kill(-pid, SIGKILL);  // forkpty made the shell a session and process-group leader
+      continue;
+    }
     const ssize_t n = ::read(terminal, buf.data(), buf.size());
     if (n > 0) {
       r.output.append(buf.data(), static_cast<size_t>(n));
@@ -86,6 +100,8 @@ inline CommandResult run_on_terminal(const std::string& command) {
   ::close(terminal);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   for (size_t at; (at = r.output.find("\r\n")) != std::string::npos;) r.output.erase(at, 1);
+  if (timed_out)
+    r.output += "\n[run_on_terminal: killed after " + std::to_string(limit.count()) + " s]\n";
   return r;
 }
 
