@@ -371,7 +371,7 @@ crucible::ExperimentConfig every_member_set() {
   save_experiment_best = 4;
   auto& [slots_per_trial, distributed_timeout_seconds, distributed_backend] = resources;
   slots_per_trial = 3;
-  distributed_timeout_seconds = 0.1;
+  distributed_timeout_seconds = 1.5;
   distributed_backend = crucible::DistributedBackend::kNccl;
   auto& [aggregation_frequency, average_aggregated_gradients, gradient_bucket_mb,
          gradient_as_bucket_view, mixed_precision, gradient_clipping, non_finite,

@@ -194,6 +194,65 @@ TEST_CASE("mpirun and srun and torchrun's environment and two nodes run the same
   CHECK(final_validation(run) == builtin);
 }
 
+TEST_CASE("nodes started with other configs or slot counts are refused at once, naming it",
+          "[dist][fit]") {
+  TempDir tmp;
+  // Two launchers as two nodes of 2 slots, node 1's given `node1_slots` and `node1_args`; each
+  // waits up to 60 s.
+  auto two_nodes = [&](int node1_slots, const std::string& node1_args) {
+    const int port = free_port();
+    std::vector<std::unique_ptr<Child>> nodes;
+    for (int node = 0; node < 2; ++node) {
+      nodes.push_back(std::make_unique<Child>(
+          fmt::format("OMP_NUM_THREADS=1 {} fit {} --quiet --output {} --slots {} --nnodes 2 "
+                      "--node-rank {} --master-addr 127.0.0.1 --master-port {} --set "
+                      "resources.distributed_timeout_seconds=60 {}",
+                      kTrainer, kLinear, tmp / fmt::format("run{}", node),
+                      node == 1 ? node1_slots : 2, node, port, node == 1 ? node1_args : ""),
+          tmp / fmt::format("node{}.log", node)));
+    }
+    std::string logs;
+    for (int node = 0; node < 2; ++node) {
+      const int code = nodes[static_cast<size_t>(node)]->wait();
+      const std::string log = read_file(tmp / fmt::format("node{}.log", node));
+      INFO(log);
+      CHECK(code == 2);
+      logs += log;
+    }
+    return logs;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  // Without the comparison this run trained to the end with each node's ranks on their own seed,
+  // their weights apart, and rank 0's metrics describing weights no checkpoint holds.
+  const std::string seeds = two_nodes(2, "--set reproducibility.experiment_seed=12345");
+  CHECK_THAT(seeds, Catch::Contains("was started otherwise than rank") &&
+                        Catch::Contains("the configs differ:") &&
+                        Catch::Contains("  reproducibility.experiment_seed: ") &&
+                        Catch::Contains("give every node's launcher the same experiment file and "
+                                        "--set options (checkpoint_storage may differ)"));
+  // Without it every rank waited out the timeout and named a rank 1 that no node started.
+  const std::string slots = two_nodes(4, "");
+  CHECK_THAT(slots, Catch::Contains("every node's launcher must be given the same number of "
+                                    "slots and nodes") &&
+                        !Catch::Contains("had not joined"));
+  // A node whose launcher fails before it starts its workers: node 0's rank gives up on its
+  // peers, and its launcher says the cause is on another node.
+  const int port = free_port();
+  Child node0(fmt::format("OMP_NUM_THREADS=1 {} fit {} --quiet --output {} --slots 2 --nnodes 2 "
+                          "--node-rank 0 --master-addr 127.0.0.1 --master-port {} --set "
+                          "resources.distributed_timeout_seconds=3",
+                          kTrainer, kLinear, tmp / "alone", port),
+              tmp / "alone.log");
+  CHECK(node0.wait() == crucible::kExitPeerLost);
+  const std::string alone = read_file(tmp / "alone.log");
+  INFO(alone);
+  CHECK_THAT(alone, Catch::Contains("error: rank 0 exited with code 5 (it lost its peers: the "
+                                    "failure is on another node, whose launcher names it). Rank "
+                                    "0's last lines:") &&
+                        !Catch::Contains("the other ranks were stopped"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(60));
+}
+
 TEST_CASE("buffers and gradients after backward are the same on every rank (small buckets)",
           "[dist][fit]") {
   TempDir tmp;
@@ -748,14 +807,41 @@ TEST_CASE("bad distributed flags and settings exit 2 naming them", "[dist][fit]"
         "--master-port 70000: expected an integer from 1 to 65535");
   check(
       run_command("RANK=0 WORLD_SIZE=1 CRUCIBLE_DIST_TIMEOUT=soon " + kTrainer + " fit " + kLinear),
-      "CRUCIBLE_DIST_TIMEOUT=soon: expected seconds > 0");
-  for (const char* timeout : {"5min", "inf", "-3"}) {
+      "CRUCIBLE_DIST_TIMEOUT=soon: expected seconds >= 1");
+  for (const char* timeout : {"5min", "inf", "-3", "0.5"}) {
     check(run_command(fmt::format("RANK=0 WORLD_SIZE=1 CRUCIBLE_DIST_TIMEOUT={} {} fit {}", timeout,
                                   kTrainer, kLinear)),
-          fmt::format("CRUCIBLE_DIST_TIMEOUT={}: expected seconds > 0 and at most 1e12", timeout));
+          fmt::format("CRUCIBLE_DIST_TIMEOUT={}: expected seconds >= 1 and at most 1e12", timeout));
   }
   check(run_command("RANK=0 WORLD_SIZE=1 " + kTrainer + " fit " + kLinear + " --slots 2"),
         "--slots 2 but torchrun started 1 process; give the launcher's count or leave --slots out");
+  // The rendezvous address: one that does not resolve, on any node, and on node 0 (which serves
+  // the store) one that is not this machine's. c10d would retry either until its own timeout.
+  const std::string unresolvable = "no-such-host.invalid";
+  check(fit("--slots 2 --master-addr " + unresolvable),
+        "--master-addr " + unresolvable + ": the name does not resolve (");
+  check(fit("--slots 2 --nnodes 2 --node-rank 1 --master-port 29500 --master-addr " + unresolvable),
+        "--master-addr " + unresolvable + ": the name does not resolve (");
+  check(fit("--slots 2 --master-addr 192.0.2.1"),
+        "--master-addr 192.0.2.1: not an address of this machine, which serves the rendezvous "
+        "store: give node 0's own name or address");
+  check(run_command("RANK=1 WORLD_SIZE=2 MASTER_ADDR=" + unresolvable + " MASTER_PORT=29500 " +
+                    kTrainer + " fit " + kLinear),
+        "rank 1: rendezvous at " + unresolvable + ":29500 (torchrun) failed: MASTER_ADDR " +
+            unresolvable + ": the name does not resolve (");
+  check(run_command("RANK=0 WORLD_SIZE=2 MASTER_ADDR=192.0.2.1 MASTER_PORT=29500 " + kTrainer +
+                    " fit " + kLinear),
+        "(torchrun) failed: MASTER_ADDR 192.0.2.1: not an address of this machine");
+  // An outside launcher's variables place the process: half of them, or trainer's own
+  // launcher's flags beside them, are refused.
+  check(run_command("WORLD_SIZE=2 " + kTrainer + " fit " + kLinear),
+        "torchrun: environment variable WORLD_SIZE='2' is set but RANK is not");
+  check(run_command("RANK=0 " + kTrainer + " fit " + kLinear),
+        "torchrun: environment variable RANK='0' is set but WORLD_SIZE is not");
+  check(run_command("RANK=0 WORLD_SIZE=1 " + kTrainer + " fit " + kLinear +
+                    " --nnodes 2 --node-rank 1 --master-port 29501"),
+        "--nnodes, --node-rank, --master-addr and --master-port are for trainer's own launcher, "
+        "but torchrun started this process");
   // NCCL reduces CUDA tensors only: refused before any worker starts, and by a worker that an
   // outside launcher started. The cause depends on the LibTorch: no NCCL in it, or no GPU here.
   const std::string nccl = " --set resources.distributed_backend=nccl";
@@ -816,4 +902,19 @@ TEST_CASE("a rendezvous port another process holds is named, with how to give an
                                  "give the run a free one (MASTER_PORT)\n"));
   CHECK_THAT(outside.output, Catch::Contains(taken));
   CHECK(said_once(outside.output));
+  // A rank that reaches the port finds a program that accepts its connection and never answers
+  // (the listener, which never accepts: the kernel completes the handshake). Before, c10d's
+  // client waited for its answer with no limit.
+  const auto start = std::chrono::steady_clock::now();
+  const auto mute = run_command(fmt::format(
+      "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={} CRUCIBLE_DIST_TIMEOUT=2 timeout "
+      "60 {} fit {} --output {}",
+      port, kTrainer, kLinear, tmp / "mute"));
+  CHECK(mute.exit_code == crucible::kExitPeerLost);
+  CHECK_THAT(mute.output,
+             Catch::Contains(fmt::format("rank 1: rendezvous at 127.0.0.1:{} (torchrun) failed: "
+                                         "what holds 127.0.0.1:{} accepted the connection but did "
+                                         "not answer within 4 s; is another program on that port",
+                                         port, port)));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
 }

@@ -23,9 +23,17 @@ std::string error_of(const Env& env) {
 
 TEST_CASE("no launcher variables: a one-process run", "[dist]") {
   CHECK_FALSE(from_environment({}).has_value());
-  CHECK_FALSE(from_environment({{"RANK", "0"}}).has_value());  // WORLD_SIZE missing
   // An sbatch script itself (no srun step) is not a distributed run.
   CHECK_FALSE(from_environment({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}).has_value());
+}
+
+TEST_CASE("half of torchrun's variables is refused, not taken for a one-process run", "[dist]") {
+  CHECK_THAT(error_of({{"RANK", "0"}}),
+             Catch::StartsWith("torchrun: environment variable RANK='0' is set but WORLD_SIZE is "
+                               "not: a launched process needs both, a process on its own neither "
+                               "(unset RANK)"));
+  CHECK_THAT(error_of({{"WORLD_SIZE", "4"}}),
+             Catch::Contains("WORLD_SIZE='4' is set but RANK is not"));
 }
 
 TEST_CASE("torchrun's variables, exactly as torchrun sets them", "[dist]") {

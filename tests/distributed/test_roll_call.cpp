@@ -30,8 +30,10 @@ class World {
     server_ = open_tcp_store("127.0.0.1", options);
   }
 
-  // Starts rank `rank` of `size` after `delay`; rank 0 lingers as if it served the store.
-  void start(int64_t rank, int64_t size, milliseconds delay = milliseconds(0)) {
+  // Starts rank `rank` of `size` after `delay`, agreeing on `agreement`; rank 0 lingers as if it
+  // served the store.
+  void start(int64_t rank, int64_t size, milliseconds delay = milliseconds(0),
+             const std::string& agreement = "") {
     ranks_.push_back(std::async(std::launch::async, [=] {
       std::this_thread::sleep_for(delay);
       c10d::TCPStoreOptions options;
@@ -42,12 +44,16 @@ class World {
       Topology t;
       t.rank = rank;
       t.size = size;
+      Agreement agreed;
+      agreed.text = agreement;
       try {
-        roll_call(*store, "run/", t, timeout_, fmt::format("rank {}", rank), rank == 0, "",
+        roll_call(*store, "run/", t, timeout_, fmt::format("rank {}", rank), rank == 0, "", agreed,
                   milliseconds(200));
         return std::string();
       } catch (const PeerLostError& e) {
         return std::string(e.what());
+      } catch (const UsageError& e) {
+        return "usage error: " + std::string(e.what());
       }
     }));
   }
@@ -64,6 +70,15 @@ class World {
   c10::intrusive_ptr<c10d::TCPStore> server_;
   std::vector<std::future<std::string>> ranks_;
 };
+
+// Checks each of `outcomes` against `matcher`.
+template <class Matcher>
+void check_all(const std::vector<std::string>& outcomes, const Matcher& matcher) {
+  for (const std::string& outcome : outcomes) {
+    INFO(outcome);
+    CHECK_THAT(outcome, matcher);
+  }
+}
 
 }  // namespace
 
@@ -98,6 +113,59 @@ TEST_CASE("a rank that comes after the roll call closed fails with the others", 
   for (const std::string& outcome : outcomes) {
     CHECK_THAT(outcome, Catch::Contains("failed: rank 2 had not joined after 0.5 s"));
   }
+}
+
+TEST_CASE("a rank of another world size fails the roll call at once, on every rank", "[dist]") {
+  // Two launchers told different slot counts: ranks 2 and 3 of 4 meet rank 0 of 2. Without the
+  // comparison every rank would wait out the timeout and blame a rank 1 that never exists.
+  World world(milliseconds(20000));
+  const auto start = std::chrono::steady_clock::now();
+  world.start(0, 2);
+  world.start(2, 4, milliseconds(200));
+  world.start(3, 4, milliseconds(200));
+  const auto outcomes = world.outcomes();
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  check_all(outcomes, Catch::StartsWith("usage error: rank ") &&
+                          Catch::Contains("is one of 4 ranks, but rank 0 one of 2: every node's "
+                                          "launcher must be given the same number of slots"));
+}
+
+TEST_CASE("a rank started otherwise fails the roll call at once, naming the difference", "[dist]") {
+  World world(milliseconds(20000));
+  world.start(0, 3, milliseconds(0), "seed: 1\nlr: 0.1\n");
+  world.start(1, 3, milliseconds(200), "seed: 1\nlr: 0.1\n");
+  world.start(2, 3, milliseconds(400), "seed: 1\nlr: 0.5\n");
+  check_all(world.outcomes(),
+            Catch::StartsWith("usage error: ") &&
+                Catch::EndsWith("failed: rank 2 was started otherwise than rank 0 (rank 0's -> "
+                                "rank 2's): line 2: 'lr: 0.1' -> 'lr: 0.5'"));
+}
+
+TEST_CASE("a second process of one rank is refused by name", "[dist]") {
+  World world(milliseconds(20000));
+  world.start(0, 3);
+  world.start(1, 3, milliseconds(100));
+  world.start(1, 3, milliseconds(300));
+  check_all(world.outcomes(),
+            Catch::Contains("failed: rank 1 came twice: two processes were started as rank 1 (two "
+                            "launchers given the same --node-rank"));
+}
+
+TEST_CASE("a rank that agrees joins, and one that differs after all came fails alone", "[dist]") {
+  World world(milliseconds(20000));
+  world.start(0, 2, milliseconds(0), "a");
+  world.start(1, 2, milliseconds(0), "a");
+  world.start(2, 3, milliseconds(1500), "a");
+  const auto outcomes = world.outcomes();
+  CHECK(outcomes[0].empty());
+  CHECK(outcomes[1].empty());
+  CHECK_THAT(outcomes[2], Catch::Contains("rank 2 is one of 3 ranks, but rank"));
+}
+
+TEST_CASE("first_difference names the first line that differs", "[dist]") {
+  CHECK(first_difference("a\nb\nc", "a\nx\nc") == "line 2: 'b' -> 'x'");
+  CHECK(first_difference("a\nb", "a\nb\nc") == "line 3: '(none)' -> 'c'");
+  CHECK(first_difference("a\n", "a") == "only the last line's end differs");
 }
 
 }  // namespace crucible::dist

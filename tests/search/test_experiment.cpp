@@ -805,11 +805,15 @@ TEST_CASE("options that only a single run has are refused for a search, by name"
   }
   search_ok(tmp, "{name: random, metric: validation_loss, max_trials: 1}",
             "lr: {type: double, minval: 0.01, maxval: 0.1}");
-  const auto resumed = run_command(kTrainer + " fit --resume " + (tmp / "exp") + " --slots 1");
-  CHECK(resumed.exit_code == 2);
-  CHECK_THAT(resumed.output,
-             Catch::Contains("a search's trials train on its resources.slots_per_trial; --slots "
-                             "is for a run"));
+  // The same count as its trials' or another: refused as a search's, not as a run's.
+  for (const char* slots : {"1", "2"}) {
+    const auto resumed =
+        run_command(kTrainer + " fit --resume " + (tmp / "exp") + " --slots " + slots);
+    CHECK(resumed.exit_code == 2);
+    CHECK_THAT(resumed.output,
+               Catch::Contains("a search's trials train on its resources.slots_per_trial; --slots "
+                               "is for a run"));
+  }
   const auto other = run_command(kTrainer + " fit " + config +
                                  " --set hyperparameters.records=128 --output " + (tmp / "exp"));
   CHECK(other.exit_code == 2);

@@ -30,3 +30,23 @@ TEST_CASE("a segment's length counts the whole units its run reached", "[search]
   CHECK(search::reached_length(files, LengthUnit::kEpochs) == 0);
   CHECK(search::reached_length(files, LengthUnit::kBatches) == 6);
 }
+
+TEST_CASE("a failed trial's error keeps the launcher's tail of the failed rank", "[search]") {
+  TempDir tmp;
+  const std::string log = tmp / "trainer.log";
+  write_file(log,
+             "[rank 0] batch 3\n"
+             "error: rank 1 was killed by signal 9 (Killed); the other ranks were stopped. Rank "
+             "1's last lines:\n"
+             "  [rank 1] batch 3\n"
+             "  [rank 1] warning: slow\n"
+             "\n");
+  CHECK(search::last_error(log) ==
+        "rank 1 was killed by signal 9 (Killed); the other ranks were stopped. Rank 1's last "
+        "lines: [rank 1] batch 3 [rank 1] warning: slow");
+  // Lines after the error that are not its tail are left out; without an error, the last line.
+  write_file(log, "error: first\n  its tail\n   \nlater line\n  indented, but not the error's\n");
+  CHECK(search::last_error(log) == "first its tail");
+  write_file(log, "a\nb\n");
+  CHECK(search::last_error(log) == "b");
+}

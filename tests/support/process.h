@@ -63,8 +63,9 @@ inline CommandResult run_command(const std::string& command) {
 
 // Runs `command` through /bin/sh with its standard streams on a new pseudo-terminal (isatty holds
 // in it, as for a person's shell), and captures what it writes there, the terminal's "\r\n" read
-// as "\n", and its exit code. A command still writing or holding the terminal after `limit` is
-// killed with its whole session (SIGKILL), and the output ends with a line saying so.
+// as "\n", and its exit code. A command still holding the terminal after `limit` is killed with
+// its process group (SIGKILL), the terminal read for at most 5 s more, and the output ends with a
+// line saying so.
 inline CommandResult run_on_terminal(const std::string& command,
                                      std::chrono::seconds limit = std::chrono::seconds(300)) {
   CommandResult r;
@@ -75,17 +76,20 @@ inline CommandResult run_on_terminal(const std::string& command,
     ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  const auto deadline = std::chrono::steady_clock::now() + limit;
+  auto deadline = std::chrono::steady_clock::now() + limit;
   bool timed_out = false;
   std::array<char, 4096> buf{};
   for (;;) {  // until EIO: every process that had the terminal open has closed it
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     pollfd ready{terminal, POLLIN, 0};
-    if (!timed_out &&
-        (left.count() <= 0 || ::poll(&ready, 1, static_cast<int>(left.count())) == 0)) {
+    const int polled = left.count() > 0 ? ::poll(&ready, 1, static_cast<int>(left.count())) : 0;
+    if (polled < 0 && errno == EINTR) continue;
+    if (polled == 0) {
+      if (timed_out) break;  // a process outside the group still holds the terminal
       timed_out = true;
-      ::kill(-pid, SIGKILL);  // forkpty made the shell a session and process-group leader
+      ::kill(-pid, SIGKILL);  // forkpty made the shell a process-group leader
+      deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
       continue;
     }
     const ssize_t n = ::read(terminal, buf.data(), buf.size());

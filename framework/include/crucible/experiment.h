@@ -171,7 +171,10 @@ std::string describe_search(const ExperimentConfig& config);
 // a Slurm step's SLURM_*): connects to the rendezvous store and builds the process groups that
 // resources.distributed_backend picks. Every wait for another rank fails after
 // resources.distributed_timeout_seconds, or $CRUCIBLE_DIST_TIMEOUT seconds when set. Returns
-// nullopt when the environment describes no run. Throws UsageError naming a malformed variable;
+// nullopt when the environment describes no run. The ranks are compared when they meet: each
+// must be of the same world size, run the same Crucible and LibTorch and have the same resolved
+// config (but checkpoint_storage and a warm start's source paths, which are each node's own).
+// Throws UsageError naming a malformed variable, or the rank that differs and how;
 // PeerLostError (exit 5) naming the rank, the address and the cause when the store does not
 // answer or another rank does not join in time (naming that rank); TrainingError when this rank
 // cannot serve the store or build its process groups. Where SIGPIPE has its default action, it

@@ -1,11 +1,13 @@
 #include "checkpoint/optimizer_archive.h"
 
-#include <sstream>
 #include <string>
-#include <type_traits>
 #include <typeindex>
 #include <unordered_map>
 #include <vector>
+
+#include <crucible/optimizers.h>
+
+#include "optim/param_state.h"
 
 namespace crucible::checkpoint {
 namespace {
@@ -17,27 +19,8 @@ bool has_libtorch_layout(const torch::optim::Optimizer& optimizer) {
   const std::type_index type(typeid(optimizer));
   return type == typeid(torch::optim::SGD) || type == typeid(torch::optim::Adam) ||
          type == typeid(torch::optim::AdamW) || type == typeid(torch::optim::RMSprop) ||
-         type == typeid(torch::optim::Adagrad) || type == typeid(torch::optim::LBFGS);
-}
-
-// The key of `parameter`'s entry in an optimizer's state map: LibTorch 1.x keys the map by the
-// text of the TensorImpl's address, 2.x by the address itself.
-template <typename Key>
-Key state_key(const torch::Tensor& parameter) {
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream text;
-    text << static_cast<const void*>(parameter.unsafeGetTensorImpl());
-    return text.str();
-  } else {
-    return parameter.unsafeGetTensorImpl();
-  }
-}
-
-template <typename StateMap>
-const torch::optim::OptimizerParamState* state_of(const StateMap& states,
-                                                  const torch::Tensor& parameter) {
-  const auto found = states.find(state_key<typename StateMap::key_type>(parameter));
-  return found == states.end() ? nullptr : found->second.get();
+         type == typeid(torch::optim::Adagrad) || type == typeid(torch::optim::LBFGS) ||
+         type == typeid(optim::Adadelta) || type == typeid(optim::SparseAdam);
 }
 
 }  // namespace
@@ -63,7 +46,9 @@ void save_optimizer(const torch::optim::Optimizer& optimizer,
 
   torch::serialize::OutputArchive states(archive.compilation_unit());
   for (const torch::Tensor* parameter : in_order) {
-    if (const auto* state = state_of(optimizer.state(), *parameter)) {
+    const auto found = optimizer.state().find(optim::detail::state_key(*parameter));
+    if (found != optimizer.state().end()) {
+      const auto& state = found->second;
       torch::serialize::OutputArchive one(archive.compilation_unit());
       state->serialize(one);
       states.write(keys.at(parameter->unsafeGetTensorImpl()), one);

@@ -86,18 +86,19 @@ Key integer(const std::string& path, Access<Int> access, int64_t min_value,
   return key;
 }
 
-// A number; with `positive_unit` set it must be > 0 and at most 1e12 (so that it converts to
-// an integer count of milli-units or bytes; infinity is no timeout or size) and the message
-// names the unit.
+// A number; with `positive_unit` set it must be > 0 (and at least `least`, when that is above 0)
+// and at most 1e12 (so that it converts to an integer count of milli-units or bytes; infinity is
+// no timeout or size), and the message names the unit.
 Key number(const std::string& path, Access<double> access, std::string positive_unit,
-           std::string description) {
+           std::string description, double least = 0) {
   Key key = make_key(path, std::move(description));
-  key.read = [access, unit = std::move(positive_unit), name = key.name](const MapReader& r,
-                                                                        ExperimentConfig& c) {
+  key.read = [access, least, unit = std::move(positive_unit), name = key.name](
+                 const MapReader& r, ExperimentConfig& c) {
     double& value = access(c);
     value = r.number(name, value);
-    if (!unit.empty() && !(value > 0 && value <= 1e12)) {
-      r.fail(name, fmt::format("must be a number of {} > 0 and at most 1e12, got {}", unit, value));
+    if (!unit.empty() && !(value > 0 && value >= least && value <= 1e12)) {
+      r.fail(name, fmt::format("must be a number of {} {} and at most 1e12, got {}", unit,
+                               least > 0 ? fmt::format(">= {}", least) : "> 0", value));
     }
   };
   key.emit = [access](YAML::Emitter& out, const ExperimentConfig& c) { out << get(access, c); };
@@ -501,7 +502,9 @@ std::vector<Key> build_schema() {
               1, "processes that train one trial"),
       safe(number("resources.distributed_timeout_seconds",
                   member(&C::resources, &ResourcesConfig::distributed_timeout_seconds), "seconds",
-                  "how long a rank waits for the others before it fails")),
+                  "how long a rank waits for the others before it fails (c10d counts whole "
+                  "seconds: at least 1)",
+                  1)),
       enumerated("resources.distributed_backend",
                  member(&C::resources, &ResourcesConfig::distributed_backend),
                  "the process group for CUDA tensors: auto | gloo | nccl"),

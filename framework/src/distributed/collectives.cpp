@@ -6,6 +6,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <future>
+#include <memory>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include <crucible/errors.h>
@@ -151,10 +155,42 @@ c10::intrusive_ptr<dist::Group> nccl_group(const Rendezvous& r,
 #endif
 }
 
+// A client of the store at r's address, built (which waits up to `options.timeout` for a server
+// to listen there) and asked a first question on another thread, waited for at most `timeout`
+// longer: c10d's client waits for an answer with no limit (LibTorch 2.x asks one as it is built),
+// so a program that accepts connections on the port but is no store would otherwise hang the
+// rank. Throws PeerLostError starting with `where` when no store answers; the thread, blocked,
+// is then left behind. Rethrows what building the client throws.
+c10::intrusive_ptr<c10d::Store> reach_store(const Rendezvous& r, c10d::TCPStoreOptions options,
+                                            std::chrono::milliseconds timeout,
+                                            const std::string& where) {
+  using Reached = std::promise<c10::intrusive_ptr<c10d::Store>>;
+  auto reached = std::make_shared<Reached>();
+  auto answer = reached->get_future();
+  std::thread([host = r.master_addr, options, reached] {
+    try {
+      c10::intrusive_ptr<c10d::Store> store = open_tcp_store(host, options);
+      store->check({"crucible/answers"});
+      reached->set_value(store);
+    } catch (...) {
+      reached->set_exception(std::current_exception());
+    }
+  }).detach();
+  const std::chrono::milliseconds limit = options.timeout + timeout;
+  if (answer.wait_for(limit) != std::future_status::ready) {
+    throw PeerLostError(fmt::format(
+        "{} failed: what holds {}:{} accepted the connection but did not answer within {} s; "
+        "is another program on that port, not the run's rendezvous store?",
+        where, r.master_addr, r.master_port, limit.count() / 1000.0));
+  }
+  return answer.get();
+}
+
 }  // namespace
 
 DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeout,
-                           DistributedBackend backend, const std::optional<std::string>& gpu) {
+                           DistributedBackend backend, const std::optional<std::string>& gpu,
+                           const Agreement& agreement) {
   const Topology& t = r.topology;
   if (t.size == 1) return DistributedContext();
   util::survive_broken_pipes();
@@ -165,13 +201,24 @@ DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeou
   // roll call does, and names the ranks that do not come.
   const bool serves_store = t.rank == 0 && !r.store_hosted;
   try {
+    check_store_host(r.master_addr, serves_store, "MASTER_ADDR");
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("{} failed: {}", where, e.what()));
+  }
+  try {
     if (serves_store) check_store_port(r.master_port);
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(r.master_port);
     options.isServer = serves_store;
     options.waitWorkers = false;
     options.timeout = timeout;
-    store = open_tcp_store(r.master_addr, options);
+    if (serves_store) {
+      store = open_tcp_store(r.master_addr, options);
+    } else {
+      store = reach_store(r, options, timeout, where);
+    }
+  } catch (const PeerLostError&) {
+    throw;
   } catch (const std::exception& e) {
     if (serves_store) {
       throw TrainingError(fmt::format(
@@ -191,7 +238,7 @@ DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeou
                               : gpu                                ? *gpu
                               : nccl_built() ? gpu_name(rank_device(t.local_rank))
                                              : "";
-  roll_call(*store, prefix, t, timeout, where, serves_store, own_gpu);
+  roll_call(*store, prefix, t, timeout, where, serves_store, own_gpu, agreement);
   const bool nccl = backend != DistributedBackend::kGloo &&
                     agree_on_nccl(*store, prefix, t, backend, where, serves_store);
   c10::intrusive_ptr<dist::Group> group;

@@ -15,6 +15,7 @@
 
 #include "distributed/c10d_compat.h"
 #include "distributed/rendezvous.h"
+#include "distributed/roll_call.h"
 
 namespace crucible::detail {
 
@@ -76,7 +77,8 @@ struct DistributedAccess {
 namespace crucible::dist {
 
 // Joins the run `rendezvous` describes: connects to (rank 0: serves) the TCPStore at
-// master_addr:master_port, holds the roll call (every rank must come within `timeout`), agrees
+// master_addr:master_port, holds the roll call (every rank must come within `timeout`, all of
+// one world size and with equal `agreement` texts: roll_call), agrees
 // with the other ranks on the backend of CUDA tensors under `backend` (agree_on_nccl; this rank
 // names `gpu`, by default gpu_name of the device rank_device gives it, "" without NCCL; a `gpu`
 // given, as tests do, must be "" without NCCL too), builds a Gloo process group over the store,
@@ -86,10 +88,12 @@ namespace crucible::dist {
 // collective that writes to them fail, not this process die of SIGPIPE
 // (util::survive_broken_pipes). Throws PeerLostError naming the rank, the address and the cause
 // when the store does not answer or a rank does not come (roll_call) or a peer fails after
-// building its groups (the barrier), UsageError when the ranks cannot take the nccl asked for,
-// and TrainingError when this rank cannot serve the store or build its groups.
+// building its groups (the barrier), UsageError when the ranks cannot take the nccl asked for
+// or differ in world size or agreement (or two came as one rank), and TrainingError when this rank
+// cannot serve the store or build its groups.
 DistributedContext connect(const Rendezvous& rendezvous, std::chrono::milliseconds timeout,
                            DistributedBackend backend = DistributedBackend::kGloo,
-                           const std::optional<std::string>& gpu = std::nullopt);
+                           const std::optional<std::string>& gpu = std::nullopt,
+                           const Agreement& agreement = {});
 
 }  // namespace crucible::dist

@@ -202,6 +202,14 @@ Env process_environment() {
 
 std::optional<Rendezvous> from_environment(const Env& env) {
   std::optional<Rendezvous> r;
+  if (has(env, "RANK") != has(env, "WORLD_SIZE")) {
+    const char* set = has(env, "RANK") ? "RANK" : "WORLD_SIZE";
+    const char* unset = has(env, "RANK") ? "WORLD_SIZE" : "RANK";
+    throw UsageError(fmt::format(
+        "torchrun: environment variable {}='{}' is set but {} is not: a launched process needs "
+        "both, a process on its own neither (unset {})",
+        set, env.at(set), unset, set));
+  }
   if (has(env, "RANK") && has(env, "WORLD_SIZE")) {
     r = read_topology(env, kTorchrun);
   } else if (has(env, "OMPI_COMM_WORLD_RANK") && has(env, "OMPI_COMM_WORLD_SIZE")) {
@@ -220,6 +228,8 @@ std::optional<Rendezvous> from_environment(const Env& env) {
       r->store_prefix = "/worker/attempt_" +
                         std::to_string(integer_or(env, "TORCHELASTIC_RESTART_COUNT", 0, r->source));
     }
+    // Crucible's own launcher sets torchrun's variables; a search's Slurm steps keep Slurm's.
+    if (r->started_by_crucible && r->source == "torchrun") r->source = "trainer's launcher";
     check(*r);
   }
   return r;

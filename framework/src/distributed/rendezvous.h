@@ -17,7 +17,9 @@ struct Rendezvous {
   Topology topology;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  std::string source;  // the launcher the variables came from: "torchrun", "Open MPI", "Slurm"
+  // The launcher the variables came from: "torchrun", "Open MPI", "Slurm", or "trainer's
+  // launcher" (Crucible's own, which sets torchrun's variables and CRUCIBLE_STORE_HOSTED).
+  std::string source;
   // Whether the launcher serves the store (CRUCIBLE_STORE_HOSTED=1, set by Crucible's own, or
   // torchrun's TORCHELASTIC_USE_AGENT_STORE=True); otherwise rank 0 serves it.
   bool store_hosted = false;
@@ -52,7 +54,7 @@ int64_t env_integer(const Env& env, const std::string& name, const std::string& 
 // SLURM_STEP_ID) % 10000, so that concurrent steps of a job differ), 29500 without one. Returns
 // nullopt when no launcher's variables are present. Throws UsageError naming the variable when one
 // is malformed or they disagree (a rank outside the world, a multi-node Open MPI run without
-// MASTER_ADDR).
+// MASTER_ADDR), or when one of RANK and WORLD_SIZE is set without the other.
 std::optional<Rendezvous> from_environment(const Env& env);
 
 }  // namespace crucible::dist

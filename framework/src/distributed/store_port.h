@@ -1,6 +1,16 @@
 #pragma once
 
+#include <string>
+
 namespace crucible::dist {
+
+// Throws UsageError, naming `host` as `what` gave it ("--master-addr", "MASTER_ADDR"), when
+// `host` does not resolve (a resolver that fails for now, EAI_AGAIN, is not refused), or when
+// this process is to serve the store (`serving`) and none of its addresses is this machine's (no
+// socket binds to one). c10d would otherwise retry the name, or connect to an address nothing
+// serves, until its timeout: a rank's is the run's, the built-in launcher's store c10d's default
+// of 300 s.
+void check_store_host(const std::string& host, bool serving, const std::string& what);
 
 // Throws Error ("the port is taken (Address already in use)") when a rendezvous store could not
 // serve on `port` because another socket holds it. It binds what a c10d TCPStore server binds,

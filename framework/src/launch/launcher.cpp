@@ -310,9 +310,17 @@ class Supervisor {
         r.failure = "interrupted twice: every rank stopped at once, without a checkpoint";
         return r;
       }
-      r.failure = fmt::format("rank {} {}; the other ranks were stopped. Rank {}'s last lines:{}",
-                              failed_->rank, describe(failed_->status), failed_->rank,
-                              tail.empty() ? "\n  (none)" : tail);
+      // Every rank of this node that failed gave up on its peers, and none was left running:
+      // the cause is on another node, whose launcher names it.
+      const bool elsewhere =
+          gave_up_on_peers(*failed_) && unresponsive_.empty() && options_.nnodes() > 1;
+      r.failure = fmt::format(
+          "rank {} {}{}{}. Rank {}'s last lines:{}", failed_->rank, describe(failed_->status),
+          elsewhere ? " (it lost its peers: the failure is on another node, whose launcher "
+                      "names it)"
+                    : "",
+          workers_.size() > 1 ? "; the other ranks were stopped" : "", failed_->rank,
+          tail.empty() ? "\n  (none)" : tail);
       if (!unresponsive_.empty()) {
         r.failure = fmt::format(
                         "rank {} stopped responding (still running when the others gave "
@@ -374,6 +382,7 @@ LaunchResult launch(const LaunchOptions& options, std::ostream& out, std::ostrea
   util::survive_broken_pipes();
   c10::intrusive_ptr<c10d::TCPStore> store;
   int port = options.master_port();
+  dist::check_store_host(options.master_addr(), options.node_rank() == 0, "--master-addr");
   if (options.node_rank() == 0) {
     store = serve_store(options.master_addr(), options.master_port());
     port = store->getPort();

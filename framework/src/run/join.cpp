@@ -2,12 +2,18 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include <crucible/version.h>
+
+#include "config/diff.h"
 #include "distributed/backend.h"
 #include "distributed/collectives.h"
 #include "distributed/rendezvous.h"
+#include "run/join.h"
 
 namespace crucible {
 namespace {
@@ -20,23 +26,72 @@ std::chrono::milliseconds dist_timeout(const ExperimentConfig& config) {
   if (env) {
     char* end = nullptr;
     seconds = std::strtod(env, &end);
-    // As the config key: a number, nothing after it, > 0 and at most 1e12.
-    if (end == env || *end != '\0' || !(seconds > 0 && seconds <= 1e12)) {
+    // As the config key: a number, nothing after it, at least 1 and at most 1e12.
+    if (end == env || *end != '\0' || !(seconds >= 1 && seconds <= 1e12)) {
       throw UsageError(
-          fmt::format("CRUCIBLE_DIST_TIMEOUT={}: expected seconds > 0 and at most 1e12", env));
+          fmt::format("CRUCIBLE_DIST_TIMEOUT={}: expected seconds >= 1 and at most 1e12", env));
     }
   }
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
-}  // namespace
+// The Crucible and LibTorch this process runs, as the ranks compare them.
+std::string builds() {
+  return fmt::format("crucible {}, libtorch {}", CRUCIBLE_VERSION_STRING, TORCH_VERSION);
+}
 
-std::optional<DistributedContext> join_launched_run(const ExperimentConfig& config) {
+// What every rank of a run must be started with: this Crucible and LibTorch, and with
+// `compare_config` the resolved config but each node's own paths (checkpoint_storage; a warm
+// start's source, made absolute against the experiment file's folder, only as given or not).
+dist::Agreement agreement_on(const ExperimentConfig& config, bool compare_config) {
+  dist::Agreement agreement;
+  agreement.text = builds();
+  if (!compare_config) return agreement;
+  ExperimentConfig compared = config;
+  compared.checkpoint_storage = CheckpointStorageConfig();
+  for (std::string* path :
+       {&compared.searcher.source_trial_id, &compared.searcher.source_checkpoint_uuid}) {
+    if (!path->empty()) *path = "(given)";
+  }
+  agreement.text += "\n" + to_yaml(compared);
+  agreement.describe = [mine = agreement.text, compared](const std::string& theirs) {
+    const size_t newline = theirs.find('\n');
+    if (theirs.substr(0, newline) != builds()) {
+      return fmt::format("the builds differ: {} -> {}", theirs.substr(0, newline), builds());
+    }
+    std::vector<config::Change> changes;
+    try {
+      changes = config::diff(
+          parse_experiment_config(theirs.substr(newline + 1), "another rank's config"), compared);
+    } catch (const Error&) {
+      // Another build's config may not parse here: the lines say what differs.
+    }
+    if (changes.empty()) return dist::first_difference(theirs, mine);
+    return fmt::format(
+        "the configs differ:{}\ngive every node's launcher the same experiment file and --set "
+        "options (checkpoint_storage may differ)",
+        config::change_list(changes, [](const std::string&) { return true; }));
+  };
+  return agreement;
+}
+
+std::optional<DistributedContext> join(const ExperimentConfig& config, bool compare_config) {
   const auto rendezvous = dist::from_environment(dist::process_environment());
   if (!rendezvous) return std::nullopt;
   // Whether NCCL carries the ranks' CUDA tensors is decided when they meet, for all of them; an
   // nccl that cannot work is refused there on every rank.
-  return dist::connect(*rendezvous, dist_timeout(config), config.resources.distributed_backend);
+  return dist::connect(*rendezvous, dist_timeout(config), config.resources.distributed_backend,
+                       std::nullopt, agreement_on(config, compare_config));
+}
+
+}  // namespace
+
+std::optional<DistributedContext> join_launched_run(const ExperimentConfig& config) {
+  return join(config, /*compare_config=*/true);
+}
+
+std::optional<DistributedContext> run::join_launched_evaluation(const ExperimentConfig& config) {
+  return join(config, /*compare_config=*/false);
 }
 
 }  // namespace crucible

@@ -8,6 +8,7 @@
 #include "distributed/backend.h"
 #include "distributed/rendezvous.h"
 #include "launch/launcher.h"
+#include "run/join.h"
 #include "run/own_command.h"
 #include "train/checkpoint_path.h"
 #include "train/run_dir.h"
@@ -65,7 +66,8 @@ EvaluationResult evaluate(
     result.failure = launched.failure;
     return result;
   }
-  const DistributedContext dist = launcher ? *join_launched_run(config) : DistributedContext();
+  const DistributedContext dist =
+      launcher ? *run::join_launched_evaluation(config) : DistributedContext();
   const util::CrashReports crash_reports(dist.distributed() ? fmt::format("rank {}", dist.rank())
                                                             : "");
   // Every rank takes rank 0's: a run or search still writing may resolve differently (the same

@@ -66,15 +66,17 @@ std::string trainer_program(const ExperimentOptions& o) {
                   installed));
 }
 
+[[noreturn]] void refuse_slots_on_search_resume(const std::string& resume) {
+  throw UsageError(fmt::format(
+      "--resume {}: a search's trials train on its resources.slots_per_trial; --slots is for a "
+      "run",
+      resume));
+}
+
 // Runs the search of `config`, refusing the options that only a single run has.
 ExperimentResult run_search(const ExperimentOptions& o, const ExperimentConfig& config) {
   const FitOptions& fit = o.fit();
-  if (!fit.resume_dir().empty() && o.slots()) {
-    throw UsageError(fmt::format(
-        "--resume {}: a search's trials train on its resources.slots_per_trial; --slots is for a "
-        "run",
-        fit.resume_dir()));
-  }
+  if (!fit.resume_dir().empty() && o.slots()) refuse_slots_on_search_resume(fit.resume_dir());
   if (o.nnodes() > 1) throw UsageError("a search runs on one machine; --nnodes is for a run");
   if (fit.test_mode()) {
     throw UsageError(
@@ -173,7 +175,9 @@ ExperimentResult run_experiment(const ExperimentOptions& options) {
   if (options.slots()) {
     if (!resume.empty()) {
       // Refused here, before any process starts, as the run's start would refuse it.
-      const int64_t recorded = load_experiment_config(path).resources.slots_per_trial;
+      const ExperimentConfig started = load_experiment_config(path);
+      const int64_t recorded = started.resources.slots_per_trial;
+      if (started.searcher.name != SearcherName::kSingle) refuse_slots_on_search_resume(resume);
       if (recorded != *options.slots()) {
         throw UsageError(fmt::format(
             "--resume {}: the run trains on {} slot{} (resources.slots_per_trial) and --slots "
@@ -187,6 +191,14 @@ ExperimentResult run_experiment(const ExperimentOptions& options) {
   const std::optional<dist::Rendezvous> launcher =
       dist::from_environment(dist::process_environment());
   const bool launched = launcher.has_value();
+  if (launched && !launcher->started_by_crucible &&
+      (options.nnodes() != 1 || options.node_rank() != 0 || !options.master_addr().empty() ||
+       options.master_port() != 0)) {
+    throw UsageError(fmt::format(
+        "--nnodes, --node-rank, --master-addr and --master-port are for trainer's own launcher, "
+        "but {} started this process and its variables place it; leave them out",
+        launcher->source));
+  }
   if (launched && config.searcher.name == SearcherName::kSingle &&
       config.resources.slots_per_trial != launcher->topology.size) {
     config = adopt_launcher_slots(options, path, overrides, config, *launcher);

@@ -190,10 +190,19 @@ int64_t reached_length(const TrialFiles& files, LengthUnit unit) {
 std::string last_error(const std::string& log_file) {
   std::ifstream in(log_file);
   std::string error, last;
+  bool in_error = false;  // the lines read since the last error line are all indented
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
     last = line;
-    if (line.rfind("error: ", 0) == 0) error = line.substr(7);
+    if (line.rfind("error: ", 0) == 0) {
+      error = line.substr(7);
+      in_error = true;
+    } else if (in_error && line.rfind("  ", 0) == 0) {
+      const size_t text = line.find_first_not_of(' ');
+      if (text != std::string::npos) error += " " + line.substr(text);
+    } else {
+      in_error = false;
+    }
   }
   return error.empty() ? last : error;
 }
