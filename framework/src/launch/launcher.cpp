@@ -388,7 +388,14 @@ LaunchResult launch(const LaunchOptions& options, std::ostream& out, std::ostrea
     port = store->getPort();
   }
   SignalCatcher forwarding;
-  return Supervisor(options, out, err).run(port);
+  LaunchResult result = Supervisor(options, out, err).run(port);
+  // Another node's ranks may still be reading the store (a roll call's outcome): it outlives a
+  // failure by a moment, as the store of a rank that serves it does. (LibTorch 1.x's store client
+  // ends its process with std::terminate when the server goes while it is connected.)
+  if (store && options.nnodes() > 1 && result.exit_code != kExitOk) {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+  return result;
 }
 
 }  // namespace crucible::launch
