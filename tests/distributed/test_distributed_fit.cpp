@@ -197,18 +197,20 @@ TEST_CASE("mpirun and srun and torchrun's environment and two nodes run the same
 TEST_CASE("nodes started with other configs or slot counts are refused at once, naming it",
           "[dist][fit]") {
   TempDir tmp;
-  // Two launchers as two nodes of 2 slots, node 1's given `node1_slots` and `node1_args`; each
-  // waits up to 60 s.
-  auto two_nodes = [&](int node1_slots, const std::string& node1_args) {
+  // Two launchers as two nodes of 2 slots, both given `both_args`, node 1's `node1_slots` and
+  // `node1_args`; each waits up to 60 s.
+  auto two_nodes = [&](int node1_slots, const std::string& node1_args,
+                       const std::string& both_args = "") {
     const int port = free_port();
     std::vector<std::unique_ptr<Child>> nodes;
     for (int node = 0; node < 2; ++node) {
       nodes.push_back(std::make_unique<Child>(
           fmt::format("OMP_NUM_THREADS=1 {} fit {} --quiet --output {} --slots {} --nnodes 2 "
                       "--node-rank {} --master-addr 127.0.0.1 --master-port {} --set "
-                      "resources.distributed_timeout_seconds=60 {}",
+                      "resources.distributed_timeout_seconds=60 {} {}",
                       kTrainer, kLinear, tmp / fmt::format("run{}", node),
-                      node == 1 ? node1_slots : 2, node, port, node == 1 ? node1_args : ""),
+                      node == 1 ? node1_slots : 2, node, port, both_args,
+                      node == 1 ? node1_args : ""),
           tmp / fmt::format("node{}.log", node)));
     }
     std::string logs;
@@ -224,12 +226,18 @@ TEST_CASE("nodes started with other configs or slot counts are refused at once, 
   const auto start = std::chrono::steady_clock::now();
   // Without the comparison this run trained to the end with each node's ranks on their own seed,
   // their weights apart, and rank 0's metrics describing weights no checkpoint holds.
-  const std::string seeds = two_nodes(2, "--set reproducibility.experiment_seed=12345");
+  // Both warm-start from one run: its path, each node's own, is compared only as given, and is
+  // no difference in the message either.
+  REQUIRE(run_command(kTrainer + " fit " + kLinear + " --quiet --output " + (tmp / "source"))
+              .exit_code == 0);
+  const std::string seeds = two_nodes(2, "--set reproducibility.experiment_seed=12345",
+                                      "--set searcher.source_trial_id=" + (tmp / "source"));
   CHECK_THAT(seeds, Catch::Contains("was started otherwise than rank") &&
                         Catch::Contains("the configs differ:") &&
                         Catch::Contains("  reproducibility.experiment_seed: ") &&
                         Catch::Contains("give every node's launcher the same experiment file and "
-                                        "--set options (checkpoint_storage may differ)"));
+                                        "--set options (checkpoint_storage may differ)") &&
+                        !Catch::Contains("source_trial_id"));
   // Without it every rank waited out the timeout and named a rank 1 that no node started.
   const std::string slots = two_nodes(4, "");
   CHECK_THAT(slots, Catch::Contains("every node's launcher must be given the same number of "

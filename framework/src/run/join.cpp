@@ -40,19 +40,24 @@ std::string builds() {
   return fmt::format("crucible {}, libtorch {}", CRUCIBLE_VERSION_STRING, TORCH_VERSION);
 }
 
-// What every rank of a run must be started with: this Crucible and LibTorch, and with
-// `compare_config` the resolved config but each node's own paths (checkpoint_storage; a warm
+// `config` as the ranks compare it: without each node's own paths (checkpoint_storage; a warm
 // start's source, made absolute against the experiment file's folder, only as given or not).
+ExperimentConfig comparable(ExperimentConfig config) {
+  config.checkpoint_storage = CheckpointStorageConfig();
+  for (std::string* path :
+       {&config.searcher.source_trial_id, &config.searcher.source_checkpoint_uuid}) {
+    if (!path->empty()) *path = "(given)";
+  }
+  return config;
+}
+
+// What every rank of a run must be started with: this Crucible and LibTorch, and with
+// `compare_config` the comparable resolved config.
 dist::Agreement agreement_on(const ExperimentConfig& config, bool compare_config) {
   dist::Agreement agreement;
   agreement.text = builds();
   if (!compare_config) return agreement;
-  ExperimentConfig compared = config;
-  compared.checkpoint_storage = CheckpointStorageConfig();
-  for (std::string* path :
-       {&compared.searcher.source_trial_id, &compared.searcher.source_checkpoint_uuid}) {
-    if (!path->empty()) *path = "(given)";
-  }
+  const ExperimentConfig compared = comparable(config);
   agreement.text += "\n" + to_yaml(compared);
   agreement.describe = [mine = agreement.text, compared](const std::string& theirs) {
     const size_t newline = theirs.find('\n');
@@ -61,8 +66,10 @@ dist::Agreement agreement_on(const ExperimentConfig& config, bool compare_config
     }
     std::vector<config::Change> changes;
     try {
+      // Parsing makes the placeholder paths absolute again: compared as this rank's are.
       changes = config::diff(
-          parse_experiment_config(theirs.substr(newline + 1), "another rank's config"), compared);
+          comparable(parse_experiment_config(theirs.substr(newline + 1), "another rank's config")),
+          compared);
     } catch (const Error&) {
       // Another build's config may not parse here: the lines say what differs.
     }

@@ -66,17 +66,9 @@ std::string trainer_program(const ExperimentOptions& o) {
                   installed));
 }
 
-[[noreturn]] void refuse_slots_on_search_resume(const std::string& resume) {
-  throw UsageError(fmt::format(
-      "--resume {}: a search's trials train on its resources.slots_per_trial; --slots is for a "
-      "run",
-      resume));
-}
-
 // Runs the search of `config`, refusing the options that only a single run has.
 ExperimentResult run_search(const ExperimentOptions& o, const ExperimentConfig& config) {
   const FitOptions& fit = o.fit();
-  if (!fit.resume_dir().empty() && o.slots()) refuse_slots_on_search_resume(fit.resume_dir());
   if (o.nnodes() > 1) throw UsageError("a search runs on one machine; --nnodes is for a run");
   if (fit.test_mode()) {
     throw UsageError(
@@ -177,7 +169,12 @@ ExperimentResult run_experiment(const ExperimentOptions& options) {
       // Refused here, before any process starts, as the run's start would refuse it.
       const ExperimentConfig started = load_experiment_config(path);
       const int64_t recorded = started.resources.slots_per_trial;
-      if (started.searcher.name != SearcherName::kSingle) refuse_slots_on_search_resume(resume);
+      if (started.searcher.name != SearcherName::kSingle) {
+        throw UsageError(fmt::format(
+            "--resume {}: a search's trials train on its resources.slots_per_trial; --slots is "
+            "for a run",
+            resume));
+      }
       if (recorded != *options.slots()) {
         throw UsageError(fmt::format(
             "--resume {}: the run trains on {} slot{} (resources.slots_per_trial) and --slots "
