@@ -278,6 +278,19 @@ TEST_CASE("resuming with a changed config is refused, listing the changes", "[ch
   CHECK(allowed.exit_code == 0);
   CHECK(latest(run) == "batch-0000000030");
   CHECK_THAT(read_file(run + "/config.yaml"), Catch::Contains("max_length: {batches: 30}"));
+  // At its max_length, a resume says so; past it (a shorter one accepted), too.
+  auto done = run_command(kTrainer + " fit --resume " + run);
+  CHECK(done.exit_code == 0);
+  CHECK_THAT(done.output, Catch::Contains("the run had trained its max_length (30 batches): "
+                                          "nothing left to train. To train it longer: trainer fit "
+                                          "--resume " +
+                                          run + " --set max_length.batches=N"));
+  auto past = run_command(kTrainer + " fit --resume " + run +
+                          " --set max_length.batches=20 --allow-safe-changes");
+  CHECK(past.exit_code == 0);
+  CHECK_THAT(past.output,
+             Catch::Contains("the run is at batch 30, past its max_length (20 batches)"));
+  CHECK(latest(run) == "batch-0000000030");
   // The checkpoint's config is the reference for unsafe changes, even made by hand in config.yaml.
   const std::string yaml = read_file(run + "/config.yaml");
   const std::string hidden = "hidden: 32";

@@ -347,9 +347,24 @@ optimizations: {aggregation_frequency: 2}
   // gradient is still the zeros the first window's step left: the checkpoint saves it as none.
   const std::string resumed = tmp / "resumed";
   fitted(config, resumed, 2, " --set max_length.batches=3");
+  // A change not accepted is refused once, by the launcher, before any rank starts.
+  const auto refused =
+      run_command(kTrainer + " fit --resume " + resumed + " --set max_length.batches=12");
+  INFO(refused.output);
+  CHECK(refused.exit_code == 2);
+  CHECK(count_of(refused.output, "pass --allow-safe-changes") == 1);
+  CHECK_THAT(refused.output, !Catch::Contains("[rank"));
   resumed_to(resumed, 12);
   check_idle(resumed);
   CHECK(final_validation(resumed) == final_validation(two));
+  // Resumed at its end: says so, once, and how to train longer.
+  const auto again = run_command(kTrainer + " fit --resume " + resumed);
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK(count_of(again.output,
+                 "had trained its max_length (12 batches): nothing left to "
+                 "train. To train it longer: trainer fit --resume " +
+                     resumed + " --set max_length.batches=N") == 1);
 }
 
 TEST_CASE(

@@ -131,6 +131,28 @@ TEST_CASE("two SIGINTs to the launcher are the user's stop, not a rank's failure
   CHECK(live_workers().empty());
 }
 
+TEST_CASE("a stop signal that ends workers before they handle it is the user's stop, not a failure",
+          "[launch]") {
+  std::ostringstream out, err;
+  // The workers handle SIGINT only: the SIGTERM passed on ends them as it would a rank that is
+  // still starting.
+  std::thread user([] {
+    wait_until([] {
+      const auto pids = live_workers();
+      return pids.size() == 2 && std::all_of(pids.begin(), pids.end(), catches_sigint);
+    });
+    ::kill(::getpid(), SIGTERM);
+  });
+  const auto result = launch(workers(2, "interrupted"), out, err);
+  user.join();
+  INFO(out.str() << err.str());
+  CHECK(result.exit_code == 128 + SIGTERM);
+  CHECK(result.failure ==
+        "signal 15 (Terminated), passed on to the ranks, ended ranks 0, 1 as "
+        "they started, before they could stop with a checkpoint");
+  CHECK(live_workers().empty());
+}
+
 TEST_CASE("the launcher blames the rank that failed on its own, by exit status", "[launch]") {
   // Rank 1 prints the words of a lost peer and fails with TrainingError's code half a second
   // after ranks 0 and 2 gave up on it (kExitPeerLost). The blame goes by status, not by the

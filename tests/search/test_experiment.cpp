@@ -363,7 +363,7 @@ TEST_CASE("a search counts the cores its CPU affinity allows, not the machine's"
                              " --output " + (tmp / "exp"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("up to 1 trials at once (2 allowed, and the 1 core(s) this "
+  CHECK_THAT(r.output, Catch::Contains("up to 1 trial at once (2 allowed, and the 1 core(s) this "
                                        "process may use hold 1 trial(s) of 1 slot(s))"));
   CHECK(rows_with(rows_of(tmp / "exp"), "completed").size() == 2);
 }
@@ -640,11 +640,15 @@ TEST_CASE("trainer check prints what a search runs, and refuses a grid past a mi
       search_config(tmp, "{name: grid, metric: validation_loss, max_concurrent_trials: 2}",
                     "lr: {type: double, minval: 0.01, maxval: 0.1, count: 3}, hidden: "
                     "{type: categorical, vals: [4, 8]}");
-  const auto g = run_command(kTrainer + " check " + grid);
+  // On one core, GPUs hidden, outside Slurm: the machine runs fewer at once than allowed.
+  const auto g = run_command("env -u SLURM_JOB_ID CUDA_VISIBLE_DEVICES= taskset -c 0 " + kTrainer +
+                             " check " + grid);
   INFO(g.output);
   CHECK(g.exit_code == 0);
   CHECK_THAT(g.output, Catch::Contains("# search grid: 6 trials (hidden: 2 × lr: 3) of 16 batches, "
-                                       "up to 2 at once\n"));
+                                       "up to 2 at once\n# here: up to 1 trial at once (2 "
+                                       "allowed, and the 1 core(s) this process may use hold 1 "
+                                       "trial(s) of 1 slot(s))\n"));
   // The searcher keys only adaptive ASHA reads are not in a grid's resolved config.
   CHECK_THAT(g.output, !Catch::Contains("divisor") && !Catch::Contains("max_rungs"));
   // 10^4 points on each of three axes: refused, not listed until memory runs out.

@@ -303,7 +303,11 @@ int check(const Args& a) {
   const TrialFactory factory = check_experiment(config);
   std::cout << "# " << a.config << ": OK (trial " << factory.name << ")\n";
   const std::string search = describe_search(config);
-  if (!search.empty()) std::cout << "# search " << search << "\n";
+  if (!search.empty()) {
+    const size_t lines = search.find('\n');
+    std::cout << "# search " << search.substr(0, lines) << "\n# " << search.substr(lines + 1)
+              << "\n";
+  }
   std::cout << to_yaml(config);
   return kExitOk;
 }

@@ -160,10 +160,12 @@ TrialFactory load_trial(const ExperimentConfig& config, const std::string& searc
 // trial's factory. Throws PluginError or ConfigError naming the problem.
 TrialFactory check_experiment(const ExperimentConfig& config);
 
-// What the search of `config` runs, in one line (`trainer check` prints it): its searcher, its
-// trials (a grid's points per hyperparameter; each adaptive ASHA bracket's trials and rung
-// lengths) and how many run at once; "" for searcher single. Throws ConfigError naming the
-// place when the search cannot be planned.
+// What the search of `config` runs, in two lines (`trainer check` prints them): its searcher,
+// its trials (a grid's points per hyperparameter; each adaptive ASHA bracket's trials and rung
+// lengths) and how many the searcher lets run at once; then "here: " and how many run at once
+// when this process runs the search (search::Placement::at_once). "" for searcher single.
+// Throws ConfigError naming the place when the search cannot be planned, and UsageError naming
+// a malformed Slurm variable.
 std::string describe_search(const ExperimentConfig& config);
 
 // Joins the distributed run that an outside launcher started this process in, as its

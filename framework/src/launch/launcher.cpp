@@ -13,6 +13,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -94,6 +95,7 @@ class Supervisor {
     while (!all_finished()) {
       if (const int sig = SignalCatcher::take()) {
         interrupts_ += sig == SIGINT ? 1 : 0;
+        passed_on_.insert(sig);
         signal_running(sig);
         if (sig == SIGINT && interrupts_ == 1) util::notice_interrupt_on_terminal();
       }
@@ -232,7 +234,7 @@ class Supervisor {
       w.reaped = true;
       w.status = status;
       const int code = exit_code_of(status);
-      if (code != kExitOk && code != kExitStopped) {
+      if (code != kExitOk && code != kExitStopped && !ended_by_passed_on(w)) {
         failures_.push_back(&w);
         if (!first_failure_at_) first_failure_at_ = Clock::now();
       }
@@ -296,6 +298,30 @@ class Supervisor {
   // How long output is read after the last worker was reaped, from processes it left running.
   static constexpr std::chrono::milliseconds kDrainTime{2000};
 
+  // Whether a stop signal that this launcher passed on ended the worker (it came before the rank
+  // handles it, while it started).
+  bool ended_by_passed_on(const Worker& w) const {
+    return WIFSIGNALED(w.status) && passed_on_.count(WTERMSIG(w.status)) > 0;
+  }
+
+  // "signal 15 (Terminated), passed on to the ranks, ended rank 1 as it started, before it could
+  // stop with a checkpoint"; "" when it ended none. Sets `sig` to the signal.
+  std::string passed_on_endings(int& sig) const {
+    std::vector<int64_t> ranks;
+    for (const auto& w : workers_) {
+      if (!w.reaped || !ended_by_passed_on(w)) continue;
+      ranks.push_back(w.rank);
+      sig = WTERMSIG(w.status);
+    }
+    if (ranks.empty()) return "";
+    const bool one = ranks.size() == 1;
+    return fmt::format(
+        "signal {} ({}), passed on to the ranks, ended rank{} {} as {} started, before {} could "
+        "stop with a checkpoint",
+        sig, strsignal(sig), one ? "" : "s", fmt::join(ranks, ", "), one ? "it" : "they",
+        one ? "it" : "they");
+  }
+
   // Whether the worker gave up on its peers (PeerLostError) rather than failing on its own.
   static bool gave_up_on_peers(const Worker& w) { return exit_code_of(w.status) == kExitPeerLost; }
 
@@ -321,6 +347,9 @@ class Supervisor {
                     : "",
           workers_.size() > 1 ? "; the other ranks were stopped" : "", failed_->rank,
           tail.empty() ? "\n  (none)" : tail);
+      int sig = 0;
+      const std::string ended = passed_on_endings(sig);
+      if (!ended.empty() && gave_up_on_peers(*failed_)) r.failure = ended + "; " + r.failure;
       if (!unresponsive_.empty()) {
         r.failure = fmt::format(
                         "rank {} stopped responding (still running when the others gave "
@@ -333,6 +362,9 @@ class Supervisor {
     for (const auto& w : workers_) {
       if (exit_code_of(w.status) == kExitStopped) r.exit_code = kExitStopped;
     }
+    int sig = 0;
+    r.failure = passed_on_endings(sig);
+    if (sig != 0) r.exit_code = 128 + sig;
     return r;
   }
 
@@ -348,6 +380,7 @@ class Supervisor {
   const Worker* failed_ = nullptr;
   std::vector<int64_t> unresponsive_;         // ranks running when only peer-wait failures had come
   int interrupts_ = 0;                        // SIGINTs passed on to the ranks
+  std::set<int> passed_on_;                   // the signals passed on to the ranks
   std::optional<Clock::time_point> term_at_;  // when to stop the ranks still running
   std::optional<Clock::time_point> kill_at_;
   std::optional<Clock::time_point> all_reaped_at_;  // when the last worker was reaped

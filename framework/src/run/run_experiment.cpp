@@ -11,6 +11,7 @@
 #include "run/own_command.h"
 #include "search/runner.h"
 #include "search/scheduler.h"
+#include "search/slots.h"
 #include "train/run_dir.h"
 #include "train/run_start.h"
 #include "train/warm_start.h"
@@ -143,7 +144,11 @@ TrialFactory check_experiment(const ExperimentConfig& config) {
 
 std::string describe_search(const ExperimentConfig& config) {
   if (config.searcher.name == SearcherName::kSingle) return "";
-  return search::Scheduler(config).plan();
+  const search::Scheduler plan(config);
+  const search::Placement here =
+      search::place_trials(dist::process_environment(), config.resources.slots_per_trial);
+  return fmt::format("{}\nhere: {}", plan.plan(),
+                     here.at_once(plan.concurrency(), config.resources.slots_per_trial));
 }
 
 ExperimentResult run_experiment(const ExperimentOptions& options) {
@@ -203,6 +208,10 @@ ExperimentResult run_experiment(const ExperimentOptions& options) {
   // Once per experiment: by the process a user started, not by every worker.
   if (!launched) {
     for (const std::string& warning : config.warnings) std::cerr << "warning: " << warning << "\n";
+    if (!resume.empty() && config.searcher.name == SearcherName::kSingle) {
+      train::check_resume_config(config, train::open_run_dir(resume),
+                                 options.fit().allow_safe_changes());
+    }
   }
   TrialFactory factory = check_experiment(config);
   if (config.searcher.name != SearcherName::kSingle) {

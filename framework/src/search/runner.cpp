@@ -14,7 +14,6 @@
 #include <utility>
 
 #include <fmt/format.h>
-#include <torch/cuda.h>
 
 #include <crucible/errors.h>
 #include <crucible/metrics.h>
@@ -37,7 +36,6 @@
 #include "search/summary.h"
 #include "search/trial_process.h"
 #include "train/run_dir.h"
-#include "util/cpus.h"
 #include "util/file_io.h"
 #include "util/file_system.h"
 #include "util/logger.h"
@@ -47,27 +45,6 @@ namespace crucible::search {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// The Slurm allocation this process runs in (salloc, or an sbatch script), outside any step:
-// its task count; nullopt outside an allocation or inside a step. Throws UsageError naming a
-// malformed SLURM_NTASKS.
-std::optional<int64_t> slurm_allocation_tasks(const dist::Env& env) {
-  if (!env.count("SLURM_JOB_ID") || env.count("SLURM_STEP_ID")) return std::nullopt;
-  return env.count("SLURM_NTASKS") ? dist::env_integer(env, "SLURM_NTASKS", "Slurm", true) : 1;
-}
-
-// Trials as job steps of the allocation: as many at once as its tasks hold, each step's threads
-// SLURM_CPUS_PER_TASK (held to 2^20, past any machine, so that it fits an int). Throws UsageError
-// naming a malformed SLURM_CPUS_PER_TASK.
-std::vector<Slot> slurm_slots(const dist::Env& env, int64_t tasks, int64_t slots_per_trial) {
-  Slot slot;
-  slot.threads = env.count("SLURM_CPUS_PER_TASK")
-                     ? static_cast<int>(std::min<int64_t>(
-                           dist::env_integer(env, "SLURM_CPUS_PER_TASK", "Slurm", true), 1 << 20))
-                     : 1;
-  return std::vector<Slot>(static_cast<size_t>(std::max<int64_t>(1, tasks / slots_per_trial)),
-                           slot);
-}
 
 // A seed for a search whose config gives none: from the system's entropy, below 2^63 so that an
 // experiment file can hold it.
@@ -82,11 +59,6 @@ ExperimentConfig with_absolute_paths(ExperimentConfig config) {
   config.entrypoint = plugin::absolute_entrypoint(config.entrypoint, config::config_dir(config));
   config::make_paths_absolute(config);
   return config;
-}
-
-// The GPUs this process sees.
-int machine_gpus() {
-  return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
 }
 
 // A segment being trained by a process.
@@ -193,12 +165,7 @@ class Runner {
 
   void open() {
     // The slots first: a malformed Slurm variable leaves no experiment directory behind.
-    const dist::Env env = dist::process_environment();
-    const std::vector<int> cpus = util::allowed_cpus();
-    const int gpus = machine_gpus();
-    slurm_tasks_ = slurm_allocation_tasks(env);
-    slots_ = slurm_tasks_ ? slurm_slots(env, *slurm_tasks_, config_.resources.slots_per_trial)
-                          : local_slots(cpus, gpus, config_.resources.slots_per_trial);
+    placement_ = place_trials(dist::process_environment(), config_.resources.slots_per_trial);
     // A requeued job reruns its command: an --output holding this experiment continues it.
     if (options_.resume_dir().empty() && !options_.output_dir().empty()) {
       train::check_output_dir(options_.output_dir());
@@ -233,7 +200,7 @@ class Runner {
     }
     logger_.open(util::join(dir_, "experiment.log"), options_.console());
     log_.emplace(util::join(dir_, "experiment.jsonl"));
-    busy_.assign(slots_.size(), false);
+    busy_.assign(placement_.slots.size(), false);
     if (resuming) {
       replay();
       check_unchanged_by_hand();
@@ -253,12 +220,9 @@ class Runner {
       log_->append({std::move(resumed)});
     } else {
       logger_.info(fmt::format(
-          "experiment {}: searcher {}, up to {} trials at once{}", dir_,
+          "experiment {}: searcher {}, {}", dir_,
           config::names<SearcherName>().name(config_.searcher.name),
-          std::min(static_cast<int64_t>(slots_.size()), scheduler_->concurrency()),
-          slurm_tasks_ ? " as job steps of Slurm job " + std::string(std::getenv("SLURM_JOB_ID"))
-                       : slot_limit(slots_.size(), scheduler_->concurrency(),
-                                    config_.resources.slots_per_trial, gpus, cpus.size())));
+          placement_.at_once(scheduler_->concurrency(), config_.resources.slots_per_trial)));
       logger_.info("search " + scheduler_->plan());
       if (drawn) {
         logger_.info(fmt::format(
@@ -370,11 +334,11 @@ class Runner {
     const Length length{scheduler_->unit(), s.length};
     std::vector<std::string> command = segment_command(options_.trainer(), files, config_,
                                                        scheduler_->trials().at(s.trial), length);
-    const Slot& where = slots_[slot];
+    const Slot& where = placement_.slots[slot];
     std::map<std::string, std::string> env = {{"OMP_NUM_THREADS", std::to_string(where.threads)}};
     if (!where.cuda_devices.empty()) env["CUDA_VISIBLE_DEVICES"] = where.cuda_devices;
     InFlight f{s, slot, -1, {}};
-    if (slurm_tasks_) {
+    if (!placement_.slurm_job.empty()) {
       // A job step of slots_per_trial tasks, each a rank that meets the others at a store
       // served here (srun gives them this node's address as SLURM_LAUNCH_NODE_IPADDR).
       f.store = launch::serve_store("0.0.0.0", 0);
@@ -585,12 +549,11 @@ class Runner {
   ExperimentConfig config_;
   SearchOptions options_;
   std::optional<Scheduler> scheduler_;  // planned by open(), once the seed is known
-  std::optional<int64_t> slurm_tasks_;  // set inside a Slurm allocation
   std::string dir_;
   std::shared_ptr<util::FileLock> lock_;  // held while the search writes dir_
   util::Logger logger_;
   std::optional<ExperimentLog> log_;
-  std::vector<Slot> slots_;
+  Placement placement_;
   std::vector<bool> busy_;
   std::vector<InFlight> running_;
   std::map<int64_t, SegmentResult> done_;

@@ -3,6 +3,9 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <torch/cuda.h>
+
+#include "util/cpus.h"
 
 namespace crucible::search {
 
@@ -35,6 +38,36 @@ std::string slot_limit(size_t slots, int64_t allowed, int64_t slots_per_trial, i
   return fmt::format(
       " ({} allowed, and the {} core(s) this process may use hold {} trial(s) of {} slot(s))",
       allowed, cores, slots, slots_per_trial);
+}
+
+std::string Placement::at_once(int64_t allowed, int64_t slots_per_trial) const {
+  const std::string where = !slurm_job.empty()
+                                ? " as job steps of Slurm job " + slurm_job
+                                : slot_limit(slots.size(), allowed, slots_per_trial, gpus, cores);
+  const int64_t n = std::min(static_cast<int64_t>(slots.size()), allowed);
+  return fmt::format("up to {} trial{} at once{}", n, n == 1 ? "" : "s", where);
+}
+
+Placement place_trials(const dist::Env& env, int64_t slots_per_trial) {
+  Placement p;
+  const std::vector<int> cpus = util::allowed_cpus();
+  p.cores = cpus.size();
+  p.gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  const auto job = env.find("SLURM_JOB_ID");
+  if (job == env.end() || env.count("SLURM_STEP_ID")) {
+    p.slots = local_slots(cpus, p.gpus, slots_per_trial);
+    return p;
+  }
+  p.slurm_job = job->second;
+  const int64_t tasks =
+      env.count("SLURM_NTASKS") ? dist::env_integer(env, "SLURM_NTASKS", "Slurm", true) : 1;
+  Slot slot;
+  slot.threads = env.count("SLURM_CPUS_PER_TASK")
+                     ? static_cast<int>(std::min<int64_t>(
+                           dist::env_integer(env, "SLURM_CPUS_PER_TASK", "Slurm", true), 1 << 20))
+                     : 1;
+  p.slots.assign(static_cast<size_t>(std::max<int64_t>(1, tasks / slots_per_trial)), slot);
+  return p;
 }
 
 }  // namespace crucible::search

@@ -13,6 +13,7 @@
 #include <crucible/errors.h>
 
 #include "checkpoint/checkpoint.h"
+#include "config/enum_names.h"
 #include "config/yaml_reader.h"
 #include "distributed/backend.h"
 #include "distributed/collectives.h"
@@ -123,6 +124,17 @@ class FitLoop {
     if (stop_pending_) {
       finish_early();
       return false;
+    }
+    if (!state_.last_checkpoint.empty() && state_.batches >= max_batches_) {
+      const Length& length = config_.max_length;
+      logger_.info(fmt::format(
+          "the run {} its max_length ({}{}): nothing left to train. To train it longer: trainer "
+          "fit --resume {} --set max_length.{}=N --allow-safe-changes",
+          state_.batches == max_batches_ ? "had trained"
+                                         : fmt::format("is at batch {}, past", state_.batches),
+          length.str(),
+          length.unit == LengthUnit::kBatches ? "" : fmt::format(", {} batches", max_batches_),
+          run_.path, config::names<LengthUnit>().name(length.unit)));
     }
     if (config_.perform_initial_validation && state_.batches == 0 && state_.validated_at != 0) {
       validate();

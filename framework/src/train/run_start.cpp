@@ -66,6 +66,33 @@ std::string change_list(const std::vector<config::Change>& changes) {
   return config::change_list(changes, config::is_safe_change);
 }
 
+// Throws the UsageError that refuses a resume of `run` whose config differs from `from` (a
+// description of the config compared with) by `changes`, when one of them may not change on
+// resume, or when `allow_safe` is false and there are any.
+void refuse_changes(const RunDir& run, const std::string& from,
+                    const std::vector<config::Change>& changes, bool allow_safe) {
+  if (changes.empty()) return;
+  if (!std::all_of(changes.begin(), changes.end(),
+                   [](const auto& c) { return config::is_safe_change(c.key); })) {
+    throw UsageError(fmt::format(
+        "--resume {}: the config differs from {}:{}\nOnly the keys `trainer keys` marks safe or "
+        "run (lengths, periods, reporting, retention, profiling) may change on resume; start a "
+        "new run (or --warm-start) for the others.",
+        run.path, from, change_list(changes)));
+  }
+  if (!allow_safe) {
+    throw UsageError(
+        fmt::format("--resume {}: the config differs from {}:{}\nThese changes are safe; pass "
+                    "--allow-safe-changes to accept them.",
+                    run.path, from, change_list(changes)));
+  }
+}
+
+// The changes from run `run`'s config.yaml to `config`.
+std::vector<config::Change> changes_to_run(const ExperimentConfig& config, const RunDir& run) {
+  return config::diff(load_experiment_config(run.config_file()), config);
+}
+
 // Compares `config` with the one checkpoint `dir` of run `run` was written with, and with the
 // run's config.yaml (the checkpoint's config plus the changes accepted since). Refuses any unsafe
 // change from the checkpoint's config, and safe changes from config.yaml unless `allow_safe`: a
@@ -83,22 +110,9 @@ void accept_config_changes(const ExperimentConfig& config, const std::string& di
   }
   const ExperimentConfig trained = parse_experiment_config(meta.config, dir + "/metadata.json");
   const auto changes = config::diff(trained, config);
-  const bool all_safe = std::all_of(changes.begin(), changes.end(),
-                                    [](const auto& c) { return config::is_safe_change(c.key); });
-  if (!all_safe) {
-    throw UsageError(fmt::format(
-        "--resume {}: the config differs from the one checkpoint {} was written with:{}\nOnly "
-        "the keys `trainer keys` marks safe or run (lengths, periods, reporting, retention, "
-        "profiling) may change on resume; start a new run (or --warm-start) for the others.",
-        run.path, dir, change_list(changes)));
-  }
-  const auto fresh = config::diff(load_experiment_config(run.config_file()), config);
-  if (!fresh.empty() && !allow_safe) {
-    throw UsageError(fmt::format(
-        "--resume {}: the config differs from the run's {}:{}\nThese changes are safe; pass "
-        "--allow-safe-changes to accept them.",
-        run.path, run.config_file(), change_list(fresh)));
-  }
+  refuse_changes(run, fmt::format("the one checkpoint {} was written with", dir), changes, true);
+  const auto fresh = changes_to_run(config, run);
+  refuse_changes(run, "the run's " + run.config_file(), fresh, allow_safe);
   if (chief && !fresh.empty()) util::replace_atomically(run.config_file(), to_yaml(config));
   if (!fresh.empty()) logger.info("accepted config changes:" + change_list(fresh));
   if (!changes.empty() && change_list(changes) != change_list(fresh)) {
@@ -150,6 +164,11 @@ void restart_from_beginning(const ExperimentConfig& config, const RunDir& run,
 }
 
 }  // namespace
+
+void check_resume_config(const ExperimentConfig& config, const RunDir& run, bool allow_safe) {
+  if (checkpoint::list(run.path).empty()) return;
+  refuse_changes(run, "the run's " + run.config_file(), changes_to_run(config, run), allow_safe);
+}
 
 RunStart start_run(const ExperimentConfig& config, const FitOptions& options,
                    util::Logger& logger) {
