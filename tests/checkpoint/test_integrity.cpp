@@ -108,15 +108,28 @@ TEST_CASE("resume falls back from a damaged newest checkpoint, with a warning", 
   TempDir tmp;
   const std::string run = finished_run(tmp);
   flip_byte(run + "/checkpoints/batch-0000000128/model_0.pt", 300);
-  auto r = run_command(kTrainer + " fit --resume " + run);
+  // --quiet keeps reports off the console, not warnings.
+  auto r = run_command(kTrainer + " fit --resume " + run + " --quiet");
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("warning: checkpoint") &&
                            Catch::Contains("batch-0000000128: model_0.pt fails its checksum") &&
                            Catch::Contains("falling back"));
-  CHECK_THAT(r.output, Catch::Contains("continuing from") && Catch::Contains("batch-0000000120"));
+  CHECK_THAT(r.output, !Catch::Contains("continuing from"));
+  CHECK_THAT(read_file(run + "/trainer.log"),
+             Catch::Contains("continuing from") && Catch::Contains("batch-0000000120"));
   // Training from 120 rewrote checkpoint 128 as the uninterrupted run had it.
   CHECK(ckpt::verify(run + "/checkpoints/batch-0000000128").batches == 128);
+  // A checkpoint copied under a newer name holds an older batch: passed over, named.
+  copy_tree(run + "/checkpoints/batch-0000000120", run + "/checkpoints/batch-0000000200");
+  std::vector<std::string> warnings;
+  CHECK(ckpt::newest_good(run, [&](const std::string& w) { warnings.push_back(w); }) ==
+        run + "/checkpoints/batch-0000000128");
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0] ==
+        "checkpoint " + run +
+            "/checkpoints/batch-0000000200: it holds batch 120 (copied or renamed by "
+            "hand?); falling back to an older checkpoint");
 }
 
 TEST_CASE(
@@ -256,6 +269,36 @@ TEST_CASE("a full disk stops training with a clear error: the previous checkpoin
   CHECK_THAT(resumed.output,
              Catch::Contains("continuing from") && Catch::Contains("batch-0000000020 at batch 20"));
   CHECK(latest(run) == "batch-0000000040");
+}
+
+TEST_CASE("a misspelled searcher.metric is renamed on resume while the run has no best value",
+          "[checkpoint]") {
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  const auto first = run_command(kTrainer + " fit " + kConfigs + "/linear.yaml --quiet --output " +
+                                 run + " --set searcher.metric=validation_lsos");
+  INFO(first.output);
+  CHECK(first.exit_code == 2);
+  CHECK_THAT(first.output, Catch::Contains("the training so far is in checkpoint " + run +
+                                           "/checkpoints/batch-0000000063"));
+  const auto unaccepted =
+      run_command(kTrainer + " fit --resume " + run + " --set searcher.metric=validation_loss");
+  CHECK(unaccepted.exit_code == 2);
+  CHECK_THAT(unaccepted.output,
+             Catch::Contains("searcher.metric: validation_lsos -> validation_loss\nThese "
+                             "changes are safe; pass --allow-safe-changes"));
+  const auto mended = run_command(kTrainer + " fit --resume " + run +
+                                  " --set searcher.metric=validation_loss --allow-safe-changes");
+  INFO(mended.output);
+  CHECK(mended.exit_code == 0);
+  CHECK_THAT(read_file(run + "/trainer.log"), Catch::Contains("at batch 63"));
+  CHECK(latest(run) == "batch-0000000252");
+  // With a best value recorded, the metric ranks the checkpoints: it stays.
+  const auto ranked = run_command(kTrainer + " fit --resume " + run +
+                                  " --set searcher.metric=validation_bias --allow-safe-changes");
+  CHECK(ranked.exit_code == 2);
+  CHECK_THAT(ranked.output,
+             Catch::Contains("searcher.metric: validation_loss -> validation_bias  (unsafe)"));
 }
 
 TEST_CASE("resuming with a changed config is refused, listing the changes", "[checkpoint]") {

@@ -208,6 +208,34 @@ TEST_CASE("trainer fit --resume continues a run from its latest checkpoint", "[c
         std::vector<std::string>{"README.md", "config.yaml", "src"});
 }
 
+TEST_CASE("a run killed while its directory was made starts again with the same --output",
+          "[cli]") {
+  // What a SIGKILL leaves while create_run_dir writes: the lock, the checkpoints directory, the
+  // trial library's pointer, and the temporaries of the next files written atomically.
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  util::create_directories(run + "/checkpoints");
+  write_file(run + "/.lock", "");
+  write_file(run + "/trial_library", "/elsewhere/libgone.so\n");
+  write_file(run + "/trial_library.tmp", "/elsewhere/libg");
+  write_file(run + "/config.yaml.tmp", "name: lin");
+  const auto resume = trainer("fit --resume " + run);
+  CHECK(resume.exit_code == 2);
+  CHECK_THAT(resume.output, Catch::Contains("not a run directory (no config.yaml in it)"));
+  const auto again = trainer("fit " + kConfigs + "/linear.yaml --quiet --output " + run);
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK(util::exists(run + "/checkpoints/batch-0000000252"));
+  for (const auto& name : util::list_directory(run)) CHECK(name.find(".tmp") == std::string::npos);
+  // Another temporary is still the user's file: refused.
+  util::create_directories(tmp / "fresh");
+  write_file(tmp / "fresh/notes.tmp", "mine\n");
+  const auto foreign =
+      trainer("fit " + kConfigs + "/linear.yaml --quiet --output " + (tmp / "fresh"));
+  CHECK(foreign.exit_code == 2);
+  CHECK_THAT(foreign.output, Catch::Contains("the directory holds other files (notes.tmp"));
+}
+
 TEST_CASE("a run remembers its trial library, and host_path is relative to the config's directory",
           "[cli]") {
   // A user's project: an experiment file beside its own trial library, found by name only
@@ -354,6 +382,17 @@ TEST_CASE("a trial failure exits 1 and leaves the last checkpoint", "[cli]") {
   const std::string log = read_file(early + "/trainer.log");
   CHECK_THAT(log, Catch::Contains("ERROR train_batch (batch 2) threw: injected failure") &&
                       Catch::Contains("WARN " + none));
+  // A config the run finds bad fails a rerun the same way: no rerun is offered.
+  const std::string bad = tmp / "bad";
+  auto too_long =
+      trainer("fit " + config + " --set max_length.epochs=4611686018427387904 --output " + bad);
+  INFO(too_long.output);
+  CHECK(too_long.exit_code == 2);
+  CHECK_THAT(too_long.output, Catch::Contains("more batches than a run can count") &&
+                                  Catch::Contains("warning: " + bad +
+                                                  " holds no checkpoint: the run failed before "
+                                                  "its first\n") &&
+                                  !Catch::Contains("Rerunning"));
 }
 
 TEST_CASE("a record the dataset cannot read fails naming the loader and batch, checkpoint kept",

@@ -110,21 +110,31 @@ TEST_CASE("metrics.jsonl rows hold no timing, so equal runs give equal files", "
   // the rows after it stay.
   const std::string text = read_file(fast);
   const size_t second = text.find('\n') + 1;
-  write_file(fast, text.substr(0, second) + "{\"type\": \"vali\n" + text.substr(second) +
-                       R"({"type": "training", "batc)");
+  // Damaged: a row cut short (quoted with its invalid UTF-8 byte replaced), a row whose count is
+  // not a number, a count past any run's.
+  write_file(fast, text.substr(0, second) + "{\"type\": \"vali\xff\n" +
+                       "{\"type\": \"training\", \"batches\": \"10\"}\n" +
+                       R"({"type": "training", "batches": 18446744073709551615})" + "\n" +
+                       text.substr(second) + R"({"type": "training", "batc)");
   std::vector<std::string> warnings;
   const auto warn = [&](const std::string& w) { warnings.push_back(w); };
   crucible::metrics::truncate_metrics_file(fast, 12, warn);
-  REQUIRE(warnings.size() == 1);
-  CHECK_THAT(warnings[0],
-             Catch::Contains(fast + ":2: a damaged row (not a JSON object), left out"));
+  REQUIRE(warnings.size() == 3);
+  CHECK(warnings[0] == fast +
+                           ":2: a damaged row (not a JSON object), left out: {\"type\": "
+                           "\"vali\xEF\xBF\xBD");
+  CHECK(warnings[1] == fast +
+                           ":3: a damaged row (its batches is not a whole number), left out: "
+                           "{\"type\": \"training\", \"batches\": \"10\"}");
+  CHECK_THAT(warnings[2], Catch::Contains(fast + ":4: a damaged row (its batches is not a whole "
+                                                 "number), left out"));
   CHECK(rows_of(fast) == rows);
   // Rows past the checkpoint go.
   crucible::metrics::truncate_metrics_file(fast, 10, warn);
   const auto kept = rows_of(fast);
   REQUIRE(kept.size() == 1);
   CHECK(kept[0]["batches"] == 10);
-  CHECK(warnings.size() == 1);
+  CHECK(warnings.size() == 3);
 }
 
 TEST_CASE("a JSON-lines sink takes only the reports of its kinds", "[metrics]") {

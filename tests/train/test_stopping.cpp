@@ -32,6 +32,14 @@ bool final_weights_finite(const std::string& run) {
          torch::isfinite(model->bias).all().item<bool>();
 }
 
+// An archive holding what `saved` wrote, read back as a checkpoint reads it.
+void reload(torch::serialize::OutputArchive& saved, torch::serialize::InputArchive& into) {
+  std::ostringstream bytes;
+  saved.save_to(bytes);
+  std::istringstream in(bytes.str());
+  into.load_from(in);
+}
+
 }  // namespace
 
 TEST_CASE("non_finite: stop names the batch, its epoch and the metric", "[train][non_finite]") {
@@ -234,11 +242,8 @@ TEST_CASE(
         "validation(s)");
 
   // Its state, saved after the third validation, restores the best and the count.
-  std::ostringstream bytes;
-  saved.save_to(bytes);
-  std::istringstream in(bytes.str());
   torch::serialize::InputArchive archive;
-  archive.load_from(in);
+  reload(saved, archive);
   EarlyStopping restored(f.ctx, EarlyStoppingOptions("validation_accuracy"));
   restored.load_state(archive);
   CHECK(restored.best() == 0.7);
@@ -253,6 +258,35 @@ TEST_CASE(
   CHECK_FALSE(g.ctx.stop_requested());
   first.on_validation_end({{"validation_loss", 0.5}});
   CHECK(g.ctx.stop_requested());
+
+  // A NaN never improves and is never the best: the first number after it is.
+  ContextFixture h;
+  EarlyStopping nan_first(h.ctx, EarlyStoppingOptions("loss").patience(2));
+  nan_first.on_validation_end({{"validation_loss", std::nan("")}});
+  CHECK_FALSE(nan_first.best().has_value());
+  CHECK(nan_first.validations_without_improvement() == 1);
+  nan_first.on_validation_end({{"validation_loss", 2.0}});
+  CHECK(nan_first.best() == 2.0);
+  nan_first.on_validation_end({{"validation_loss", std::nan("")}});
+  nan_first.on_validation_end({{"validation_loss", 1.0}});
+  CHECK(nan_first.best() == 1.0);
+  CHECK_FALSE(h.ctx.stop_requested());
+  ContextFixture n;
+  EarlyStopping only_nan(n.ctx, EarlyStoppingOptions("loss").patience(2));
+  only_nan.on_validation_end({{"validation_loss", std::nan("")}});
+  CHECK_FALSE(n.ctx.stop_requested());
+  only_nan.on_validation_end({{"validation_loss", std::nan("")}});
+  CHECK(n.state.stop_reason == "early stopping: loss was NaN in each of 2 validation(s)");
+  // A NaN best saved by an earlier version restores as none.
+  torch::serialize::OutputArchive old_state;
+  old_state.write("best", torch::tensor(std::nan(""), torch::kDouble));
+  old_state.write("has_best", torch::tensor(true));
+  old_state.write("bad_validations", torch::tensor(int64_t{1}));
+  torch::serialize::InputArchive old_archive;
+  reload(old_state, old_archive);
+  EarlyStopping mended(n.ctx, EarlyStoppingOptions("loss"));
+  mended.load_state(old_archive);
+  CHECK_FALSE(mended.best().has_value());
 
   CHECK_THAT(error_of([&] { EarlyStopping(f.ctx, EarlyStoppingOptions("")); }),
              Catch::Contains("EarlyStopping: the metric name is empty"));

@@ -68,7 +68,7 @@ Options:
                      a run over N machines: start `trainer fit` on each, with its rank;
                      each runs slots_per_trial / N workers; node 0 serves the rendezvous
                      at HOST:PORT
-  --quiet            write reports to the run's log only
+  --quiet            write reports to the run's log only (warnings still go to stderr)
   --help             show this help
 
 Trial libraries named in `entrypoint` are looked up in $CRUCIBLE_TRIAL_PATH, the config's

@@ -27,7 +27,8 @@ struct EarlyStoppingOptions {
 };
 
 // Stops training when a validation metric stops improving: after options.patience() validations
-// in a row in which the metric did not beat its best so far by more than options.min_delta(), it
+// in a row in which the metric did not beat its best so far by more than options.min_delta() (a
+// NaN never does, and is never the best; the first number is the first best), it
 // calls ctx.set_stop_requested() with the reason, and training ends with a final validation and
 // checkpoint. Its best value and count of validations without improvement are saved in
 // checkpoints, so a resumed run keeps its patience. The experiment file's `early_stopping` key

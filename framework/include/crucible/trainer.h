@@ -26,7 +26,7 @@ struct FitOptions {
   TORCH_ARG(std::string, output_dir);
   // A run directory to continue from its latest checkpoint, writing into it.
   TORCH_ARG(std::string, resume_dir);
-  // Print reports on stdout as well as into the run's log.
+  // Print reports on stdout as well as into the run's log. Warnings go to stderr either way.
   TORCH_ARG(bool, console) = true;
   // With resume_dir: accept a config that differs from the checkpoint's in keys safe on resume
   // only (those `trainer keys` marks safe: lengths, periods, reporting, retention, profiling and

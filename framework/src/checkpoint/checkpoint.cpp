@@ -613,7 +613,11 @@ std::string newest_good(const std::string& run_dir,
   std::string damaged;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
-      verify(*it);
+      const Metadata meta = verify(*it);
+      if (util::file_name(*it) != directory_name(meta.batches)) {
+        throw DamagedCheckpoint(fmt::format(
+            "checkpoint {}: it holds batch {} (copied or renamed by hand?)", *it, meta.batches));
+      }
       if (latest_gone) {
         warn(
             fmt::format("{}/latest names checkpoint {}, which is no longer there (removed by "

@@ -164,7 +164,8 @@ std::vector<std::string> remove_unfinished(
 // never deletes. Throws std::runtime_error naming the path and the cause when it cannot be read.
 std::string latest_name(const std::string& run_dir);
 
-// The newest checkpoint of the run that verifies. Each damaged newer one is reported through
+// The newest checkpoint of the run that verifies and holds the batch its name says. Each damaged
+// (or misnamed) newer one is reported through
 // `warn` and skipped, and so is a `latest` that names a checkpoint no longer there. Throws
 // TrainingError listing them when none verifies, and UsageError when the run has no checkpoint
 // at all (naming the one `latest` names, when it does).

@@ -428,10 +428,12 @@ std::vector<Key> build_schema() {
                  "random (max_trials random draws) | adaptive_asha (random draws, the worst "
                  "stopped at each rung)"),
       text("searcher.metric", member(&C::searcher, &SearcherConfig::metric), Text::kNonEmpty,
-           "the validation metric that ranks checkpoints"),
+           "the validation metric that ranks checkpoints (a run's resume may rename it while "
+           "the run has no best value of it)"),
       boolean("searcher.smaller_is_better",
               member(&C::searcher, &SearcherConfig::smaller_is_better),
-              "whether a smaller searcher.metric is better"),
+              "whether a smaller searcher.metric is better (a run's resume may change it while the "
+              "run has no best value)"),
       read_by(integer("searcher.max_trials", member(&C::searcher, &SearcherConfig::max_trials), 1,
                       "how many trials a search runs"),
               {SearcherName::kRandom, SearcherName::kAdaptiveAsha}),

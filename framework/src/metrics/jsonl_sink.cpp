@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <system_error>
 
@@ -15,6 +16,7 @@
 #include "util/file_system.h"
 #include "util/json_lines.h"
 #include "util/json_number.h"
+#include "util/utf8.h"
 
 namespace crucible::metrics {
 
@@ -63,16 +65,25 @@ void truncate_metrics_file(const std::string& path, int64_t batches,
     const std::string& line = lines[i];
     if (line.empty()) continue;
     const nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
-    if (row.is_discarded() || !row.is_object()) {
+    const bool object = !row.is_discarded() && row.is_object();
+    const auto count = object ? row.find("batches") : row.end();
+    const bool counted =
+        object && (count == row.end() ||
+                   (count->is_number_integer() &&
+                    !(count->is_number_unsigned() &&
+                      count->get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()})));
+    if (!counted) {
       // The last line may be torn by a kill; one with rows after it was damaged otherwise.
       if (i + 1 < lines.size() && batches >= 0) {
         constexpr size_t kShown = 80;
-        warn(fmt::format("{}:{}: a damaged row (not a JSON object), left out: {}{}", path, i + 1,
-                         line.substr(0, kShown), line.size() > kShown ? "..." : ""));
+        warn(fmt::format("{}:{}: a damaged row ({}), left out: {}{}", path, i + 1,
+                         object ? "its batches is not a whole number" : "not a JSON object",
+                         util::valid_utf8(line.substr(0, kShown)),
+                         line.size() > kShown ? "..." : ""));
       }
       continue;
     }
-    if (row.value("batches", int64_t{0}) <= batches) keep += line + '\n';
+    if (count == row.end() || count->get<int64_t>() <= batches) keep += line + '\n';
   }
   try {
     util::replace_atomically(path, keep);

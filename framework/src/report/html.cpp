@@ -34,13 +34,10 @@ footer { margin-top: 3em; color: #8a93a6; font-size: 0.9em; }
 
 }  // namespace
 
-std::string escape(std::string_view text) {
+std::string escape(std::string_view raw) {
+  const std::string text = util::valid_utf8(raw);
   std::string out;
   out.reserve(text.size());
-  while (const std::optional<size_t> bad = util::first_invalid_utf8(text)) {
-    out += escape(text.substr(0, *bad)) + "\xEF\xBF\xBD";  // U+FFFD
-    text.remove_prefix(*bad + 1);
-  }
   for (const char c : text) {
     switch (c) {
       case '&':

@@ -21,8 +21,10 @@ EarlyStopping::EarlyStopping(TrialContext& ctx, EarlyStoppingOptions options)
 void EarlyStopping::on_validation_end(const MetricValues& metrics) {
   const double value = validation_metric(metrics, options_.metric(), "early stopping");
   const double delta = options_.min_delta();
+  // A NaN is no measure: it never improves, and the first number after it can.
   const bool improved =
-      !best_ || (options_.smaller_is_better() ? value < *best_ - delta : value > *best_ + delta);
+      !std::isnan(value) &&
+      (!best_ || (options_.smaller_is_better() ? value < *best_ - delta : value > *best_ + delta));
   if (improved) {
     best_ = value;
     bad_validations_ = 0;
@@ -30,9 +32,12 @@ void EarlyStopping::on_validation_end(const MetricValues& metrics) {
   }
   ++bad_validations_;
   if (bad_validations_ >= options_.patience()) {
-    ctx_.set_stop_requested(fmt::format(
-        "early stopping: {} did not improve on its best {} by more than {} in {} validation(s)",
-        options_.metric(), *best_, delta, bad_validations_));
+    ctx_.set_stop_requested(
+        best_ ? fmt::format("early stopping: {} did not improve on its best {} by more than {} in "
+                            "{} validation(s)",
+                            options_.metric(), *best_, delta, bad_validations_)
+              : fmt::format("early stopping: {} was NaN in each of {} validation(s)",
+                            options_.metric(), bad_validations_));
   }
 }
 
@@ -47,7 +52,9 @@ void EarlyStopping::load_state(torch::serialize::InputArchive& archive) {
   archive.read("best", best);
   archive.read("has_best", has_best);
   archive.read("bad_validations", bad);
-  best_ = has_best.item<bool>() ? std::optional<double>(best.item<double>()) : std::nullopt;
+  // A NaN best (saved by a version that took one) is no best.
+  const double saved = best.item<double>();
+  best_ = has_best.item<bool>() && !std::isnan(saved) ? std::optional<double>(saved) : std::nullopt;
   bad_validations_ = bad.item<int64_t>();
 }
 

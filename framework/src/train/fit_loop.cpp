@@ -97,6 +97,13 @@ class FitLoop {
     try {
       logger_.error(message_without_trace(e));
       if (!checkpoint::list(run_.path).empty()) return;
+      // A bad config or command fails a rerun the same way: the error says what to mend.
+      const auto* error = dynamic_cast<const Error*>(&e);
+      if (error && error->exit_code() == kExitBadUsage) {
+        logger_.warn(
+            fmt::format("{} holds no checkpoint: the run failed before its first", run_.path));
+        return;
+      }
       // A rerun restarts this directory only when --output names it; a warm start is not
       // recorded, so only the same command (with its --warm-start) repeats it.
       const std::string again =

@@ -51,11 +51,17 @@ bool is_layout_file(const std::vector<std::string>& below) {
   return layout_trees().count(below[0]) > 0 || (below[0] == "trials" && below.size() == 2);
 }
 
-// A file of `dir` that neither a run nor an experiment writes ("" when there is none).
+// A file of `dir` that neither a run nor an experiment writes ("" when there is none). The
+// temporary of one of their files (util::replace_atomically's NAME.tmp, left by a process killed
+// while it wrote it) is theirs.
 std::string foreign_file(const std::string& dir) {
+  const std::string tmp = ".tmp";
   for (const std::string& name : util::list_directory(dir)) {
-    if (!layout_files().count(name) && !layout_trees().count(name) && name != "trials" &&
-        name != "report.html") {
+    const bool temporary = name.size() > tmp.size() &&
+                           name.compare(name.size() - tmp.size(), tmp.size(), tmp) == 0 &&
+                           layout_files().count(name.substr(0, name.size() - tmp.size()));
+    if (!temporary && !layout_files().count(name) && !layout_trees().count(name) &&
+        name != "trials" && name != "report.html") {
       return name;
     }
   }

@@ -62,29 +62,39 @@ ExperimentConfig for_evaluation(ExperimentConfig config, int64_t slots) {
 
 namespace {
 
-std::string change_list(const std::vector<config::Change>& changes) {
-  return config::change_list(changes, config::is_safe_change);
+// Whether `key` may change when a run resumes from a checkpoint: a key `trainer keys` marks safe
+// or run; when the run has no best value of its searcher metric (`has_best` false), also the
+// metric and its direction (a misspelled metric fails the first validation, which keeps the
+// training so far in a checkpoint to continue with the right name).
+bool safe_on_resume(const std::string& key, bool has_best) {
+  return config::is_safe_change(key) ||
+         (!has_best && (key == "searcher.metric" || key == "searcher.smaller_is_better"));
+}
+
+std::string change_list(const std::vector<config::Change>& changes, bool has_best) {
+  return config::change_list(changes,
+                             [&](const std::string& key) { return safe_on_resume(key, has_best); });
 }
 
 // Throws the UsageError that refuses a resume of `run` whose config differs from `from` (a
 // description of the config compared with) by `changes`, when one of them may not change on
-// resume, or when `allow_safe` is false and there are any.
+// resume (safe_on_resume with `has_best`), or when `allow_safe` is false and there are any.
 void refuse_changes(const RunDir& run, const std::string& from,
-                    const std::vector<config::Change>& changes, bool allow_safe) {
+                    const std::vector<config::Change>& changes, bool has_best, bool allow_safe) {
   if (changes.empty()) return;
   if (!std::all_of(changes.begin(), changes.end(),
-                   [](const auto& c) { return config::is_safe_change(c.key); })) {
+                   [&](const auto& c) { return safe_on_resume(c.key, has_best); })) {
     throw UsageError(fmt::format(
         "--resume {}: the config differs from {}:{}\nOnly the keys `trainer keys` marks safe or "
         "run (lengths, periods, reporting, retention, profiling) may change on resume; start a "
         "new run (or --warm-start) for the others.",
-        run.path, from, change_list(changes)));
+        run.path, from, change_list(changes, has_best)));
   }
   if (!allow_safe) {
     throw UsageError(
         fmt::format("--resume {}: the config differs from {}:{}\nThese changes are safe; pass "
                     "--allow-safe-changes to accept them.",
-                    run.path, from, change_list(changes)));
+                    run.path, from, change_list(changes, has_best)));
   }
 }
 
@@ -109,17 +119,19 @@ void accept_config_changes(const ExperimentConfig& config, const std::string& di
         run.path));
   }
   const ExperimentConfig trained = parse_experiment_config(meta.config, dir + "/metadata.json");
+  const bool has_best = meta.trainer_state.best_metric.has_value();
   const auto changes = config::diff(trained, config);
-  refuse_changes(run, fmt::format("the one checkpoint {} was written with", dir), changes, true);
+  refuse_changes(run, fmt::format("the one checkpoint {} was written with", dir), changes, has_best,
+                 true);
   const auto fresh = changes_to_run(config, run);
-  refuse_changes(run, "the run's " + run.config_file(), fresh, allow_safe);
+  refuse_changes(run, "the run's " + run.config_file(), fresh, has_best, allow_safe);
   if (chief && !fresh.empty()) util::replace_atomically(run.config_file(), to_yaml(config));
-  if (!fresh.empty()) logger.info("accepted config changes:" + change_list(fresh));
-  if (!changes.empty() && change_list(changes) != change_list(fresh)) {
+  if (!fresh.empty()) logger.info("accepted config changes:" + change_list(fresh, has_best));
+  if (!changes.empty() && change_list(changes, has_best) != change_list(fresh, has_best)) {
     logger.info(
         fmt::format("the config differs from checkpoint {}'s by changes accepted on "
                     "resume:{}",
-                    util::file_name(dir), change_list(changes)));
+                    util::file_name(dir), change_list(changes, has_best)));
   }
 }
 
@@ -157,7 +169,7 @@ void restart_from_beginning(const ExperimentConfig& config, const RunDir& run,
   logger.info(run.path +
               " has no checkpoint (it stopped before its first): training from the beginning");
   const auto changes = config::diff(load_experiment_config(run.config_file()), config);
-  if (!changes.empty()) logger.info("with config changes:" + change_list(changes));
+  if (!changes.empty()) logger.info("with config changes:" + change_list(changes, false));
   run.keep_reports_until(-1, [&](const std::string& w) { logger.warn(w); });
   util::remove(run.trace_file());
   util::replace_atomically(run.config_file(), to_yaml(config));
@@ -167,7 +179,9 @@ void restart_from_beginning(const ExperimentConfig& config, const RunDir& run,
 
 void check_resume_config(const ExperimentConfig& config, const RunDir& run, bool allow_safe) {
   if (checkpoint::list(run.path).empty()) return;
-  refuse_changes(run, "the run's " + run.config_file(), changes_to_run(config, run), allow_safe);
+  // Whether the checkpoint holds a best value is the ranks' to read: what it may allow passes.
+  refuse_changes(run, "the run's " + run.config_file(), changes_to_run(config, run), false,
+                 allow_safe);
 }
 
 RunStart start_run(const ExperimentConfig& config, const FitOptions& options,

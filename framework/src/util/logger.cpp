@@ -80,6 +80,12 @@ void Logger::close_console(size_t stream) {
 void Logger::write(const char* level, const std::string& line, bool to_stderr, bool console) {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string note = console_ && console ? write_console(line, to_stderr) : "";
+  if (!console_ && console && to_stderr) {
+    // The console is off (--quiet), but a warning still goes to stderr, as best it can: a write
+    // error loses the line and closes nothing.
+    std::cerr << "warning: " + line + "\n" << std::flush;
+    std::cerr.clear();
+  }
   write_file(level, line);
   if (!note.empty()) write_file("WARN", note);
 }

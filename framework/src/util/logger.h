@@ -9,7 +9,9 @@
 namespace crucible::util {
 
 // Writes timestamped lines to a run's log file and, when enabled, plain lines to the console:
-// info lines to stdout, warnings to stderr (to stdout once stderr is closed). A line the file
+// info lines to stdout, warnings to stderr (to stdout once stderr is closed). With the console
+// off, warnings still go to stderr, as best they can (a write error loses the line, and closes and
+// records nothing). A line the file
 // cannot take (a full disk, an I/O error) ends the file's part: the logger says so once on stderr,
 // naming the file and the cause, even when the console is off, and goes on writing to the console
 // alone. A console stream whose reader went away (a write fails with EPIPE, or console_lost()

@@ -37,4 +37,16 @@ std::optional<size_t> first_invalid_utf8(std::string_view text) {
   return std::nullopt;
 }
 
+std::string valid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  while (const std::optional<size_t> bad = first_invalid_utf8(text)) {
+    out.append(text.substr(0, *bad));
+    out += "\xEF\xBF\xBD";  // U+FFFD
+    text.remove_prefix(*bad + 1);
+  }
+  out.append(text);
+  return out;
+}
+
 }  // namespace crucible::util
