@@ -293,6 +293,16 @@ TEST_CASE("a misspelled searcher.metric is renamed on resume while the run has n
   CHECK(mended.exit_code == 0);
   CHECK_THAT(read_file(run + "/trainer.log"), Catch::Contains("at batch 63"));
   CHECK(latest(run) == "batch-0000000252");
+  // As the run with the right name from the start: its rows, and its best (batch 63's).
+  const std::string right = tmp / "right";
+  REQUIRE(run_command(kTrainer + " fit " + kConfigs + "/linear.yaml --quiet --output " + right)
+              .exit_code == 0);
+  CHECK(read_file(run + "/metrics.jsonl") == read_file(right + "/metrics.jsonl"));
+  const auto best = [](const std::string& r) {
+    return ckpt::verify(r + "/checkpoints/batch-0000000252").trainer_state.best_metric;
+  };
+  REQUIRE(best(right).has_value());
+  CHECK(best(run) == best(right));
   // With a best value recorded, the metric ranks the checkpoints: it stays.
   const auto ranked = run_command(kTrainer + " fit --resume " + run +
                                   " --set searcher.metric=validation_bias --allow-safe-changes");

@@ -464,6 +464,13 @@ int main(int argc, char** argv) {
       std::cout << "all-reduces returned" << std::endl;
       return 0;
     }
+    if (mode == "one_ignores_sigterm") {
+      // Rank 0 ignores SIGTERM and waits for rank 1 in an all-reduce; rank 1 never handles it.
+      if (ctx.rank() == 0) std::signal(SIGTERM, SIG_IGN);
+      if (ctx.rank() != 0) {
+        for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+      }
+    }
     if (ctx.rank() == 1) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       if (mode == "die") std::_Exit(3);

@@ -50,16 +50,19 @@ std::vector<std::string> live_workers() {
   return out;
 }
 
-// Whether the process `pid` catches SIGINT: its SigCgt mask in /proc holds the signal's bit.
-bool catches_sigint(const std::string& pid) {
+// Whether mask `field` ("SigCgt:", "SigIgn:") of process `pid` in /proc holds signal `sig`.
+bool signal_in_mask(const std::string& pid, const std::string& field, int sig) {
   std::istringstream status(read_file("/proc/" + pid + "/status"));
   for (std::string line; std::getline(status, line);) {
-    if (line.rfind("SigCgt:", 0) == 0) {
-      return (std::stoull(line.substr(7), nullptr, 16) >> (SIGINT - 1)) & 1;
+    if (line.rfind(field, 0) == 0) {
+      return (std::stoull(line.substr(field.size()), nullptr, 16) >> (sig - 1)) & 1;
     }
   }
   return false;
 }
+
+bool catches_sigint(const std::string& pid) { return signal_in_mask(pid, "SigCgt:", SIGINT); }
+bool ignores_sigterm(const std::string& pid) { return signal_in_mask(pid, "SigIgn:", SIGTERM); }
 
 }  // namespace
 
@@ -131,26 +134,53 @@ TEST_CASE("two SIGINTs to the launcher are the user's stop, not a rank's failure
   CHECK(live_workers().empty());
 }
 
-TEST_CASE("a stop signal that ends workers before they handle it is the user's stop, not a failure",
-          "[launch]") {
+namespace {
+
+// Launches 2 workers in `mode`, sends this process SIGTERM (which the launcher passes on) once
+// `ready` holds of the two workers' pids, and checks that the launcher ends as the user's stop,
+// with `failure`.
+void check_passed_on_stop(const std::string& mode, bool (*ready)(const std::vector<std::string>&),
+                          const std::string& failure) {
   std::ostringstream out, err;
-  // The workers handle SIGINT only: the SIGTERM passed on ends them as it would a rank that is
-  // still starting.
-  std::thread user([] {
-    wait_until([] {
+  std::thread user([ready] {
+    wait_until([ready] {
       const auto pids = live_workers();
-      return pids.size() == 2 && std::all_of(pids.begin(), pids.end(), catches_sigint);
+      return pids.size() == 2 && ready(pids);
     });
     ::kill(::getpid(), SIGTERM);
   });
-  const auto result = launch(workers(2, "interrupted"), out, err);
+  const auto result = launch(workers(2, mode), out, err);
   user.join();
   INFO(out.str() << err.str());
   CHECK(result.exit_code == 128 + SIGTERM);
-  CHECK(result.failure ==
-        "signal 15 (Terminated), passed on to the ranks, ended ranks 0, 1 as "
-        "they started, before they could stop with a checkpoint");
+  CHECK(result.failure == failure);
   CHECK(live_workers().empty());
+}
+
+}  // namespace
+
+TEST_CASE("a stop signal that ends workers before they handle it is the user's stop, not a failure",
+          "[launch]") {
+  // The workers handle SIGINT only: the SIGTERM passed on ends them as it would a rank that is
+  // still starting.
+  check_passed_on_stop(
+      "interrupted",
+      [](const std::vector<std::string>& pids) {
+        return std::all_of(pids.begin(), pids.end(), catches_sigint);
+      },
+      "signal 15 (Terminated), passed on to the ranks, ended ranks 0, 1 before they handled it");
+}
+
+TEST_CASE("a rank that loses the peers a stop signal ended is not blamed either", "[launch]") {
+  // Rank 0 ignores SIGTERM and waits for rank 1 in an all-reduce; the SIGTERM passed on ends rank
+  // 1, and rank 0 then fails for want of its peer.
+  check_passed_on_stop(
+      "one_ignores_sigterm",
+      [](const std::vector<std::string>& pids) {
+        return std::any_of(pids.begin(), pids.end(), ignores_sigterm);
+      },
+      "signal 15 (Terminated), passed on to the ranks, ended rank 1 before it handled it; the "
+      "others lost their peers and were stopped");
 }
 
 TEST_CASE("the launcher blames the rank that failed on its own, by exit status", "[launch]") {

@@ -49,4 +49,6 @@ TEST_CASE("a failed trial's error keeps the launcher's tail of the failed rank",
   CHECK(search::last_error(log) == "first its tail");
   write_file(log, "a\nb\n");
   CHECK(search::last_error(log) == "b");
+  write_file(log, "a\nb\nwarning: checkpoint x fails its checksum; falling back\n");
+  CHECK(search::last_error(log) == "b");
 }

@@ -8,6 +8,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <torch/version.h>
@@ -301,12 +302,11 @@ int check(const Args& a) {
   ExperimentConfig config = load_experiment_config(a.config, a.overrides);
   for (const std::string& warning : config.warnings) std::cerr << "warning: " << warning << "\n";
   const TrialFactory factory = check_experiment(config);
+  const std::string search = describe_search(config);  // before "OK": it may refuse too
   std::cout << "# " << a.config << ": OK (trial " << factory.name << ")\n";
-  const std::string search = describe_search(config);
-  if (!search.empty()) {
-    const size_t lines = search.find('\n');
-    std::cout << "# search " << search.substr(0, lines) << "\n# " << search.substr(lines + 1)
-              << "\n";
+  std::istringstream lines(search);
+  for (std::string line, lead = "# search "; std::getline(lines, line); lead = "# ") {
+    std::cout << lead << line << "\n";
   }
   std::cout << to_yaml(config);
   return kExitOk;

@@ -249,9 +249,11 @@ class Supervisor {
       }
     }
     // Every failure so far was a rank giving up on its peers: the ones still running are the
-    // ones that stopped responding. Each is asked what it is doing first: its answer (where it
-    // is stuck, its stack) comes out with its other lines.
-    if (gave_up_on_peers(*failed_)) {
+    // ones that stopped responding (unless a stop signal passed on ended the peers it lost).
+    // Each is asked what it is doing first: its answer (where it is stuck, its stack) comes out
+    // with its other lines.
+    int sig = 0;
+    if (gave_up_on_peers(*failed_) && passed_on_endings(sig).empty()) {
       for (const auto& w : workers_) {
         if (w.reaped) continue;
         unresponsive_.push_back(w.rank);
@@ -304,8 +306,8 @@ class Supervisor {
     return WIFSIGNALED(w.status) && passed_on_.count(WTERMSIG(w.status)) > 0;
   }
 
-  // "signal 15 (Terminated), passed on to the ranks, ended rank 1 as it started, before it could
-  // stop with a checkpoint"; "" when it ended none. Sets `sig` to the signal.
+  // "signal 15 (Terminated), passed on to the ranks, ended rank 1 before it handled it"; "" when
+  // it ended none. Sets `sig` to the signal.
   std::string passed_on_endings(int& sig) const {
     std::vector<int64_t> ranks;
     for (const auto& w : workers_) {
@@ -316,10 +318,8 @@ class Supervisor {
     if (ranks.empty()) return "";
     const bool one = ranks.size() == 1;
     return fmt::format(
-        "signal {} ({}), passed on to the ranks, ended rank{} {} as {} started, before {} could "
-        "stop with a checkpoint",
-        sig, strsignal(sig), one ? "" : "s", fmt::join(ranks, ", "), one ? "it" : "they",
-        one ? "it" : "they");
+        "signal {} ({}), passed on to the ranks, ended rank{} {} before {} handled it", sig,
+        strsignal(sig), one ? "" : "s", fmt::join(ranks, ", "), one ? "it" : "they");
   }
 
   // Whether the worker gave up on its peers (PeerLostError) rather than failing on its own.
@@ -349,7 +349,12 @@ class Supervisor {
           tail.empty() ? "\n  (none)" : tail);
       int sig = 0;
       const std::string ended = passed_on_endings(sig);
-      if (!ended.empty() && gave_up_on_peers(*failed_)) r.failure = ended + "; " + r.failure;
+      if (!ended.empty() && gave_up_on_peers(*failed_)) {
+        // The user's stop: the ranks that failed only lost the peers it ended.
+        r.exit_code = 128 + sig;
+        r.failure = ended + "; the others lost their peers and were stopped";
+        return r;
+      }
       if (!unresponsive_.empty()) {
         r.failure = fmt::format(
                         "rank {} stopped responding (still running when the others gave "

@@ -37,15 +37,15 @@ struct LaunchOptions {
 
 struct LaunchResult {
   // 0 when every worker exited 0; 4 when every worker exited 0 or 4 (stopped by a signal after
-  // a checkpoint); 128 + signal when, besides those, a stop signal that the launcher passed on
-  // ended a worker before it handled it (as it started); otherwise the first failed worker's exit
-  // code, or 128 + signal. A worker ended by a signal passed on is not a failed one.
+  // a checkpoint); 128 + signal when a stop signal that the launcher passed on ended a worker
+  // before it handled it (as it started, or in an evaluation), the others ending as above or by
+  // giving up on their peers; otherwise the first failed worker's exit code, or 128 + signal. A
+  // worker ended by a signal passed on is not a failed one.
   int exit_code = 0;
-  // Empty on success; otherwise names the first failed worker's rank and exit status, with the
-  // tail of its output, preceded by the ranks that stopped responding when every failure was a
-  // rank giving up on its peers (a hung rank), or by the ranks a signal passed on ended when the
-  // failure is a rank giving up on its peers. Without a failed worker, names the ranks a signal
-  // passed on ended, if any.
+  // Empty on success; names the ranks a signal passed on ended, when it did; otherwise names the
+  // first failed worker's rank and exit status, with the tail of its output, preceded by the
+  // ranks that stopped responding when every failure was a rank giving up on its peers (a hung
+  // rank).
   std::string failure;
 };
 

@@ -208,10 +208,6 @@ ExperimentResult run_experiment(const ExperimentOptions& options) {
   // Once per experiment: by the process a user started, not by every worker.
   if (!launched) {
     for (const std::string& warning : config.warnings) std::cerr << "warning: " << warning << "\n";
-    if (!resume.empty() && config.searcher.name == SearcherName::kSingle) {
-      train::check_resume_config(config, train::open_run_dir(resume),
-                                 options.fit().allow_safe_changes());
-    }
   }
   TrialFactory factory = check_experiment(config);
   if (config.searcher.name != SearcherName::kSingle) {
@@ -227,6 +223,12 @@ ExperimentResult run_experiment(const ExperimentOptions& options) {
   if (!joined && (slots > 1 || options.nnodes() > 1)) {
     dist::use_nccl(config.resources.distributed_backend, dist::rank_device(0),
                    slots / options.nnodes());
+    // Refused once here rather than by every rank.
+    train::check_resume_options(options.fit());
+    if (!resume.empty()) {
+      train::check_resume_config(config, train::open_run_dir(resume),
+                                 options.fit().allow_safe_changes());
+    }
     return launch_workers(options, slots);
   }
   FitOptions fit = options.fit();

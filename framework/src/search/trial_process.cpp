@@ -193,7 +193,8 @@ std::string last_error(const std::string& log_file) {
   bool in_error = false;  // the lines read since the last error line are all indented
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
-    last = line;
+    // A warning (a trial's --quiet leaves them on stderr) is not what ended the process.
+    if (line.rfind("warning: ", 0) != 0) last = line;
     if (line.rfind("error: ", 0) == 0) {
       error = line.substr(7);
       in_error = true;

@@ -52,7 +52,8 @@ int64_t reached_length(const TrialFiles& files, LengthUnit unit);
 
 // What a failed process said: the last line of `log_file` that starts with "error: " (without
 // it) and the indented lines right after it (a launcher's tail of the failed rank's output),
-// joined by spaces on one line; else its last non-empty line, else "".
+// joined by spaces on one line; else its last non-empty line that is not a warning ("warning: "),
+// else "".
 std::string last_error(const std::string& log_file);
 
 }  // namespace crucible::search

@@ -100,8 +100,13 @@ class FitLoop {
       // A bad config or command fails a rerun the same way: the error says what to mend.
       const auto* error = dynamic_cast<const Error*>(&e);
       if (error && error->exit_code() == kExitBadUsage) {
-        logger_.warn(
-            fmt::format("{} holds no checkpoint: the run failed before its first", run_.path));
+        logger_.warn(fmt::format(
+            "{} holds no checkpoint: the run failed before its first{}", run_.path,
+            options_.warm_start().empty()
+                ? fmt::format(". With the config mended (`trainer fit --resume {} --set "
+                              "KEY=VALUE`), it starts from the beginning",
+                              run_.path)
+                : ""));
         return;
       }
       // A rerun restarts this directory only when --output names it; a warm start is not
@@ -582,6 +587,20 @@ class FitLoop {
     state_.last_checkpoint = dir;
     if (dist_.is_chief()) {
       run_.keep_reports_until(state_.batches, [&](const std::string& w) { logger_.warn(w); });
+    }
+    // A searcher metric or direction changed on resume (allowed while the run held no best): the
+    // best of the validations so far by the new one, as a run with it from the start has it.
+    const ExperimentConfig trained = parse_experiment_config(meta.config, dir + "/metadata.json");
+    if (trained.searcher.metric != config_.searcher.metric ||
+        trained.searcher.smaller_is_better != config_.searcher.smaller_is_better) {
+      nlohmann::json best;
+      if (dist_.is_chief()) {
+        const auto found = reporter_.best_in_rows(run_.metrics_file(), state_.batches);
+        if (found) best = *found;
+      }
+      best = dist_.broadcast_object(best);
+      state_.best_metric =
+          best.is_null() ? std::nullopt : std::optional<double>(best.get<double>());
     }
     const int64_t bpe = train_loader_.batches_per_epoch();
     train_loader_.seek({state_.batches / bpe, state_.batches % bpe});

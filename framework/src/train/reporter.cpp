@@ -12,6 +12,8 @@
 #include "metrics/metric_name.h"
 #include "metrics/tensorboard_sink.h"
 #include "util/file_system.h"
+#include "util/json_lines.h"
+#include "util/json_number.h"
 #include "util/number_text.h"
 
 namespace crucible::train {
@@ -134,6 +136,25 @@ bool Reporter::record_best(FitState& state) const {
       (!state.best_metric || (smaller ? metric < *state.best_metric : metric > *state.best_metric));
   if (best) state.best_metric = metric;
   return best;
+}
+
+std::optional<double> Reporter::best_in_rows(const std::string& metrics_file,
+                                             int64_t batches) const {
+  FitState replay;
+  const auto rows = util::read_json_lines(metrics_file, "", true).rows;
+  for (const nlohmann::json& row : rows) {
+    if (metrics::kind_of(row) != metrics::ReportKind::kValidation || !row.contains("metrics") ||
+        row.value("batches", int64_t{0}) > batches) {
+      continue;
+    }
+    replay.last_validation = util::numbers_from_json(row["metrics"]);
+    try {
+      record_best(replay);
+    } catch (const ConfigError&) {
+      // A validation without the metric ranks nothing.
+    }
+  }
+  return replay.best_metric;
 }
 
 std::string Reporter::summary(const FitState& state, const std::string& run_dir) const {

@@ -74,6 +74,9 @@ class Reporter {
   // records it as state.best_metric. Throws ConfigError naming the metrics present when
   // searcher.metric is not among them.
   bool record_best(FitState& state) const;
+  // The best searcher.metric of the validation rows of `metrics_file` up to batch `batches` (a
+  // NaN never is; a row without the metric is passed over); nullopt when none has a number.
+  std::optional<double> best_in_rows(const std::string& metrics_file, int64_t batches) const;
   // Throws ConfigError naming the metrics present when the experiment file's early_stopping
   // metric is not among `values`, the metrics of a validation.
   void check_early_stopping_metric(const MetricValues& values) const;

@@ -55,13 +55,15 @@ bool is_layout_file(const std::vector<std::string>& below) {
 // temporary of one of their files (util::replace_atomically's NAME.tmp, left by a process killed
 // while it wrote it) is theirs.
 std::string foreign_file(const std::string& dir) {
+  const auto ours = [](const std::string& name) {
+    return layout_files().count(name) > 0 || name == "report.html";
+  };
   const std::string tmp = ".tmp";
   for (const std::string& name : util::list_directory(dir)) {
     const bool temporary = name.size() > tmp.size() &&
                            name.compare(name.size() - tmp.size(), tmp.size(), tmp) == 0 &&
-                           layout_files().count(name.substr(0, name.size() - tmp.size()));
-    if (!temporary && !layout_files().count(name) && !layout_trees().count(name) &&
-        name != "trials" && name != "report.html") {
+                           ours(name.substr(0, name.size() - tmp.size()));
+    if (!temporary && !ours(name) && !layout_trees().count(name) && name != "trials") {
       return name;
     }
   }

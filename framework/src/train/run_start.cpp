@@ -178,10 +178,31 @@ void restart_from_beginning(const ExperimentConfig& config, const RunDir& run,
 }  // namespace
 
 void check_resume_config(const ExperimentConfig& config, const RunDir& run, bool allow_safe) {
-  if (checkpoint::list(run.path).empty()) return;
-  // Whether the checkpoint holds a best value is the ranks' to read: what it may allow passes.
-  refuse_changes(run, "the run's " + run.config_file(), changes_to_run(config, run), false,
+  const std::vector<std::string> all = checkpoint::list(run.path);
+  if (all.empty()) return;
+  // The ranks resume from the newest good checkpoint: only when each one holds a best value is a
+  // metric's change sure to be refused.
+  bool has_best = true;
+  for (const std::string& dir : all) {
+    try {
+      has_best = has_best && checkpoint::metadata(dir).trainer_state.best_metric.has_value();
+    } catch (const std::exception&) {
+      has_best = false;
+    }
+  }
+  refuse_changes(run, "the run's " + run.config_file(), changes_to_run(config, run), has_best,
                  allow_safe);
+}
+
+void check_resume_options(const FitOptions& options) {
+  if (options.resume_dir().empty()) return;
+  if (!options.warm_start().empty()) {
+    throw UsageError("--warm-start starts a new run; it cannot be combined with --resume");
+  }
+  if (options.test_mode()) {
+    throw UsageError(
+        "--test-mode checks a trial in a new run; it cannot be combined with --resume");
+  }
 }
 
 RunStart start_run(const ExperimentConfig& config, const FitOptions& options,
@@ -193,13 +214,7 @@ RunStart start_run(const ExperimentConfig& config, const FitOptions& options,
         "FitOptions: resume_dir and output_dir are exclusive; a resumed run writes "
         "into its own directory");
   }
-  if (resume_asked && !options.warm_start().empty()) {
-    throw UsageError("--warm-start starts a new run; it cannot be combined with --resume");
-  }
-  if (resume_asked && options.test_mode()) {
-    throw UsageError(
-        "--test-mode checks a trial in a new run; it cannot be combined with --resume");
-  }
+  check_resume_options(options);
   RunStart start;
   bool resuming = resume_asked;
   // The chief owns the run directory; the other ranks learn its path and read from it.

@@ -27,12 +27,16 @@ void check_device_support(const ExperimentConfig& config, const torch::Device& d
 // of `slots`.
 ExperimentConfig for_evaluation(ExperimentConfig config, int64_t slots);
 
-// Refuses, with the UsageError that start_run throws on every rank, a resume of run `run` with
-// `config` that differs from the run's config.yaml by a key that may not change on resume
-// (config::is_safe_change), or by a safe one unless `allow_safe`. Reads only. Passes a run that
-// holds no checkpoint (it starts again with any config). A launcher checks this once before it
-// starts the ranks.
+// Refuses, with a UsageError listing the changes, a resume of run `run` with `config` that
+// differs from the run's config.yaml by a key that may not change on resume, or by one that may
+// unless `allow_safe`: what start_run refuses on every rank, never more. (A key `trainer keys`
+// marks safe or run may change; searcher.metric and smaller_is_better too unless each
+// checkpoint holds a best value.) Reads only. Passes a run that holds no checkpoint (it starts
+// again with any config). A launcher checks this once before it starts the ranks.
 void check_resume_config(const ExperimentConfig& config, const RunDir& run, bool allow_safe);
+
+// Throws UsageError when options.resume_dir() is combined with warm_start or test_mode.
+void check_resume_options(const FitOptions& options);
 
 // The run a fit writes into.
 struct RunStart {
