@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -252,8 +253,9 @@ class Supervisor {
     // ones that stopped responding (unless a stop signal passed on ended the peers it lost).
     // Each is asked what it is doing first: its answer (where it is stuck, its stack) comes out
     // with its other lines.
-    int sig = 0;
-    if (gave_up_on_peers(*failed_) && passed_on_endings(sig).empty()) {
+    const bool user_stop = std::any_of(workers_.begin(), workers_.end(),
+                                       [&](const Worker& w) { return ended_by_passed_on(w); });
+    if (gave_up_on_peers(*failed_) && !user_stop) {
       for (const auto& w : workers_) {
         if (w.reaped) continue;
         unresponsive_.push_back(w.rank);

@@ -529,13 +529,14 @@ class FitLoop {
 
     checkpointer_ = std::make_unique<Checkpointer>(config_, factory_, run_, dist_, logger_);
     if (dist_.is_chief()) checkpointer_->track_existing();
-    if (!start.resume_from.empty()) restore(start.resume_from);
+    if (!start.resume_from.empty()) restore(start.resume_from, start.searcher_metric_changed);
     if (dist_.is_chief()) reporter_.open(run_, &logger_);
   }
 
   // Continues from checkpoint `dir`: the trial's contents, the fit's state, the pending
-  // training metrics and the training loader's position.
-  void restore(const std::string& dir) {
+  // training metrics and the training loader's position. With `searcher_metric_changed` (since
+  // `dir` was written), the best is found anew from the run's validation rows.
+  void restore(const std::string& dir, bool searcher_metric_changed) {
     const std::string loading = "while loading checkpoint " + dir;
     const util::CrashScope crash_scope(loading.c_str());
     const checkpoint::Metadata meta =
@@ -590,9 +591,7 @@ class FitLoop {
     }
     // A searcher metric or direction changed on resume (allowed while the run held no best): the
     // best of the validations so far by the new one, as a run with it from the start has it.
-    const ExperimentConfig trained = parse_experiment_config(meta.config, dir + "/metadata.json");
-    if (trained.searcher.metric != config_.searcher.metric ||
-        trained.searcher.smaller_is_better != config_.searcher.smaller_is_better) {
+    if (searcher_metric_changed) {
       nlohmann::json best;
       if (dist_.is_chief()) {
         const auto found = reporter_.best_in_rows(run_.metrics_file(), state_.batches);

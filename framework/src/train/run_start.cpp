@@ -107,8 +107,9 @@ std::vector<config::Change> changes_to_run(const ExperimentConfig& config, const
 // run's config.yaml (the checkpoint's config plus the changes accepted since). Refuses any unsafe
 // change from the checkpoint's config, and safe changes from config.yaml unless `allow_safe`: a
 // change accepted once stays accepted, by a plain --resume too. The chief rewrites config.yaml
-// when `config` differs from it.
-void accept_config_changes(const ExperimentConfig& config, const std::string& dir,
+// when `config` differs from it. Returns whether the searcher metric or its direction differs
+// from the checkpoint's.
+bool accept_config_changes(const ExperimentConfig& config, const std::string& dir,
                            const RunDir& run, bool allow_safe, bool chief, util::Logger& logger) {
   // Loading the checkpoint verifies its files.
   const checkpoint::Metadata meta = checkpoint::metadata(dir);
@@ -133,6 +134,9 @@ void accept_config_changes(const ExperimentConfig& config, const std::string& di
                     "resume:{}",
                     util::file_name(dir), change_list(changes, has_best)));
   }
+  return std::any_of(changes.begin(), changes.end(), [](const config::Change& c) {
+    return c.key == "searcher.metric" || c.key == "searcher.smaller_is_better";
+  });
 }
 
 // What `work` returns on the chief, on every rank of `dist`. When it throws on the chief, every
@@ -168,7 +172,7 @@ void restart_from_beginning(const ExperimentConfig& config, const RunDir& run,
                             util::Logger& logger) {
   logger.info(run.path +
               " has no checkpoint (it stopped before its first): training from the beginning");
-  const auto changes = config::diff(load_experiment_config(run.config_file()), config);
+  const auto changes = changes_to_run(config, run);
   if (!changes.empty()) logger.info("with config changes:" + change_list(changes, false));
   run.keep_reports_until(-1, [&](const std::string& w) { logger.warn(w); });
   util::remove(run.trace_file());
@@ -271,8 +275,9 @@ RunStart start_run(const ExperimentConfig& config, const FitOptions& options,
                                        [&](const std::string& w) { logger.warn(w); });
       }).get<std::string>();
   if (!start.resume_from.empty()) {
-    accept_config_changes(config, start.resume_from, start.run, options.allow_safe_changes(),
-                          dist.is_chief(), logger);
+    start.searcher_metric_changed =
+        accept_config_changes(config, start.resume_from, start.run, options.allow_safe_changes(),
+                              dist.is_chief(), logger);
   }
   return start;
 }

@@ -42,6 +42,9 @@ void check_resume_options(const FitOptions& options);
 struct RunStart {
   RunDir run;
   std::string resume_from;  // the checkpoint a resumed run continues from; "" for a new run
+  // Whether the searcher metric or its direction differs from resume_from's (accepted while it
+  // holds no best value): its best is then to be found anew.
+  bool searcher_metric_changed = false;
   // On the chief, the run's lock (lock_run_dir): keep it for as long as the fit writes the run.
   std::shared_ptr<util::FileLock> lock;
 };
@@ -55,8 +58,10 @@ struct RunStart {
 // cleared and its config.yaml rewritten to `config`. The chief opens `logger` on the run's log.
 // Every rank learns the path and the checkpoint. On resume from a checkpoint the config is
 // compared with the checkpoint's and with the run's config.yaml: a UsageError listing the changes
-// refuses any unsafe change from the checkpoint's (config::is_safe_change), and any change from
-// config.yaml unless options.allow_safe_changes(); accepted ones rewrite config.yaml, so a later
+// refuses any unsafe change from the checkpoint's (config::is_safe_change; the searcher metric
+// and its direction may change while the checkpoint holds no best value, and
+// searcher_metric_changed then says so), and any change from config.yaml unless
+// options.allow_safe_changes(); accepted ones rewrite config.yaml, so a later
 // plain resume keeps them. Throws UsageError when resume_dir is combined with output_dir or
 // warm_start, and when options.test_mode() would continue a run, or the run to continue is a
 // test-mode one.

@@ -10,9 +10,9 @@
 
 namespace crucible::util {
 
-// The first line of an exception's message that is not blank, as valid UTF-8 (a byte that is
-// not replaced by U+FFFD): LibTorch and c10d append C++ stack traces and context lines after it
-// that a user does not need. "(an error without a message)" when every line is blank.
+// The first line of an exception's message that is not blank, as valid UTF-8 (each byte that
+// is not UTF-8 replaced by U+FFFD): LibTorch and c10d append C++ stack traces and context lines
+// after it that a user does not need. "(an error without a message)" when every line is blank.
 inline std::string first_line(const std::exception& e) {
   const std::string message = message_without_trace(e);
   for (size_t at = 0; at < message.size();) {
