@@ -937,7 +937,7 @@ TEST_CASE("a rendezvous port another process holds is named, with how to give an
   CHECK_THAT(mute.output,
              Catch::Contains(fmt::format("rank 1: rendezvous at 127.0.0.1:{} (torchrun) failed: "
                                          "what holds 127.0.0.1:{} accepted the connection but did "
-                                         "not answer within 4 s; is another program on that port",
+                                         "not answer within 2 s; is another program on that port",
                                          port, port)));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
 }

@@ -155,15 +155,27 @@ c10::intrusive_ptr<dist::Group> nccl_group(const Rendezvous& r,
 #endif
 }
 
-// A client of the store at r's address, built (which waits up to `options.timeout` for a server
-// to listen there) and asked a first question on another thread, waited for at most `timeout`
-// longer: c10d's client waits for an answer with no limit (LibTorch 2.x asks one as it is built),
-// so a program that accepts connections on the port but is no store would otherwise hang the
-// rank. Throws PeerLostError starting with `where` when no store answers; the thread, blocked,
-// is then left behind. Rethrows what building the client throws.
+// The error of a rank whose store did not answer within `timeout`, `why` saying what failed.
+PeerLostError no_store(const Rendezvous& r, const std::string& where,
+                       std::chrono::milliseconds timeout, const std::string& why) {
+  return PeerLostError(fmt::format(
+      "{} failed: no store answered within {} s ({}); {}, which serves it, failed before "
+      "serving, hangs, or cannot be reached",
+      where, timeout.count() / 1000.0, why, r.store_hosted ? "the launcher" : "rank 0"));
+}
+
+// A client of the store at r's address. First waits up to `options.timeout` for a connection to
+// be accepted there (a c10d client of 2.x may take twice its timeout and more to give up), then
+// builds the client and asks it a first question on another thread, waited for at most
+// `options.timeout`: c10d's client waits for an answer with no limit (LibTorch 2.x asks one as
+// it is built), so a program that accepts connections on the port but is no store would
+// otherwise hang the rank. Throws PeerLostError starting with `where` when no store answers; the
+// thread, blocked, is then left behind.
 c10::intrusive_ptr<c10d::Store> reach_store(const Rendezvous& r, c10d::TCPStoreOptions options,
-                                            std::chrono::milliseconds timeout,
                                             const std::string& where) {
+  if (auto why = await_listener(r.master_addr, r.master_port, options.timeout)) {
+    throw no_store(r, where, options.timeout, *why);
+  }
   using Reached = std::promise<c10::intrusive_ptr<c10d::Store>>;
   auto reached = std::make_shared<Reached>();
   auto answer = reached->get_future();
@@ -176,14 +188,17 @@ c10::intrusive_ptr<c10d::Store> reach_store(const Rendezvous& r, c10d::TCPStoreO
       reached->set_exception(std::current_exception());
     }
   }).detach();
-  const std::chrono::milliseconds limit = options.timeout + timeout;
-  if (answer.wait_for(limit) != std::future_status::ready) {
+  if (answer.wait_for(options.timeout) != std::future_status::ready) {
     throw PeerLostError(fmt::format(
         "{} failed: what holds {}:{} accepted the connection but did not answer within {} s; "
         "is another program on that port, not the run's rendezvous store?",
-        where, r.master_addr, r.master_port, limit.count() / 1000.0));
+        where, r.master_addr, r.master_port, options.timeout.count() / 1000.0));
   }
-  return answer.get();
+  try {
+    return answer.get();
+  } catch (const std::exception& e) {
+    throw no_store(r, where, options.timeout, first_line(e));
+  }
 }
 
 }  // namespace
@@ -215,22 +230,16 @@ DistributedContext connect(const Rendezvous& r, std::chrono::milliseconds timeou
     if (serves_store) {
       store = open_tcp_store(r.master_addr, options);
     } else {
-      store = reach_store(r, options, timeout, where);
+      store = reach_store(r, options, where);
     }
   } catch (const PeerLostError&) {
     throw;
   } catch (const std::exception& e) {
-    if (serves_store) {
-      throw TrainingError(fmt::format(
-          "{} failed: {}; this rank serves the store: if another process holds the port, give "
-          "the run a free one (MASTER_PORT)",
-          where, util::first_sentence(e)));
-    }
-    throw PeerLostError(fmt::format(
-        "{} failed: no store answered within {} s ({}); {}, which serves it, failed before "
-        "serving, hangs, or cannot be reached",
-        where, timeout.count() / 1000.0, first_line(e),
-        r.store_hosted ? "the launcher" : "rank 0"));
+    if (!serves_store) throw no_store(r, where, timeout, first_line(e));
+    throw TrainingError(fmt::format(
+        "{} failed: {}; this rank serves the store: if another process holds the port, give the "
+        "run a free one (MASTER_PORT)",
+        where, util::first_sentence(e)));
   }
   const std::string prefix = r.store_prefix + "crucible/";
   // Each rank announces the GPU it would run NCCL on ("" for none), for the backend's choice.

@@ -2,12 +2,15 @@
 
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -40,6 +43,26 @@ int try_listen(int family, int port) {
     rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
   }
   const int error = rc == 0 ? 0 : errno;
+  ::close(fd);
+  return error;
+}
+
+// 0 when a connection to `address` is accepted within `wait` (it is then closed), otherwise the
+// errno of the step that failed (ETIMEDOUT when no reply came within `wait`).
+int try_connect(const addrinfo& address, std::chrono::milliseconds wait) {
+  const int fd = ::socket(address.ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return errno;
+  int error = ::connect(fd, address.ai_addr, address.ai_addrlen) == 0 ? 0 : errno;
+  if (error == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(wait.count()));
+    if (ready == 1) {
+      socklen_t size = sizeof(error);
+      if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0) error = errno;
+    } else {
+      error = ready == 0 ? ETIMEDOUT : errno;
+    }
+  }
   ::close(fd);
   return error;
 }
@@ -88,6 +111,41 @@ void check_store_port(int port) {
   if (v4 == 0) return;
   if (v6 != EADDRINUSE && v4 != EADDRINUSE) return;
   throw Error(fmt::format("the port is taken ({})", std::strerror(EADDRINUSE)));
+}
+
+std::optional<std::string> await_listener(const std::string& host, int port,
+                                          std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  using std::chrono::milliseconds;
+  const auto deadline = Clock::now() + timeout;
+  const auto left = [&] {
+    return std::max(milliseconds(0),
+                    std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+  };
+  std::string why = "no attempt within the timeout";
+  const std::string service = std::to_string(port);
+  while (true) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+    if (rc != 0) {
+      why = fmt::format("the name does not resolve ({})", ::gai_strerror(rc));
+    }
+    for (const addrinfo* a = found; a && left().count() > 0; a = a->ai_next) {
+      // A bounded wait per address, so that one that drops packets leaves time for the others.
+      const int error = try_connect(*a, std::min(left(), milliseconds(2000)));
+      if (error == 0) {
+        ::freeaddrinfo(found);
+        return std::nullopt;
+      }
+      why = error == ETIMEDOUT ? "no reply to the connection request" : std::strerror(error);
+    }
+    if (found) ::freeaddrinfo(found);
+    if (left().count() == 0) return why;
+    std::this_thread::sleep_for(std::min(left(), milliseconds(100)));
+  }
 }
 
 }  // namespace crucible::dist

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <string>
 
 namespace crucible::dist {
@@ -21,5 +23,15 @@ void check_store_host(const std::string& host, bool serving, const std::string& 
 // reported in one message, before c10d logs its own lines about it; a port free now may still be
 // taken before the store binds it, and the store then reports it.
 void check_store_port(int port);
+
+// Connects to `host`:`port` (each address the name resolves to, again and again, 100 ms apart)
+// until some address accepts a connection, which it closes at once without sending anything, or
+// until `timeout` has passed. Returns std::nullopt when a connection was accepted, otherwise why
+// the last attempt failed ("Connection refused", "no reply to the connection request", "the name
+// does not resolve (...)"). It waits no more than `timeout` (plus one poll's rounding), whereas a
+// c10d TCPStore client of LibTorch 2.x, once its connection timed out, may sleep and try once
+// more for the whole timeout again.
+std::optional<std::string> await_listener(const std::string& host, int port,
+                                          std::chrono::milliseconds timeout);
 
 }  // namespace crucible::dist
