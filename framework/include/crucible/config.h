@@ -19,7 +19,7 @@ struct Length {
   int64_t value = 0;
 
   bool operator==(const Length& other) const { return unit == other.unit && value == other.value; }
-  // "5 epochs", "100 batches".
+  // "5 epochs", "100 batches", "1 batch": the value and the unit's name, singular for 1.
   std::string str() const;
 };
 

@@ -25,6 +25,16 @@
 namespace crucible {
 
 std::string Length::str() const {
+  if (value == 1) {
+    switch (unit) {
+      case LengthUnit::kBatches:
+        return "1 batch";
+      case LengthUnit::kEpochs:
+        return "1 epoch";
+      case LengthUnit::kRecords:
+        return "1 record";
+    }
+  }
   return fmt::format("{} {}", value, config::names<LengthUnit>().name(unit));
 }
 
