@@ -155,7 +155,8 @@ c10::intrusive_ptr<dist::Group> nccl_group(const Rendezvous& r,
 #endif
 }
 
-// The error of a rank whose store did not answer within `timeout`, `why` saying what failed.
+// The error of a rank that found no store at r's address within `timeout`, `why` saying what
+// failed.
 PeerLostError no_store(const Rendezvous& r, const std::string& where,
                        std::chrono::milliseconds timeout, const std::string& why) {
   return PeerLostError(fmt::format(
@@ -166,20 +167,21 @@ PeerLostError no_store(const Rendezvous& r, const std::string& where,
 
 // A client of the store at r's address. First waits up to `options.timeout` for a connection to
 // be accepted there (a c10d client of 2.x may take twice its timeout and more to give up), then
-// builds the client and asks it a first question on another thread, waited for at most
-// `options.timeout`: c10d's client waits for an answer with no limit (LibTorch 2.x asks one as
-// it is built), so a program that accepts connections on the port but is no store would
-// otherwise hang the rank. Throws PeerLostError starting with `where` when no store answers; the
-// thread, blocked, is then left behind.
+// builds the client for the address that accepted and asks it a first question on another
+// thread, waited for at most `options.timeout`: c10d's client waits for an answer with no limit
+// (LibTorch 2.x asks one as it is built), so a program that accepts connections on the port but
+// is no store would otherwise hang the rank. When that fails or times out, one more connection
+// tells a store that went away (its port no longer accepts) from another program on the port.
+// Throws PeerLostError starting with `where` when no store answers; the thread, blocked, is then
+// left behind.
 c10::intrusive_ptr<c10d::Store> reach_store(const Rendezvous& r, c10d::TCPStoreOptions options,
                                             const std::string& where) {
-  if (auto why = await_listener(r.master_addr, r.master_port, options.timeout)) {
-    throw no_store(r, where, options.timeout, *why);
-  }
+  const Listener listener = await_listener(r.master_addr, r.master_port, options.timeout);
+  if (listener.address.empty()) throw no_store(r, where, options.timeout, listener.why_not);
   using Reached = std::promise<c10::intrusive_ptr<c10d::Store>>;
   auto reached = std::make_shared<Reached>();
   auto answer = reached->get_future();
-  std::thread([host = r.master_addr, options, reached] {
+  std::thread([host = listener.address, options, reached] {
     try {
       c10::intrusive_ptr<c10d::Store> store = open_tcp_store(host, options);
       store->check({"crucible/answers"});
@@ -188,17 +190,33 @@ c10::intrusive_ptr<c10d::Store> reach_store(const Rendezvous& r, c10d::TCPStoreO
       reached->set_exception(std::current_exception());
     }
   }).detach();
-  if (answer.wait_for(options.timeout) != std::future_status::ready) {
+  std::string failure;
+  if (answer.wait_for(options.timeout) == std::future_status::ready) {
+    try {
+      return answer.get();
+    } catch (const std::exception& e) {
+      failure = first_line(e);
+    }
+  }
+  const std::string held = fmt::format("{}:{}", r.master_addr, r.master_port);
+  const Listener again =
+      await_listener(listener.address, r.master_port, std::chrono::milliseconds(1000));
+  if (again.address.empty()) {
     throw PeerLostError(fmt::format(
-        "{} failed: what holds {}:{} accepted the connection but did not answer within {} s; "
-        "is another program on that port, not the run's rendezvous store?",
-        where, r.master_addr, r.master_port, options.timeout.count() / 1000.0));
+        "{} failed: {} accepted a connection, then stopped listening before the store answered "
+        "({}); {}, which serves it, ended or cannot be reached",
+        where, held, again.why_not, r.store_hosted ? "the launcher" : "rank 0"));
   }
-  try {
-    return answer.get();
-  } catch (const std::exception& e) {
-    throw no_store(r, where, options.timeout, first_line(e));
+  if (!failure.empty()) {
+    throw PeerLostError(fmt::format(
+        "{} failed: what holds {} accepted the connection, then the exchange with it failed "
+        "({}); is another program on that port, not the run's rendezvous store?",
+        where, held, failure));
   }
+  throw PeerLostError(fmt::format(
+      "{} failed: what holds {} accepted the connection but did not answer within {} s; is "
+      "another program on that port, not the run's rendezvous store?",
+      where, held, options.timeout.count() / 1000.0));
 }
 
 }  // namespace

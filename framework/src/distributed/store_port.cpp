@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include <fmt/format.h>
@@ -113,8 +114,7 @@ void check_store_port(int port) {
   throw Error(fmt::format("the port is taken ({})", std::strerror(EADDRINUSE)));
 }
 
-std::optional<std::string> await_listener(const std::string& host, int port,
-                                          std::chrono::milliseconds timeout) {
+Listener await_listener(const std::string& host, int port, std::chrono::milliseconds timeout) {
   using Clock = std::chrono::steady_clock;
   using std::chrono::milliseconds;
   const auto deadline = Clock::now() + timeout;
@@ -122,30 +122,41 @@ std::optional<std::string> await_listener(const std::string& host, int port,
     return std::max(milliseconds(0),
                     std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
   };
-  std::string why = "no attempt within the timeout";
+  Listener out;
+  out.why_not = "no attempt within the timeout";
   const std::string service = std::to_string(port);
-  while (true) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
-    if (rc != 0) {
-      why = fmt::format("the name does not resolve ({})", ::gai_strerror(rc));
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> found(nullptr, ::freeaddrinfo);
+  while (left().count() > 0) {
+    if (!found) {
+      addrinfo hints{};
+      hints.ai_family = AF_UNSPEC;
+      hints.ai_socktype = SOCK_STREAM;
+      addrinfo* list = nullptr;
+      const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &list);
+      if (rc != 0) {
+        out.why_not = fmt::format("the name does not resolve ({})", ::gai_strerror(rc));
+        std::this_thread::sleep_for(std::min(left(), milliseconds(1000)));
+        continue;
+      }
+      found.reset(list);
     }
-    for (const addrinfo* a = found; a && left().count() > 0; a = a->ai_next) {
+    for (const addrinfo* a = found.get(); a && left().count() > 0; a = a->ai_next) {
       // A bounded wait per address, so that one that drops packets leaves time for the others.
       const int error = try_connect(*a, std::min(left(), milliseconds(2000)));
       if (error == 0) {
-        ::freeaddrinfo(found);
-        return std::nullopt;
+        char text[NI_MAXHOST];
+        if (::getnameinfo(a->ai_addr, a->ai_addrlen, text, sizeof(text), nullptr, 0,
+                          NI_NUMERICHOST) != 0) {
+          return {host, ""};
+        }
+        return {std::string(text), ""};
       }
-      why = error == ETIMEDOUT ? "no reply to the connection request" : std::strerror(error);
+      out.why_not =
+          error == ETIMEDOUT ? "no reply to the connection request" : std::strerror(error);
     }
-    if (found) ::freeaddrinfo(found);
-    if (left().count() == 0) return why;
     std::this_thread::sleep_for(std::min(left(), milliseconds(100)));
   }
+  return out;
 }
 
 }  // namespace crucible::dist

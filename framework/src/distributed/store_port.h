@@ -1,7 +1,6 @@
 #pragma once
 
 #include <chrono>
-#include <optional>
 #include <string>
 
 namespace crucible::dist {
@@ -24,14 +23,20 @@ void check_store_host(const std::string& host, bool serving, const std::string& 
 // taken before the store binds it, and the store then reports it.
 void check_store_port(int port);
 
-// Connects to `host`:`port` (each address the name resolves to, again and again, 100 ms apart)
-// until some address accepts a connection, which it closes at once without sending anything, or
-// until `timeout` has passed. Returns std::nullopt when a connection was accepted, otherwise why
-// the last attempt failed ("Connection refused", "no reply to the connection request", "the name
-// does not resolve (...)"). It waits no more than `timeout` (plus one poll's rounding), whereas a
-// c10d TCPStore client of LibTorch 2.x, once its connection timed out, may sleep and try once
-// more for the whole timeout again.
-std::optional<std::string> await_listener(const std::string& host, int port,
-                                          std::chrono::milliseconds timeout);
+// What await_listener found: the numeric address (as getnameinfo writes it) of the first address
+// that accepted a connection, or "" and why none did.
+struct Listener {
+  std::string address;
+  std::string why_not;
+};
+
+// Connects to `host`:`port` (each address the name resolves to in turn, again and again, 100 ms
+// apart; the name is resolved once, again only after a failed lookup, 1 s apart) until an address
+// accepts a connection, which it closes at once without sending anything, or until `timeout` has
+// passed. why_not says why the last attempt failed ("Connection refused", "no reply to the
+// connection request", "the name does not resolve (...)"). It waits no more than `timeout`, plus
+// the time one lookup of the name takes, whereas a c10d TCPStore client of LibTorch 2.x, once its
+// connection timed out, may sleep and try once more for the whole timeout again.
+Listener await_listener(const std::string& host, int port, std::chrono::milliseconds timeout);
 
 }  // namespace crucible::dist
