@@ -313,7 +313,7 @@ TEST_CASE("a second SIGINT stops at once: the previous checkpoint stays loadable
   // the seconds from the second SIGINT to the exit.
   const auto interrupt_twice = [&](const std::string& args, const std::string& run) {
     Child child(kTrainer + " fit " + resumable_config(tmp, 5) +
-                    " --set hyperparameters.save_delay_ms=2000 " + args,
+                    " --set hyperparameters.save_delay_ms=5000 " + args,
                 tmp / "log");
     REQUIRE(wait_until([&] { return latest(run) == "batch-0000000020"; }, 120));
     REQUIRE(wait_until([&] { return last_batches(run + "/metrics.jsonl", "training") >= 21; }));
@@ -336,7 +336,7 @@ TEST_CASE("a second SIGINT stops at once: the previous checkpoint stays loadable
     const std::string run = tmp / "run";
     const auto [code, seconds] = interrupt_twice("--output " + run, run);
     CHECK(code == 130);
-    CHECK(seconds < 1);
+    CHECK(seconds < 3);  // the checkpoint being written takes 5 s
     CHECK_THAT(read_file(tmp / "log"), Catch::Contains("interrupted twice"));
     resume_and_compare(run);
   }
@@ -345,7 +345,7 @@ TEST_CASE("a second SIGINT stops at once: the previous checkpoint stays loadable
     const auto [code, seconds] =
         interrupt_twice("--set searcher.name=grid --output " + exp, exp + "/trials/1");
     CHECK(code == crucible::kExitStopped);  // the search's own stop
-    CHECK(seconds < 1);
+    CHECK(seconds < 3);                     // the checkpoint being written takes 5 s
     const auto resumed = run_command(kTrainer + " fit --resume " + exp);
     INFO(resumed.output);
     CHECK(resumed.exit_code == 0);

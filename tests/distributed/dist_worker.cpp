@@ -477,7 +477,7 @@ int main(int argc, char** argv) {
       if (mode == "misleading") {
         std::cerr << "error: rank 1: allreduce across ranks failed (its own words, not a peer's)"
                   << std::endl;
-        std::this_thread::sleep_for(timeout + std::chrono::milliseconds(500));
+        std::this_thread::sleep_for(timeout + std::chrono::milliseconds(100));
         std::_Exit(crucible::kExitTrainingFailed);
       }
       for (;;) std::this_thread::sleep_for(std::chrono::hours(1));

@@ -1,14 +1,12 @@
 // `trainer fit` over several processes: the built-in launcher, equivalence with one process,
 // failures that name the rank, and exact resume of a distributed run.
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <regex>
 #include <sstream>
-#include <thread>
 
 #include <fmt/format.h>
 #include "catch.h"
@@ -87,7 +85,7 @@ CommandResult fit_yaml(const TempDir& tmp, const std::string& yaml) {
 }
 
 // A socket listening on the IPv4 wildcard address of `port` that never accepts a connection
-// itself (the kernel completes up to 4 handshakes); closed when destroyed.
+// itself (the kernel completes up to 5 handshakes); closed when destroyed.
 class PortListener {
  public:
   explicit PortListener(int port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
@@ -99,15 +97,9 @@ class PortListener {
     REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
     REQUIRE(::listen(fd_, 4) == 0);
   }
-  ~PortListener() { close(); }
+  ~PortListener() { ::close(fd_); }
   PortListener(const PortListener&) = delete;
   PortListener& operator=(const PortListener&) = delete;
-
-  int fd() const { return fd_; }
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
 
  private:
   int fd_;
@@ -961,36 +953,5 @@ TEST_CASE("a rendezvous port another process holds is named, with how to give an
                                          "what holds 127.0.0.1:{} accepted the connection but did "
                                          "not answer within 2 s; is another program on that port",
                                          port, port)));
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
-}
-
-TEST_CASE("a rendezvous store that stops listening once a rank reached it is named as gone",
-          "[dist][fit]") {
-  TempDir tmp;
-  // The rank's first connection is accepted, then the port closes, as when rank 0 ends right
-  // after it began to serve. LibTorch 2.x's client would retry past the timeout.
-  const int port = crucible::util::free_port();
-  PortListener listener(port);
-  std::thread closer([&] {
-    pollfd waiting{listener.fd(), POLLIN, 0};
-    if (::poll(&waiting, 1, 60'000) == 1) {
-      const int accepted = ::accept(listener.fd(), nullptr, nullptr);
-      if (accepted >= 0) ::close(accepted);
-    }
-    listener.close();
-  });
-  const auto start = std::chrono::steady_clock::now();
-  const auto gone = run_command(fmt::format(
-      "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={} CRUCIBLE_DIST_TIMEOUT=2 timeout "
-      "60 {} fit {} --output {}",
-      port, kTrainer, kLinear, tmp / "gone"));
-  closer.join();
-  CHECK(gone.exit_code == crucible::kExitPeerLost);
-  CHECK_THAT(gone.output,
-             Catch::Contains(fmt::format(
-                 "rank 1: rendezvous at 127.0.0.1:{0} (torchrun) failed: 127.0.0.1:{0} accepted a "
-                 "connection, then stopped listening before the store answered (Connection "
-                 "refused); rank 0, which serves it, ended or cannot be reached\n",
-                 port)));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
 }

@@ -184,9 +184,9 @@ TEST_CASE("a rank that loses the peers a stop signal ended is not blamed either"
 }
 
 TEST_CASE("the launcher blames the rank that failed on its own, by exit status", "[launch]") {
-  // Rank 1 prints the words of a lost peer and fails with TrainingError's code half a second
-  // after ranks 0 and 2 gave up on it (kExitPeerLost). The blame goes by status, not by the
-  // output or by who failed first.
+  // Rank 1 prints the words of a lost peer and fails with TrainingError's code about 0.3 s after
+  // ranks 0 and 2 gave up on it (kExitPeerLost), well within the launcher's 1 s blame window. The
+  // blame goes by status, not by the output or by who failed first.
   std::ostringstream out, err;
   setenv("CRUCIBLE_TEST_TIMEOUT_S", "2", 1);
   const auto result = launch(workers(3, "misleading"), out, err);

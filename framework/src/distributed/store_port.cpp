@@ -56,7 +56,14 @@ int try_connect(const addrinfo& address, std::chrono::milliseconds wait) {
   int error = ::connect(fd, address.ai_addr, address.ai_addrlen) == 0 ? 0 : errno;
   if (error == EINPROGRESS) {
     pollfd p{fd, POLLOUT, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(wait.count()));
+    // A signal handled meanwhile interrupts poll (never restarted): it waits on for the rest.
+    const auto until = std::chrono::steady_clock::now() + wait;
+    int ready;
+    do {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+      ready = ::poll(&p, 1, static_cast<int>(std::max(left.count(), int64_t{0})));
+    } while (ready < 0 && errno == EINTR);
     if (ready == 1) {
       socklen_t size = sizeof(error);
       if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0) error = errno;
