@@ -155,6 +155,9 @@ c10::intrusive_ptr<dist::Group> nccl_group(const Rendezvous& r,
 #endif
 }
 
+// Who serves r's store: "the launcher" or "rank 0".
+const char* store_server(const Rendezvous& r) { return r.store_hosted ? "the launcher" : "rank 0"; }
+
 // The error of a rank that found no store at r's address within `timeout`, `why` saying what
 // failed.
 PeerLostError no_store(const Rendezvous& r, const std::string& where,
@@ -162,7 +165,7 @@ PeerLostError no_store(const Rendezvous& r, const std::string& where,
   return PeerLostError(fmt::format(
       "{} failed: no store answered within {} s ({}); {}, which serves it, failed before "
       "serving, hangs, or cannot be reached",
-      where, timeout.count() / 1000.0, why, r.store_hosted ? "the launcher" : "rank 0"));
+      where, timeout.count() / 1000.0, why, store_server(r)));
 }
 
 // A client of the store at r's address. First waits up to `options.timeout` for a connection to
@@ -205,7 +208,7 @@ c10::intrusive_ptr<c10d::Store> reach_store(const Rendezvous& r, c10d::TCPStoreO
     throw PeerLostError(fmt::format(
         "{} failed: {} accepted a connection, then stopped listening before the store answered "
         "({}); {}, which serves it, ended or cannot be reached",
-        where, held, again.why_not, r.store_hosted ? "the launcher" : "rank 0"));
+        where, held, again.why_not, store_server(r)));
   }
   if (!failure.empty()) {
     throw PeerLostError(fmt::format(
