@@ -1,8 +1,11 @@
 // `trainer fit` over several processes: the built-in launcher, equivalence with one process,
 // failures that name the rank, and exact resume of a distributed run.
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <regex>
@@ -84,8 +87,8 @@ CommandResult fit_yaml(const TempDir& tmp, const std::string& yaml) {
   return run_command(kTrainer + " fit " + config + " --output " + (tmp / "run"));
 }
 
-// A socket listening on the IPv4 wildcard address of `port` that never accepts a connection
-// itself (the kernel completes up to 5 handshakes); closed when destroyed.
+// A socket listening on the IPv4 wildcard address of `port` that accepts no connection until
+// go_away() (the kernel completes up to 5 handshakes); closed when destroyed.
 class PortListener {
  public:
   explicit PortListener(int port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
@@ -97,9 +100,32 @@ class PortListener {
     REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
     REQUIRE(::listen(fd_, 4) == 0);
   }
-  ~PortListener() { ::close(fd_); }
+  ~PortListener() {
+    if (fd_ >= 0) ::close(fd_);
+  }
   PortListener(const PortListener&) = delete;
   PortListener& operator=(const PortListener&) = delete;
+
+  // Waits up to `limit` for a handshake to complete; returns whether one did.
+  bool reached(std::chrono::milliseconds limit) const {
+    pollfd waiting{fd_, POLLIN, 0};
+    return ::poll(&waiting, 1, static_cast<int>(limit.count())) == 1;
+  }
+
+  // Accepts every connection the kernel completed, reads what each sent and closes it (with a
+  // FIN, nothing being left unread: a reset would end a LibTorch 1.x store client's process),
+  // then stops listening: later connects are refused.
+  void go_away() {
+    REQUIRE(::fcntl(fd_, F_SETFL, O_NONBLOCK) == 0);
+    for (int c; (c = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK)) >= 0;) {
+      char sent[4096];
+      while (::read(c, sent, sizeof sent) > 0) {
+      }
+      ::close(c);
+    }
+    ::close(fd_);
+    fd_ = -1;
+  }
 
  private:
   int fd_;
@@ -953,5 +979,39 @@ TEST_CASE("a rendezvous port another process holds is named, with how to give an
                                          "what holds 127.0.0.1:{} accepted the connection but did "
                                          "not answer within 2 s; is another program on that port",
                                          port, port)));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+}
+
+TEST_CASE("a rendezvous store that stops listening once a rank reached it is named as gone",
+          "[dist][fit]") {
+  TempDir tmp;
+  // The rank's first connection completes, then the port closes, as when rank 0 ends right
+  // after it began to serve. The rank is stopped meanwhile, so that none of its connections is
+  // left queued when the port closes (each would be reset).
+  const int port = crucible::util::free_port();
+  PortListener listener(port);
+  const auto start = std::chrono::steady_clock::now();
+  Child rank(fmt::format("RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={} "
+                         "CRUCIBLE_DIST_TIMEOUT=2 {} fit {} --output {}",
+                         port, kTrainer, kLinear, tmp / "gone"),
+             tmp / "gone.log");
+  REQUIRE(listener.reached(std::chrono::seconds(60)));
+  rank.signal(SIGSTOP);
+  int status = 0;
+  REQUIRE(::waitpid(rank.pid(), &status, WUNTRACED) == rank.pid());
+  INFO(read_file(tmp / "gone.log"));
+  REQUIRE(WIFSTOPPED(status));
+  // Every thread has stopped; what it sent over loopback has arrived.
+  listener.go_away();
+  rank.signal(SIGCONT);
+  CHECK(rank.wait() == crucible::kExitPeerLost);
+  const std::string gone = read_file(tmp / "gone.log");
+  INFO(gone);
+  CHECK_THAT(gone,
+             Catch::Contains(fmt::format(
+                 "rank 1: rendezvous at 127.0.0.1:{0} (torchrun) failed: 127.0.0.1:{0} "
+                 "accepted a connection, then stopped listening before the store answered "
+                 "(Connection refused); rank 0, which serves it, ended or cannot be reached\n",
+                 port)));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
 }
