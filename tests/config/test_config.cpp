@@ -634,6 +634,41 @@ TEST_CASE("bytes that are not UTF-8 are refused at their line and column", "[con
   CHECK(parse_experiment_config(kMinimal, "x.yaml", {"name=caf\xC3\xA9"}).name == "caf\xC3\xA9");
 }
 
+TEST_CASE("a quote never closed is refused at the quote; quotes that close are read", "[config]") {
+  // yaml-cpp reads an open quote to the end of the text: the keys after it were lost.
+  const std::string open = std::string(kMinimal) + "description: 'a run\nscheduling_unit: 5\n";
+  CHECK_THAT(error_of([&] { parse_experiment_config(open, "q.yaml"); }),
+             Catch::StartsWith("q.yaml:10:14: invalid YAML: this quote is never closed"));
+  // A value ending in a newline, as from $(cat file); without one yaml-cpp says "illegal EOF".
+  CHECK_THAT(
+      error_of([] { parse_experiment_config(kMinimal, "q.yaml", {"description=\"a\n"}); }),
+      Catch::StartsWith("--set description=\"a\n: the value is not valid YAML: a quote in it is "
+                        "never closed"));
+  // Escaped and doubled quotes, quotes in plain and block scalars and in comments, a quoted key,
+  // a byte-order mark and characters of several bytes before the quotes.
+  const std::string closed = "\xEF\xBB\xBF" + std::string(kMinimal) +
+                             R"(description: "caf)"
+                             "\xC3\xA9"
+                             R"( \"x\" \\"  # it's "
+data:
+  "k)"
+                             "\xC3\xA9"
+                             R"(y": 'it''s'
+  plain: it's "so"
+  block: |
+    an "open quote
+  last: ''
+)";
+  const auto c = parse_experiment_config(closed, "q.yaml");
+  CHECK(c.description == "caf\xC3\xA9 \"x\" \\");
+  CHECK(c.data["k\xC3\xA9y"] == "it's");
+  CHECK(c.data["plain"] == "it's \"so\"");
+  CHECK(c.data["block"] == "an \"open quote\n");
+  CHECK(c.data["last"] == "");
+  CHECK(parse_experiment_config(kMinimal, "q.yaml", {"description='a ''b'''"}).description ==
+        "a 'b'");
+}
+
 TEST_CASE("damaged copies of the shipped configs are a ConfigError naming the file", "[config]") {
   const std::string configs = fs::join(CRUCIBLE_SOURCE_DIR, "configs");
   for (const auto& name : fs::list_directory(configs)) {

@@ -2,7 +2,6 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <regex>
 #include <sstream>
 #include <system_error>
 
@@ -19,6 +18,7 @@
 #include "config/schema.h"
 #include "config/suggest.h"
 #include "config/yaml_reader.h"
+#include "config/yaml_text.h"
 #include "util/file_system.h"
 #include "util/utf8.h"
 
@@ -73,65 +73,6 @@ namespace {
 using config::MapReader;
 using config::Source;
 
-// The line (1-based) where a second YAML document of `text` starts its content, if one does: a
-// "---" or "..." line at column 0 after the first document's content, then a line of content. (YAML
-// forbids "---" at column 0 inside a scalar. yaml-cpp's LoadAll is not used: it loops without
-// end on some damaged input.)
-std::optional<int64_t> second_document_line(const std::string& text) {
-  std::istringstream lines(text);
-  bool content = false;    // the first document has content
-  bool separated = false;  // a --- followed it
-  int64_t number = 0;
-  for (std::string line; std::getline(lines, line);) {
-    ++number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const bool marker =
-        line.rfind("---", 0) == 0 && (line.size() == 3 || line[3] == ' ' || line[3] == '\t');
-    const size_t first = line.find_first_not_of(" \t", marker ? 3 : 0);
-    const bool blank = first == std::string::npos || line[first] == '#';
-    if (marker) {
-      separated = separated || content;
-      if (separated && !blank) return number;  // "--- value": content on the marker's line
-      continue;
-    }
-    if (line.rfind("...", 0) == 0 && (line.size() == 3 || blank)) {  // the end of a document
-      separated = separated || content;
-      continue;
-    }
-    if (blank || (!content && line[0] == '%')) continue;
-    if (separated) return number;
-    content = true;
-  }
-  return std::nullopt;
-}
-
-// Whether `line` ends with a block scalar's indicator (`key: |`, `- >-`, `text: |2 # note`): the
-// lines indented under it are text, in which a tab after the indentation is a character.
-bool opens_block_scalar(const std::string& line) {
-  static const std::regex indicator(R"((^|[:-][ \t]+)[|>][0-9+-]*[ \t]*(#.*)?$)");
-  return std::regex_search(line, indicator);
-}
-
-// The number of the first line up to `last` (1-based) whose indentation holds a tab, which YAML
-// forbids there and yaml-cpp reports only as the error it leads to; a block scalar's text lines
-// are passed over.
-std::optional<int64_t> tab_indented_line(const std::string& text, int64_t last) {
-  std::istringstream lines(text);
-  int64_t number = 0;
-  std::optional<size_t> block;  // the indentation of the line that opened a block scalar
-  for (std::string line; number < last && std::getline(lines, line);) {
-    ++number;
-    const size_t first = line.find_first_not_of(" \t");
-    if (first == std::string::npos) continue;
-    const size_t spaces = line.find_first_not_of(' ');
-    if (block && spaces > *block) continue;
-    block.reset();
-    if (line.find('\t') < first) return number;
-    if (opens_block_scalar(line)) block = spaces;
-  }
-  return std::nullopt;
-}
-
 // Whether `target` occurs more than once in the tree `root` (an alias makes a node occur again).
 // A tree too large to walk (aliases of aliases) counts as yes.
 bool shared(const YAML::Node& root, const YAML::Node& target) {
@@ -177,6 +118,12 @@ void apply_override(YAML::Node& root, const std::string& text, Source& source) {
     value = YAML::Load(given);
   } catch (const YAML::Exception& e) {
     throw ConfigError(fmt::format("--set {}: the value is not valid YAML: {}", text, e.msg));
+  }
+  if (config::unclosed_quote(value, given)) {
+    throw ConfigError(fmt::format(
+        "--set {}: the value is not valid YAML: a quote in it is never closed (to pass quotes, "
+        "quote the whole option for the shell: --set '{}=\"...\"')",
+        text, key));
   }
   std::vector<std::string> parts;
   std::stringstream ss(key);
@@ -344,14 +291,20 @@ ExperimentConfig parse_experiment_config(const std::string& yaml_text,
   }
   YAML::Node root;
   try {
-    if (const auto line = second_document_line(yaml_text)) {
+    if (const auto line = config::second_document_line(yaml_text)) {
       throw ConfigError(
           fmt::format("{}:{}:1: a second YAML document (after ---); an experiment file holds one",
                       source_name, *line));
     }
     root = YAML::Load(yaml_text);
+    if (const auto quote = config::unclosed_quote(root, yaml_text)) {
+      throw ConfigError(fmt::format(
+          "{}:{}:{}: invalid YAML: this quote is never closed, so the value runs to the end of "
+          "the file and takes in every line after it; close it",
+          source_name, quote->line + 1, quote->column + 1));
+    }
   } catch (const YAML::Exception& e) {
-    const auto tab = tab_indented_line(yaml_text, e.mark.line + 1);
+    const auto tab = config::tab_indented_line(yaml_text, e.mark.line + 1);
     throw ConfigError(fmt::format(
         "{}:{}:{}: invalid YAML: {}{}", source_name, e.mark.line + 1, e.mark.column + 1, e.msg,
         tab ? fmt::format("; line {} is indented with a tab, which YAML does not allow: indent "
