@@ -214,3 +214,22 @@ TEST_CASE("wrap_lr_scheduler refuses an optimizer that was not wrapped", "[train
       f.ctx.wrap_lr_scheduler(crucible::lr::StepLR(loose, 1), crucible::StepMode::kEveryEpoch),
       Catch::Contains("was not wrapped with wrap_optimizer"));
 }
+
+TEST_CASE("wrap_lr_scheduler refuses a second scheduler on one optimizer", "[train]") {
+  Fixture f;
+  auto model = torch::nn::Linear(1, 1);
+  auto other = torch::nn::Linear(1, 1);
+  auto first = f.ctx.wrap_optimizer(torch::optim::SGD(model->parameters(), 1.0));
+  auto second = f.ctx.wrap_optimizer(torch::optim::SGD(other->parameters(), 1.0));
+  f.ctx.wrap_lr_scheduler(crucible::lr::StepLR(second, 2, 0.5),
+                          crucible::StepMode::kEveryOptimizerStep);
+  f.ctx.wrap_lr_scheduler(crucible::lr::ExponentialLR(first, 0.9), crucible::StepMode::kEveryEpoch);
+  // Each wrote its own rate over the other's: StepLR's halvings were lost at every epoch, and a
+  // resume restored them in wrapping order, not the order they stepped in.
+  CHECK_THROWS_WITH(f.ctx.wrap_lr_scheduler(crucible::lr::StepLR(second, 2, 0.5),
+                                            crucible::StepMode::kEveryEpoch),
+                    Catch::StartsWith("wrap_lr_scheduler: optimizer 1 already has a scheduler"));
+  CHECK_THROWS_WITH(f.ctx.wrap_lr_scheduler(torch::optim::StepLR(*first, 1, 0.5),
+                                            crucible::StepMode::kEveryEpoch),
+                    Catch::StartsWith("wrap_lr_scheduler: optimizer 0 already has a scheduler"));
+}

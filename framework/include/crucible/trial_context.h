@@ -79,10 +79,11 @@ class TrialContext {
 
   // Takes ownership of a scheduler and steps it per `mode`. Returns it for kManual stepping and
   // inspection. Its optimizer must have been wrapped (for a LibTorch scheduler: built on
-  // *optimizer, the wrapped one); throws Error otherwise. S is a crucible::LRScheduler
-  // (crucible::lr::...) or a torch::optim::LRScheduler subclass (torch::optim::StepLR, or one of
-  // the trial's own): Crucible calls its step() per `mode`, and a checkpoint keeps its step count
-  // and its optimizer's rates. LibTorch 2.x's
+  // *optimizer, the wrapped one) and have no scheduler yet (each writes its rates over the
+  // other's; lr::LinearWarmup combines a warm-up with another); throws Error otherwise. S is a
+  // crucible::LRScheduler (crucible::lr::...) or a torch::optim::LRScheduler subclass
+  // (torch::optim::StepLR, or one of the trial's own): Crucible calls its step() per `mode`, and a
+  // checkpoint keeps its step count and its optimizer's rates. LibTorch 2.x's
   // torch::optim::ReduceLROnPlateauScheduler is refused at compile time: it keeps its state
   // private, so no checkpoint could restore it (crucible::lr::ReduceLROnPlateau does the same).
   template <class S>

@@ -65,12 +65,20 @@ void TrialContext::register_optimizer(Optimizer optimizer) {
 
 void TrialContext::register_lr_scheduler(std::shared_ptr<LRScheduler> scheduler, StepMode mode) {
   check_constructing(*state_, "wrap_lr_scheduler");
-  bool wrapped = false;
-  for (const auto& o : state_->optimizers) wrapped = wrapped || o == scheduler->optimizer();
-  if (!wrapped) {
+  const auto& optimizers = state_->optimizers;
+  const auto wrapped = std::find(optimizers.begin(), optimizers.end(), scheduler->optimizer());
+  if (wrapped == optimizers.end()) {
     throw Error(
         "wrap_lr_scheduler: the scheduler's optimizer was not wrapped with "
         "wrap_optimizer; wrap the optimizer first and build the scheduler on the result");
+  }
+  for (const auto& other : state_->schedulers) {
+    if (other.scheduler->optimizer() != scheduler->optimizer()) continue;
+    throw Error(fmt::format(
+        "wrap_lr_scheduler: optimizer {} already has a scheduler: each would overwrite the rates "
+        "the other wrote, and a resumed run would train at other rates than an uninterrupted "
+        "one; give each optimizer one schedule (lr::LinearWarmup puts a warm-up before another)",
+        wrapped - optimizers.begin()));
   }
   scheduler->set_step_count(scheduler->step_count());  // the rates of its current step
   state_->schedulers.push_back({std::move(scheduler), mode});
