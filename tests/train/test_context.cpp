@@ -233,3 +233,19 @@ TEST_CASE("wrap_lr_scheduler refuses a second scheduler on one optimizer", "[tra
                                             crucible::StepMode::kEveryEpoch),
                     Catch::StartsWith("wrap_lr_scheduler: optimizer 0 already has a scheduler"));
 }
+
+TEST_CASE("clipping measures float64 gradients in float64, as clip_grad_norm_ does", "[train]") {
+  Fixture f;
+  f.config.optimizations.gradient_clipping.max_norm = 1.0;
+  auto [model, opt] = zeroed_linear(f);
+  model->to(torch::kDouble);
+  // Gradients 3 + 1e-9 and 4 (and 1 for the bias): float32 cannot hold the 1e-9.
+  const auto input = torch::tensor({{3.0 + 1e-9, 4.0}}, torch::kDouble);
+  f.ctx.backward(model->forward(input).sum());
+  const auto expected = torch::cat({model->weight.grad().flatten(), model->bias.grad()}).norm();
+  f.ctx.step_optimizer(opt);
+  const auto norm = f.state.step_metrics.at("grad_norm");
+  CHECK(norm.scalar_type() == torch::kDouble);
+  CHECK(norm.item<double>() == expected.item<double>());
+  CHECK(norm.item<double>() != static_cast<double>(static_cast<float>(expected.item<double>())));
+}

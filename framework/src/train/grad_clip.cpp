@@ -1,5 +1,6 @@
 #include "train/grad_clip.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -28,15 +29,18 @@ void check_clipping(const GradientClipping& clipping) {
 
 torch::Tensor gradient_norm(const std::vector<torch::Tensor>& params, double norm_type) {
   const std::vector<torch::Tensor> grads = gradient_values(params);
+  // Half gradients are measured in float32; float64 ones as PyTorch does, in their own type.
+  const bool wide = std::any_of(grads.begin(), grads.end(), [](const torch::Tensor& g) {
+    return g.scalar_type() == torch::kDouble;
+  });
+  const auto options = torch::TensorOptions(wide ? torch::kDouble : torch::kFloat)
+                           .device(grads.empty() ? torch::Device(torch::kCPU) : grads[0].device());
   std::vector<torch::Tensor> norms;
   for (const auto& g : grads) {
     // An empty one (a sparse gradient without entries) adds nothing; its inf-norm would throw.
-    if (g.numel() > 0) norms.push_back(g.detach().norm(norm_type).to(torch::kFloat));
+    if (g.numel() > 0) norms.push_back(g.detach().norm(norm_type).to(options));
   }
-  if (norms.empty()) {
-    const torch::Device device = grads.empty() ? torch::Device(torch::kCPU) : grads[0].device();
-    return torch::zeros({}, torch::TensorOptions(torch::kFloat).device(device));
-  }
+  if (norms.empty()) return torch::zeros({}, options);
   return torch::stack(norms).norm(norm_type);
 }
 

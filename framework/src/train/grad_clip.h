@@ -11,7 +11,8 @@
 namespace crucible::train {
 
 // The total norm_type-norm of the defined gradients of `params` (0 when none is), as a
-// one-element tensor on their device; no host sync. Sparse gradients must be coalesced
+// one-element tensor on the first one's device, of float64 when a gradient is and float32
+// otherwise; no host sync. Sparse gradients must be coalesced
 // (coalesce_sparse_gradients).
 torch::Tensor gradient_norm(const std::vector<torch::Tensor>& params, double norm_type);
 
