@@ -154,12 +154,50 @@ TEST_CASE(
     }
     REQUIRE(loss_at_20 > best);  // retention would have deleted it
     CHECK(util::exists(first + "/metadata.json"));
+    CHECK(util::exists(first + ".to-delete"));
     CHECK_THAT(read_file(run + "/trainer.log"),
-               Catch::Contains("kept " + first + " for now: another process is reading it"));
+               Catch::Contains("kept " + first +
+                               " for now: another process is reading it (trainer validate, "
+                               "predict or a warm start), and deletes it when done"));
   }
+  // The run had ended: the reader deletes it as it lets it go.
+  CHECK_FALSE(util::exists(first));
+  CHECK_FALSE(util::exists(first + ".to-delete"));
   const auto rest = run_command(resume + " --set max_length.batches=80");
   INFO(rest.output);
   REQUIRE(rest.exit_code == 0);
   CHECK_FALSE(util::exists(first));
   CHECK(latest(run) == "batch-0000000080");
+}
+
+TEST_CASE(
+    "a checkpoint whose reader never let it go is deleted when its run starts again, unless "
+    "pinned",
+    "[checkpoint]") {
+  TempDir tmp;
+  const std::string run = tmp / "run";
+  const auto fit =
+      run_command(kTrainer + " fit " + resumable_config(tmp, 0) + " --quiet --output " + run +
+                  " --set max_length.batches=20 --set checkpoint_policy=all --set "
+                  "min_checkpoint_period.batches=10");
+  INFO(fit.output);
+  REQUIRE(fit.exit_code == 0);
+  const std::string at_10 = run + "/checkpoints/batch-0000000010";
+  const std::string at_20 = run + "/checkpoints/batch-0000000020";
+  REQUIRE(util::exists(at_10 + "/metadata.json"));
+  // What a reader ended by SIGKILL leaves: the deletion asked for, no pin to carry it out.
+  write_file(at_10 + ".to-delete", "");
+  write_file(at_20 + ".to-delete", "");
+  {
+    const auto pinned = crucible::checkpoint::pin(at_20);
+    REQUIRE(pinned);
+    CHECK(crucible::checkpoint::remove_unfinished(run) == std::vector<std::string>{at_10});
+    CHECK_FALSE(util::exists(at_10));
+    CHECK_FALSE(util::exists(at_10 + ".to-delete"));
+    CHECK(util::exists(at_20 + "/metadata.json"));  // another reader holds it
+    CHECK(util::exists(at_20 + ".to-delete"));
+  }
+  CHECK_FALSE(util::exists(at_20));  // that reader deleted it as it let it go
+  CHECK_FALSE(util::exists(at_20 + ".to-delete"));
+  CHECK(crucible::checkpoint::remove(at_20));  // gone already, it counts as deleted
 }

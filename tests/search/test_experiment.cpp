@@ -1,8 +1,11 @@
 // Searches through the real `trainer fit`: the experiment directory, the trials' runs, retries,
 // invalid hyperparameters, concurrency, and an experiment killed and resumed.
+#include <atomic>
 #include <csignal>
 #include <map>
+#include <regex>
 #include <set>
+#include <thread>
 
 #include <crucible/errors.h>
 #include <fmt/format.h>
@@ -120,11 +123,14 @@ TEST_CASE(
   INFO(source.output);
   REQUIRE(source.exit_code == 0);
   const std::string exp = tmp / "exp";
-  search_ok(tmp, "{name: grid, metric: validation_loss, source_trial_id: " + (tmp / "source") + "}",
-            "lr: {type: double, minval: 0.02, maxval: 0.1, count: 2}",
-            "min_validation_period: {batches: 4}\ncheckpoint_policy: all\n"
-            "checkpoint_storage: {save_trial_best: 1, save_trial_latest: 1, "
-            "save_experiment_best: 3}\n");
+  const std::string config = search_config(
+      tmp, "{name: grid, metric: validation_loss, source_trial_id: " + (tmp / "source") + "}",
+      "lr: {type: double, minval: 0.02, maxval: 0.1, count: 2}",
+      "min_validation_period: {batches: 4}\ncheckpoint_policy: all\n"
+      "checkpoint_storage: {save_trial_best: 1, save_trial_latest: 1, save_experiment_best: 3}\n");
+  const auto first = fit(config, exp);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
   // Every trial's checkpoints, validated at 4, 8, 12 and 16 batches, by their metric.
   std::map<std::string, double> metric;
   std::vector<std::string> runs;
@@ -161,6 +167,36 @@ TEST_CASE(
     for (const std::string& dir : crucible::checkpoint::list(run)) kept.insert(dir);
   }
   CHECK(kept == expected);
+
+  // The same search again, with a reader holding a checkpoint that the end deleted above: the end
+  // keeps it for the reader, which deletes it as it lets it go.
+  std::smatch removed;
+  const std::string log = read_file(exp + "/experiment.log");
+  REQUIRE(std::regex_search(log, removed, std::regex("removed (trials/[^:]+): kept by neither")));
+  const std::string again = tmp / "again";
+  const std::string doomed = again + "/" + removed[1].str();
+  std::unique_ptr<crucible::checkpoint::Pin> reader;
+  std::atomic<bool> searched{false};
+  std::thread pinner([&] {
+    while (!reader && !searched) {
+      reader = crucible::checkpoint::pin(doomed);  // null until the trial writes it
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  const auto second = fit(config, again);
+  searched = true;
+  pinner.join();
+  INFO(second.output);
+  REQUIRE(second.exit_code == 0);
+  REQUIRE(reader);
+  CHECK(util::exists(doomed + "/metadata.json"));
+  CHECK_THAT(read_file(again + "/experiment.log"),
+             Catch::Contains("kept " + removed[1].str() +
+                             " for now (kept by neither its trial's retention nor the "
+                             "experiment's 3 best): another process is reading it"));
+  reader.reset();
+  CHECK_FALSE(util::exists(doomed));
+  CHECK_FALSE(util::exists(doomed + ".to-delete"));
 }
 
 TEST_CASE("random search: a rerun draws the same hyperparameters and gets the same metrics",

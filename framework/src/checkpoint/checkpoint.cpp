@@ -524,20 +524,59 @@ std::vector<std::string> list(const std::string& run_dir) {
   return out;
 }
 
-bool remove(const std::string& dir) {
-  std::unique_ptr<util::FileLock> lock = util::FileLock::try_lock_directory(dir);
+namespace {
+
+// The file beside checkpoint `dir` that asks the last pin released on it to delete it.
+std::string deletion_request(const std::string& dir) { return dir + ".to-delete"; }
+
+// Deletes checkpoint `dir` unless a pin holds it; returns whether it is gone (now or before).
+bool delete_unpinned(const std::string& dir) {
+  std::unique_ptr<util::FileLock> lock;
+  try {
+    lock = util::FileLock::try_lock_directory(dir);
+  } catch (const std::system_error& e) {
+    if (e.code() == std::errc::no_such_file_or_directory) return true;
+    throw;
+  }
   if (!lock) return false;
+  if (!lock->holds(dir)) return true;  // another process deleted it while this one locked it
   const std::string aside = util::move_aside(dir);
   lock.reset();  // a pin waiting for it finds `dir` gone
   util::remove_all(aside);
   return true;
 }
 
-std::unique_ptr<util::FileLock> pin(const std::string& dir) {
+}  // namespace
+
+bool remove(const std::string& dir) {
+  const std::string request = deletion_request(dir);
+  if (delete_unpinned(dir)) {
+    util::remove(request);
+    return true;
+  }
+  util::write_durably(request, std::string());
+  // A reader that let go after the first try but before the request existed did not see it.
+  if (delete_unpinned(dir)) {
+    util::remove(request);
+    return true;
+  }
+  return false;
+}
+
+Pin::~Pin() {
+  lock_.reset();
+  const std::string request = deletion_request(dir_);
+  try {
+    if (util::exists(request) && delete_unpinned(dir_)) util::remove(request);
+  } catch (...) {  // the request stays for remove_unfinished()
+  }
+}
+
+std::unique_ptr<Pin> pin(const std::string& dir) {
   try {
     std::unique_ptr<util::FileLock> lock = util::FileLock::lock_directory_shared(dir);
     if (!lock->holds(dir)) return nullptr;  // deleted while the lock was awaited
-    return lock;
+    return std::make_unique<Pin>(std::move(lock), dir);
   } catch (const std::system_error& e) {
     if (e.code() == std::errc::no_such_file_or_directory ||
         e.code() == std::errc::not_a_directory) {
@@ -586,6 +625,17 @@ std::vector<std::string> remove_unfinished(const std::string& run_dir,
     out.push_back(path);
   }
   for (const auto& path : out) util::remove_all(path);
+  const std::string suffix = ".to-delete";
+  for (const auto& name : util::list_directory(dir)) {
+    if (name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const std::string checkpoint = util::join(dir, name.substr(0, name.size() - suffix.size()));
+    if (!delete_unpinned(checkpoint)) continue;
+    util::remove(util::join(dir, name));
+    out.push_back(checkpoint);
+  }
   return out;
 }
 

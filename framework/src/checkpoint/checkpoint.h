@@ -138,21 +138,40 @@ Metadata load_weights(const std::string& dir,
 // The checkpoint directories of a run, oldest first (by batch count).
 std::vector<std::string> list(const std::string& run_dir);
 
-// Deletes checkpoint `dir` and returns true, or returns false and leaves it whole while a pin()
-// holds it (another process, or this one, reading it). It is first renamed out of the names
-// list() returns, so that another process reading the run (an experiment choosing its best
-// checkpoint) finds it whole or not at all; a deletion cut short leaves a temporary directory that
+// Deletes checkpoint `dir` and returns true (also when it is gone already), or, while a pin()
+// holds it (another process, or this one, reading it), leaves it whole, asks for its deletion
+// (a file `<dir>.to-delete` beside it) and returns false: the last pin released then deletes it,
+// or, should no reader get to, remove_unfinished(). It is first renamed out of the names list()
+// returns, so that another process reading the run (an experiment choosing its best checkpoint)
+// finds it whole or not at all; a deletion cut short leaves a temporary directory that
 // remove_unfinished() removes. Throws std::runtime_error naming the path on failure.
 bool remove(const std::string& dir);
 
-// A shared lock on checkpoint `dir` that keeps remove() from deleting it while the lock lives, in
-// any process. Null when `dir` is no directory (it does not exist, or is a file) or was deleted
-// before the lock took hold. Throws
-// TrainingError naming `dir` and the cause when it cannot be opened, locked or looked up.
-std::unique_ptr<util::FileLock> pin(const std::string& dir);
+// A shared lock on a checkpoint (pin()) that keeps remove() from deleting it while the Pin lives,
+// in any process.
+class Pin {
+ public:
+  Pin(std::unique_ptr<util::FileLock> lock, std::string dir)
+      : lock_(std::move(lock)), dir_(std::move(dir)) {}
+  // Releases the lock; then deletes the checkpoint when remove() asked for that and no other pin
+  // holds it. Never throws: a deletion that fails is left to remove_unfinished().
+  ~Pin();
+  Pin(const Pin&) = delete;
+  Pin& operator=(const Pin&) = delete;
+
+ private:
+  std::unique_ptr<util::FileLock> lock_;
+  std::string dir_;
+};
+
+// Pins checkpoint `dir`. Null when `dir` is no directory (it does not exist, or is a file) or
+// was deleted before the lock took hold. Throws TrainingError naming `dir` and the cause when it
+// cannot be opened, locked or looked up.
+std::unique_ptr<Pin> pin(const std::string& dir);
 
 // Removes the temporary directories of checkpoints whose writing (or deletion) was cut short (a
-// killed process); returns their paths. A temporary checkpoint that verifies and whose final name
+// killed process), and the checkpoints whose deletion remove() asked for unless a pin holds
+// them; returns their paths. A temporary checkpoint that verifies and whose final name
 // is free (a replacement cut short between removing the old one and renaming the new) is moved
 // into place instead, and reported through `warn`. Only the process that owns the run may call
 // it.

@@ -13,9 +13,9 @@
 
 namespace crucible::search {
 
-std::vector<std::string> keep_experiment_best(const ExperimentConfig& config,
-                                              const std::vector<std::string>& run_dirs,
-                                              const std::function<void(const std::string&)>& warn) {
+ExperimentRetention keep_experiment_best(const ExperimentConfig& config,
+                                         const std::vector<std::string>& run_dirs,
+                                         const std::function<void(const std::string&)>& warn) {
   const CheckpointStorageConfig& storage = config.checkpoint_storage;
   if (storage.save_experiment_best == 0) return {};
   const bool smaller = config.searcher.smaller_is_better;
@@ -41,20 +41,19 @@ std::vector<std::string> keep_experiment_best(const ExperimentConfig& config,
        ++i) {
     experiment_best.insert(ranked[i].dir);
   }
-  std::vector<std::string> deleted;
+  ExperimentRetention out;
   for (const auto& entries : runs) {
     for (const std::string& dir : checkpoint::to_delete(entries, storage.save_trial_latest,
                                                         storage.save_trial_best, smaller)) {
       if (experiment_best.count(dir)) continue;
       try {
-        checkpoint::remove(dir);
-        deleted.push_back(dir);
+        (checkpoint::remove(dir) ? out.deleted : out.being_read).push_back(dir);
       } catch (const std::exception& e) {
         warn(fmt::format("cannot delete checkpoint {}: {}", dir, e.what()));
       }
     }
   }
-  return deleted;
+  return out;
 }
 
 }  // namespace crucible::search

@@ -132,10 +132,18 @@ class Runner {
       if (util::exists(run)) trial_runs.push_back(run);
     }
     const auto warn = [&](const std::string& line) { logger_.warn(line); };
-    for (const std::string& dir : keep_experiment_best(config_, trial_runs, warn)) {
+    const ExperimentRetention kept = keep_experiment_best(config_, trial_runs, warn);
+    const std::string why =
+        fmt::format("kept by neither its trial's retention nor the experiment's {} best",
+                    config_.checkpoint_storage.save_experiment_best);
+    for (const std::string& dir : kept.deleted) {
+      logger_.info(fmt::format("removed {}: {}", relative(dir), why));
+    }
+    for (const std::string& dir : kept.being_read) {
       logger_.info(fmt::format(
-          "removed {}: kept by neither its trial's retention nor the experiment's {} best",
-          relative(dir), config_.checkpoint_storage.save_experiment_best));
+          "kept {} for now ({}): another process is reading it (trainer validate, predict or a "
+          "warm start), and deletes it when done",
+          relative(dir), why));
     }
     const SearchResult r = result();
     const std::string table = summary_table(*scheduler_, config_.searcher.metric);

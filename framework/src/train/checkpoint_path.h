@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "util/file_lock.h"
+#include "checkpoint/checkpoint.h"
 
 namespace crucible::train {
 
@@ -25,7 +25,7 @@ std::string checkpoint_path(const std::string& given, const std::string& flag,
 // deleting it while this object lives. An empty `dir` (no checkpoint) has no pin.
 struct PinnedCheckpoint {
   std::string dir;
-  std::unique_ptr<util::FileLock> pin;
+  std::unique_ptr<checkpoint::Pin> pin;
 };
 
 // The checkpoint resolve() returns, pinned. When it is deleted before the pin takes hold (its run,

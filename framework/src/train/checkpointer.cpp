@@ -235,10 +235,10 @@ void Checkpointer::apply_retention(int64_t now) {
                              config_.searcher.smaller_is_better, now)) {
     try {
       if (!checkpoint::remove(dir)) {
-        // Tracked still: the next checkpoint's retention deletes it once no reader holds it.
+        // Tracked still: the last reader to let it go deletes it, or the next retention pass.
         logger_.info(fmt::format(
             "[checkpoint] kept {} for now: another process is reading it (trainer validate, "
-            "predict or a warm start)",
+            "predict or a warm start), and deletes it when done",
             dir));
         continue;
       }

@@ -73,7 +73,8 @@ class Checkpointer {
   void track(const std::string& dir);
   void forget(const std::string& dir);
   // Deletes the checkpoints retention does not keep, of those up to batch `now`; one that another
-  // process has pinned (checkpoint::pin) stays, tracked, for a later call.
+  // process has pinned (checkpoint::pin) stays, tracked, for a later call, unless the last pin
+  // released deletes it first (checkpoint::remove).
   void apply_retention(int64_t now);
 
   const ExperimentConfig& config_;
