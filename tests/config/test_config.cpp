@@ -353,9 +353,9 @@ crucible::ExperimentConfig every_member_set() {
   divisor = 3;
   max_rungs = 2;
   bracket_rungs = {3, 1};
-  max_time = 600;
-  time_metric = "batches";
-  searcher_length = {crucible::LengthUnit::kRecords, 1000};  // as max_length: they must agree
+  max_time = 1000;
+  time_metric = "records";  // max_time, searcher.max_length and max_length agree
+  searcher_length = {crucible::LengthUnit::kRecords, 1000};
   source_trial_id = "/tmp/source run";
   source_checkpoint_uuid = "";  // one of the two
   max_length = {crucible::LengthUnit::kRecords, 1000};
@@ -824,6 +824,14 @@ checkpoint_storage: {type: shared_fs, storage_path: [a, b]}
   });
   CHECK_THAT(bad, Catch::StartsWith("bad.yaml:5:53: checkpoint_storage.storage_path: expected a "
                                     "path"));
+  // A host_path of the wrong type beside Determined's type: named at its place, as without it
+  // (it was yaml-cpp's "bad conversion", at no key).
+  CHECK(error_of([] {
+          crucible::parse_experiment_config(
+              "name: m\nentrypoint: lib:Trial\nhyperparameters: {global_batch_size: 8}\n"
+              "max_length: {batches: 4}\ncheckpoint_storage: {type: shared_fs, host_path: [a]}\n",
+              "listed.yaml");
+        }) == "listed.yaml:5:50: checkpoint_storage.host_path: expected a string, got a list");
 }
 
 TEST_CASE(

@@ -15,9 +15,11 @@ using nlohmann::json;
 
 namespace {
 
-// A search of 10 batches, unless `searcher` gives its own max_length (Determined's older form).
+// A search of 10 batches, unless `searcher` gives its own length (Determined's max_time, or its
+// older max_length).
 crucible::ExperimentConfig config(const std::string& hyperparameters, const std::string& searcher) {
-  const bool own_length = searcher.find("max_length") != std::string::npos;
+  const bool own_length = searcher.find("max_length") != std::string::npos ||
+                          searcher.find("max_time") != std::string::npos;
   return parse_experiment_config("name: s\nentrypoint: lib:T\nhyperparameters: " + hyperparameters +
                                      "\nsearcher: " + searcher +
                                      (own_length ? "\n" : "\nmax_length: {batches: 10}\n"),

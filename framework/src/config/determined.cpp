@@ -61,18 +61,32 @@ void adopt_determined_forms(YAML::Node& root, const Source& source,
     warnings.push_back(fmt::format(
         "{}: checkpoint_storage.type shared_fs is how Crucible stores checkpoints; runs go under "
         "host_path {}",
-        place, storage["host_path"].IsDefined() ? storage["host_path"].as<std::string>() : "runs"));
+        place,
+        storage["host_path"].IsScalar() && !storage["host_path"].IsNull()
+            ? storage["host_path"].Scalar()
+            : "runs"));
   }
   const YAML::Node searcher = root["searcher"];
   // A null is no value: `max_length: null`, or `--set searcher.max_length=null`, leaves the other
   // form to give the length.
   const auto given = [](const YAML::Node& node) { return node.IsDefined() && !node.IsNull(); };
   if (given(root["max_length"]) || !searcher.IsMap()) return;
-  if (given(searcher["max_length"])) {
-    root["max_length"] = YAML::Clone(searcher["max_length"]);
-  } else if (searcher["max_time"].IsDefined() && searcher["time_metric"].IsDefined() &&
-             searcher["time_metric"].IsScalar() &&
-             names<LengthUnit>().parse(searcher["time_metric"].Scalar())) {
+  // Adopted only when valid (a unit's name and a positive count): an invalid or zero ("unset")
+  // one is named by its own key's error, not again under max_length at no place in the file.
+  const auto count = [](const YAML::Node& node) {
+    return node.IsDefined() && node.IsScalar() && classify_scalar(node) == ScalarType::kInt &&
+           node.as<int64_t>(0) > 0;
+  };
+  const auto unit = [](const YAML::Node& node) {
+    return node.IsDefined() && node.IsScalar() && names<LengthUnit>().parse(node.Scalar());
+  };
+  const YAML::Node older = searcher["max_length"];
+  if (given(older)) {
+    if (older.IsMap() && older.size() == 1 && unit(older.begin()->first) &&
+        count(older.begin()->second)) {
+      root["max_length"] = YAML::Clone(older);
+    }
+  } else if (count(searcher["max_time"]) && unit(searcher["time_metric"])) {
     YAML::Node length(YAML::NodeType::Map);
     length[searcher["time_metric"].Scalar()] = YAML::Clone(searcher["max_time"]);
     root["max_length"] = length;

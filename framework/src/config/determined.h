@@ -21,7 +21,8 @@ namespace crucible::config {
 //   - a searcher.max_length without a top-level max_length (Determined's older form) becomes
 //     the top-level max_length too; so does searcher.max_time in units of searcher.time_metric
 //     (the current form) when time_metric is batches, records or epochs. A null max_length,
-//     top-level or the searcher's, counts as absent.
+//     top-level or the searcher's, counts as absent; one whose count is no positive integer is
+//     not adopted (its own key names the fault).
 void adopt_determined_forms(YAML::Node& root, const Source& source,
                             std::vector<std::string>& warnings);
 

@@ -222,21 +222,40 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
     }
     attempt([&] { key.read(*section, c); });
   }
+  // Read or left at its default: a searcher key that failed adds nothing here.
+  const SearcherConfig& s = c.searcher;
+  const auto time_unit = config::names<LengthUnit>().parse(s.time_metric);
+  attempt([&] {
+    if (s.max_time > 0 && s.time_metric.empty()) {
+      source.fail("searcher.max_time", root["searcher"]["max_time"],
+                  "needs searcher.time_metric, the validation metric it counts (e.g. batches)");
+    }
+  });
+  attempt([&] {
+    if (!s.time_metric.empty() && !time_unit) {
+      source.fail(
+          "searcher.time_metric", root["searcher"]["time_metric"],
+          fmt::format("'{}': Crucible counts a trial's length in batches, records or epochs",
+                      s.time_metric));
+    }
+  });
+  // Given both (the file's max_length and the searcher's max_time, or one from --set), they must
+  // agree, as max_length and searcher.max_length must.
+  attempt([&] {
+    if (s.max_time <= 0 || !time_unit || c.max_length.value == 0) return;
+    const Length max_time{*time_unit, s.max_time};
+    if (!(max_time == c.max_length)) {
+      source.fail("max_length", root["max_length"],
+                  fmt::format("{} disagrees with searcher.max_time ({}); give one length, in "
+                              "max_length or in searcher.max_time",
+                              c.max_length.str(), max_time.str()));
+    }
+  });
   if (problems.size() == 1) throw ConfigError(problems.front());
   if (!problems.empty()) {
     std::string list;
     for (const auto& p : problems) list += "\n  " + p;
     throw ConfigError(fmt::format("{}: {} problems:{}", source.file(), problems.size(), list));
-  }
-  const SearcherConfig& s = c.searcher;
-  if (s.max_time > 0 && s.time_metric.empty()) {
-    source.fail("searcher.max_time", root["searcher"]["max_time"],
-                "needs searcher.time_metric, the validation metric it counts (e.g. batches)");
-  }
-  if (!s.time_metric.empty() && !config::names<LengthUnit>().parse(s.time_metric)) {
-    source.fail("searcher.time_metric", root["searcher"]["time_metric"],
-                fmt::format("'{}': Crucible counts a trial's length in batches, records or epochs",
-                            s.time_metric));
   }
   // The node at section.key, else the section, else the root: a missing key has no place.
   const auto at = [&](const char* section, const std::string& key) {
