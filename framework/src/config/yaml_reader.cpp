@@ -233,15 +233,28 @@ bool MapReader::has(const std::string& key) const {
 
 std::string MapReader::child_path(const std::string& key) const { return child_of(path_, key); }
 
+YAML::Node MapReader::place(const std::string& key) const {
+  const YAML::Node value = node_[key];
+  if (!value.IsNull()) return value;
+  // An empty value's mark is the next token's, lines below when blank lines or comments follow.
+  for (const auto& item : node_) {
+    if (item.first.IsScalar() && item.first.Scalar() == key &&
+        item.first.Mark().line < value.Mark().line) {
+      return item.first;
+    }
+  }
+  return value;
+}
+
 void MapReader::fail(const std::string& key, const std::string& message) const {
-  source_.fail(child_path(key), node_[key], message);
+  source_.fail(child_path(key), place(key), message);
 }
 
 void MapReader::fail_missing(const std::string& key, const std::string& what) const {
   const std::string more = what.empty() ? "" : ": " + what;
-  const YAML::Node given = node_[key];
-  if (given.IsDefined()) {  // written, as null: named where it is
-    source_.fail(child_path(key), given, "required key '" + key + "' has no value (null)" + more);
+  if (node_[key].IsDefined()) {  // written, as null: named where it is
+    source_.fail(child_path(key), place(key),
+                 "required key '" + key + "' has no value (null)" + more);
   }
   source_.fail(child_path(key), node_, "required key '" + key + "' is missing" + more);
 }

@@ -110,6 +110,10 @@ class MapReader {
   const std::string& path() const { return path_; }
 
  private:
+  // The node whose place names `key` in errors: its value, or the key itself for an empty value
+  // (no text after the colon), whose mark yaml-cpp sets at the next token.
+  YAML::Node place(const std::string& key) const;
+
   const Source& source_;
   YAML::Node node_;
   std::string path_;
