@@ -541,6 +541,16 @@ TEST_CASE("hyperparameter mistakes are named as what they are", "[config]") {
   CHECK_THAT(refusal("{global_batch_size: 8, n: {type: int, minval: 0, maxval: "
                      "9223372036854775807}}"),
              Catch::Contains("hyperparameters.n.maxval: 9223372036854775808 is beyond 2^53"));
+  // Bounds whose values overflow: a trial would have trained with an infinite rate.
+  CHECK_THAT(refusal("{global_batch_size: 8, lr: {type: log, minval: 300, maxval: 400, count: 2}}"),
+             Catch::Contains("hyperparameters.lr.maxval: 10^400 is beyond a double's range"));
+  CHECK_THAT(refusal("{global_batch_size: 8, w: {type: double, minval: -1e308, maxval: 1e308}}"),
+             Catch::Contains("hyperparameters.w.maxval: the range from minval -1e+308 to maxval "
+                             "1e+308 is beyond a double's"));
+  // A key the type does not take is named with the keys it does take.
+  CHECK_THAT(
+      refusal("{global_batch_size: 8, lr: {type: double, min: 0, maxval: 1}}"),
+      Catch::Contains("valid keys here: minval, maxval, count, type") && !Catch::Contains("vals"));
 }
 
 TEST_CASE("the keys safe on resume are those the schema marks", "[config]") {

@@ -69,9 +69,12 @@ HyperparameterSpec read_one(const Source& source, const YAML::Node& node, const 
                             type.Scalar(), fmt::join(types, ", "),
                             did_you_mean(type.Scalar(), types), type.Scalar()));
   }
-  spec.type =
-      MapReader(source, node, path, {"type", "val", "minval", "maxval", "base", "count", "vals"})
-          .enumerated("type", Type::kConst);
+  // The type decides the keys: each type's reader below names the ones it takes.
+  std::vector<std::string> written;
+  for (const auto& item : node) {
+    if (item.first.IsScalar()) written.push_back(item.first.Scalar());
+  }
+  spec.type = MapReader(source, node, path, written).enumerated("type", Type::kConst);
   auto allowed = [&](std::vector<std::string> keys) {
     keys.push_back("type");
     return MapReader(source, node, path, keys);
@@ -119,6 +122,14 @@ HyperparameterSpec read_one(const Source& source, const YAML::Node& node, const 
       r.fail("base", "a log base must be greater than 1 and finite");
     }
     spec.count = r.integer("count", 0, 1);
+    // The values drawn or stepped through must be finite too.
+    if (is_log && !std::isfinite(std::pow(spec.base, spec.maxval))) {
+      r.fail("maxval", fmt::format("{}^{} is beyond a double's range", spec.base, spec.maxval));
+    }
+    if (!is_log && !std::isfinite(spec.maxval - spec.minval)) {
+      r.fail("maxval", fmt::format("the range from minval {} to maxval {} is beyond a double's",
+                                   spec.minval, spec.maxval));
+    }
   }
   return spec;
 }
