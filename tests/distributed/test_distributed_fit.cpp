@@ -868,6 +868,15 @@ TEST_CASE("bad distributed flags and settings exit 2 naming them", "[dist][fit]"
   };
   check(fit("--slots 0"), "--slots 0: expected an integer of at least 1");
   check(fit("--slots 2 --nnodes 2 --node-rank 2"), "--node-rank 2 is outside --nnodes 2");
+  // On 1 slot too, where it was ignored; the rendezvous flags alone are, with a warning.
+  check(fit("--node-rank 3 --output /nonexistent/x"), "--node-rank 3 is outside --nnodes 1");
+  const TempDir tmp;
+  const auto alone = fit("--master-addr 10.9.9.9 --master-port 1234 --quiet --output " +
+                         (tmp / "alone") + " --set max_length.batches=2");
+  INFO(alone.output);
+  CHECK(alone.exit_code == 0);
+  CHECK_THAT(alone.output, Catch::Contains("warning: --master-addr and --master-port are ignored: "
+                                           "a run of 1 slot on 1 node has no rendezvous"));
   check(fit("--slots 4 --nnodes 3"),
         "resources.slots_per_trial (4) must be a multiple of --nnodes (3)");
   check(fit("--slots 2 --nnodes 2 --node-rank 1 --master-addr 127.0.0.1"), "needs --master-port");

@@ -824,9 +824,14 @@ TEST_CASE("options that only a single run has are refused for a search, by name"
                                     kTrainer + " fit " + config);
   CHECK(launched.exit_code == 2);
   CHECK_THAT(launched.output, Catch::Contains("a search starts its trials' processes itself"));
-  const auto nodes = run_command(kTrainer + " fit " + config + " --nnodes 2");
-  CHECK(nodes.exit_code == 2);
-  CHECK_THAT(nodes.output, Catch::Contains("a search runs on one machine; --nnodes is for a run"));
+  for (const std::string flag : {"--nnodes 2", "--master-addr 10.0.0.1", "--master-port 29500"}) {
+    const auto nodes = run_command(kTrainer + " fit " + config + " " + flag);
+    INFO(flag);
+    CHECK(nodes.exit_code == 2);
+    CHECK_THAT(nodes.output, Catch::Contains("a search runs on one machine; --nnodes, "
+                                             "--node-rank, --master-addr and --master-port are "
+                                             "for a run"));
+  }
   const auto warm = run_command(kTrainer + " fit " + config + " --warm-start " + (tmp / "none"));
   CHECK(warm.exit_code == 2);
   CHECK_THAT(warm.output, Catch::Contains("--warm-start starts a run, not a search"));

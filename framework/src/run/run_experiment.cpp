@@ -23,10 +23,6 @@ namespace {
 
 // Runs this node's share of the run's `slots` workers under the built-in launcher.
 ExperimentResult launch_workers(const ExperimentOptions& o, int64_t slots) {
-  if (o.node_rank() < 0 || o.node_rank() >= o.nnodes()) {
-    throw UsageError(
-        fmt::format("--node-rank {} is outside --nnodes {}", o.node_rank(), o.nnodes()));
-  }
   if (slots % o.nnodes() != 0) {
     throw UsageError(fmt::format(
         "resources.slots_per_trial ({}) must be a multiple of --nnodes ({}): every node runs "
@@ -70,7 +66,11 @@ std::string trainer_program(const ExperimentOptions& o) {
 // Runs the search of `config`, refusing the options that only a single run has.
 ExperimentResult run_search(const ExperimentOptions& o, const ExperimentConfig& config) {
   const FitOptions& fit = o.fit();
-  if (o.nnodes() > 1) throw UsageError("a search runs on one machine; --nnodes is for a run");
+  if (o.nnodes() > 1 || o.node_rank() != 0 || !o.master_addr().empty() || o.master_port() != 0) {
+    throw UsageError(
+        "a search runs on one machine; --nnodes, --node-rank, --master-addr and --master-port "
+        "are for a run");
+  }
   if (fit.test_mode()) {
     throw UsageError(
         "--test-mode checks one trial: run it with --set searcher.name=single and a constant "
@@ -205,6 +205,10 @@ ExperimentResult run_experiment(const ExperimentOptions& options) {
       config.resources.slots_per_trial != launcher->topology.size) {
     config = adopt_launcher_slots(options, path, overrides, config, *launcher);
   }
+  if (!launched && (options.node_rank() < 0 || options.node_rank() >= options.nnodes())) {
+    throw UsageError(fmt::format("--node-rank {} is outside --nnodes {}", options.node_rank(),
+                                 options.nnodes()));
+  }
   // Once per experiment: by the process a user started, not by every worker.
   if (!launched) {
     for (const std::string& warning : config.warnings) std::cerr << "warning: " << warning << "\n";
@@ -230,6 +234,10 @@ ExperimentResult run_experiment(const ExperimentOptions& options) {
                                  options.fit().allow_safe_changes());
     }
     return launch_workers(options, slots);
+  }
+  if (!joined && (!options.master_addr().empty() || options.master_port() != 0)) {
+    std::cerr << "warning: --master-addr and --master-port are ignored: a run of 1 slot on 1 node "
+                 "has no rendezvous\n";
   }
   FitOptions fit = options.fit();
   fit.distributed(joined ? *joined : DistributedContext());
