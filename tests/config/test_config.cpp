@@ -640,6 +640,11 @@ TEST_CASE("bytes that are not UTF-8 are refused at their line and column", "[con
         "x.yaml:5:7: not UTF-8 text (byte 0xFF); save the file as UTF-8");
   CHECK_THAT(error_of([&] { parse_experiment_config(kMinimal, "x.yaml", {"name=caf\xC3"}); }),
              Catch::StartsWith("--set name=caf...: not UTF-8 text (byte 0xC3 at offset 8)"));
+  // A NUL is UTF-8, but no character YAML text holds: yaml-cpp misread what followed it.
+  std::string nul = kMinimal;
+  nul.insert(nul.find("relu") + 2, std::string(1, '\0'));  // line 7, "  activation: relu"
+  CHECK(error_of([&] { parse_experiment_config(nul, "x.yaml"); }) ==
+        "x.yaml:7:17: a NUL byte (0x00), which YAML text cannot hold; remove it");
   // Well-formed UTF-8 is a name like any other.
   CHECK(parse_experiment_config(kMinimal, "x.yaml", {"name=caf\xC3\xA9"}).name == "caf\xC3\xA9");
 }
@@ -649,6 +654,10 @@ TEST_CASE("a quote never closed is refused at the quote; quotes that close are r
   const std::string open = std::string(kMinimal) + "description: 'a run\nscheduling_unit: 5\n";
   CHECK_THAT(error_of([&] { parse_experiment_config(open, "q.yaml"); }),
              Catch::StartsWith("q.yaml:10:14: invalid YAML: this quote is never closed"));
+  // A second document in a value was dropped; the file refuses one.
+  CHECK_THAT(error_of([] { parse_experiment_config(kMinimal, "q.yaml", {"name=a\n---\nb"}); }),
+             Catch::StartsWith("--set name=a\n---\nb: the value is not valid YAML: it holds a "
+                               "second document (after ---)"));
   // A value ending in a newline, as from $(cat file); without one yaml-cpp says "illegal EOF".
   CHECK_THAT(
       error_of([] { parse_experiment_config(kMinimal, "q.yaml", {"description=\"a\n"}); }),

@@ -107,6 +107,10 @@ void apply_override(YAML::Node& root, const std::string& text, Source& source) {
                                   *bad));
   }
   const std::string given = text.substr(eq + 1);
+  if (config::second_document_line(given)) {
+    throw ConfigError(fmt::format(
+        "--set {}: the value is not valid YAML: it holds a second document (after ---)", text));
+  }
   if (given.find_first_not_of(" \t") == std::string::npos) {
     // An unset shell variable, most likely: YAML would read it as null, which an optional key
     // takes as its default.
@@ -300,13 +304,20 @@ ExperimentConfig parse_experiment_config(const std::string& yaml_text,
                                          const std::string& source_name,
                                          const std::vector<std::string>& overrides) {
   Source source(source_name);
-  // YAML is UTF-8 text; other bytes would reach the run's JSON files, which cannot hold them.
-  if (const auto bad = util::first_invalid_utf8(yaml_text)) {
-    const size_t line_start = yaml_text.rfind('\n', *bad) + 1;  // 0 when on the first line
-    const auto line = 1 + std::count(yaml_text.begin(), yaml_text.begin() + *bad, '\n');
-    throw ConfigError(
-        fmt::format("{}:{}:{}: not UTF-8 text (byte 0x{:02X}); save the file as UTF-8", source_name,
-                    line, *bad - line_start + 1, static_cast<unsigned char>(yaml_text[*bad])));
+  // YAML is UTF-8 text; other bytes would reach the run's JSON files, which cannot hold them. A
+  // NUL is UTF-8 but no YAML character: yaml-cpp misreads what follows it.
+  const size_t nul = yaml_text.find('\0');
+  const auto bad = util::first_invalid_utf8(yaml_text);
+  if (bad || nul != std::string::npos) {
+    const size_t at = bad ? std::min(*bad, nul) : nul;
+    const size_t line_start = at == 0 ? 0 : yaml_text.rfind('\n', at - 1) + 1;  // npos + 1 == 0
+    const auto line = 1 + std::count(yaml_text.begin(), yaml_text.begin() + at, '\n');
+    const std::string what =
+        yaml_text[at] == '\0'
+            ? std::string("a NUL byte (0x00), which YAML text cannot hold; remove it")
+            : fmt::format("not UTF-8 text (byte 0x{:02X}); save the file as UTF-8",
+                          static_cast<unsigned char>(yaml_text[at]));
+    throw ConfigError(fmt::format("{}:{}:{}: {}", source_name, line, at - line_start + 1, what));
   }
   YAML::Node root;
   try {
