@@ -171,33 +171,35 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a checkpoint whose reader never let it go is deleted when its run starts again, unless "
-    "pinned",
+    "a resume drops the deletion a pinned checkpoint left for its reader: the resumed run's "
+    "retention decides again",
     "[checkpoint]") {
   TempDir tmp;
   const std::string run = tmp / "run";
-  const auto fit =
-      run_command(kTrainer + " fit " + resumable_config(tmp, 0) + " --quiet --output " + run +
-                  " --set max_length.batches=20 --set checkpoint_policy=all --set "
-                  "min_checkpoint_period.batches=10");
-  INFO(fit.output);
-  REQUIRE(fit.exit_code == 0);
+  const std::string fit = kTrainer + " fit " + resumable_config(tmp, 0) + " --quiet --output " +
+                          run +
+                          " --set checkpoint_policy=all --set min_checkpoint_period.batches=10 "
+                          "--set checkpoint_storage.save_trial_latest=1";
+  const auto first = run_command(fit + " --set max_length.batches=10");
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
   const std::string at_10 = run + "/checkpoints/batch-0000000010";
-  const std::string at_20 = run + "/checkpoints/batch-0000000020";
-  REQUIRE(util::exists(at_10 + "/metadata.json"));
-  // What a reader ended by SIGKILL leaves: the deletion asked for, no pin to carry it out.
-  write_file(at_10 + ".to-delete", "");
-  write_file(at_20 + ".to-delete", "");
-  {
-    const auto pinned = crucible::checkpoint::pin(at_20);
-    REQUIRE(pinned);
-    CHECK(crucible::checkpoint::remove_unfinished(run) == std::vector<std::string>{at_10});
-    CHECK_FALSE(util::exists(at_10));
-    CHECK_FALSE(util::exists(at_10 + ".to-delete"));
-    CHECK(util::exists(at_20 + "/metadata.json"));  // another reader holds it
-    CHECK(util::exists(at_20 + ".to-delete"));
-  }
-  CHECK_FALSE(util::exists(at_20));  // that reader deleted it as it let it go
-  CHECK_FALSE(util::exists(at_20 + ".to-delete"));
-  CHECK(crucible::checkpoint::remove(at_20));  // gone already, it counts as deleted
+  const std::string resume = kTrainer + " fit --resume " + run + " --quiet --allow-safe-changes";
+  auto pinned = crucible::checkpoint::pin(at_10);
+  REQUIRE(pinned);
+  // Retention keeps the newest (and the best, the newest here): batch 10 would go.
+  const auto second = run_command(resume + " --set max_length.batches=20");
+  INFO(second.output);
+  REQUIRE(second.exit_code == 0);
+  REQUIRE(util::exists(at_10 + ".to-delete"));
+  // Resumed to keep 5, the run keeps it: the request no longer stands, though made under the
+  // run's former setting (before, the reader deleted it when done, or the resume did).
+  const auto third = run_command(
+      resume + " --set max_length.batches=30 --set checkpoint_storage.save_trial_latest=5");
+  INFO(third.output);
+  REQUIRE(third.exit_code == 0);
+  CHECK_FALSE(util::exists(at_10 + ".to-delete"));
+  CHECK(crucible::checkpoint::list(run).size() == 3);
+  pinned.reset();
+  CHECK(util::exists(at_10 + "/metadata.json"));
 }

@@ -649,7 +649,8 @@ TEST_CASE("bytes that are not UTF-8 are refused at their line and column", "[con
   CHECK(parse_experiment_config(kMinimal, "x.yaml", {"name=caf\xC3\xA9"}).name == "caf\xC3\xA9");
 }
 
-TEST_CASE("a quote never closed is refused at the quote; quotes that close are read", "[config]") {
+TEST_CASE("a quote never closed is refused at the quote, and quotes that close are read",
+          "[config]") {
   // yaml-cpp reads an open quote to the end of the text: the keys after it were lost.
   const std::string open = std::string(kMinimal) + "description: 'a run\nscheduling_unit: 5\n";
   CHECK_THAT(error_of([&] { parse_experiment_config(open, "q.yaml"); }),
@@ -803,6 +804,13 @@ profiling: {enabled: true, begin_on_batch: 0, end_after_batch: null, sync_timing
       "time_metric: records}\n",
       "adaptive.yaml");
   CHECK(current.max_length == crucible::Length{crucible::LengthUnit::kRecords, 300});
+  // A single run's max_time is only its length: trainer's advice to train a finished run longer
+  // (--set max_length.batches=N on its resume) replaces it.
+  const auto longer = crucible::parse_experiment_config(
+      "name: m\nentrypoint: lib:Trial\nhyperparameters: {global_batch_size: 8}\n"
+      "searcher: {name: single, metric: loss, max_time: 300, time_metric: batches}\n",
+      "single.yaml", {"max_length.batches=500"});
+  CHECK(longer.max_length == crucible::Length{crucible::LengthUnit::kBatches, 500});
   // bracket_rungs: Determined's list, sorted most rungs first; a number stands for the brackets
   // the mode makes from it; 0 for none.
   const auto brackets = [](const std::string& mode, const std::string& value) {

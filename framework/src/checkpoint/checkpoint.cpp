@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <iostream>
 #include <system_error>
 #include <unordered_set>
 
@@ -565,10 +566,16 @@ bool remove(const std::string& dir) {
 
 Pin::~Pin() {
   lock_.reset();
-  const std::string request = deletion_request(dir_);
   try {
+    const std::string request = deletion_request(dir_);
     if (util::exists(request) && delete_unpinned(dir_)) util::remove(request);
-  } catch (...) {  // the request stays for remove_unfinished()
+  } catch (const std::exception& e) {
+    // Nothing is lost: the checkpoint stays, and so does the request, for a later reader or the
+    // run's retention.
+    std::cerr << "warning: checkpoint " << dir_
+              << ": cannot see to the deletion its run's retention may have asked for ("
+              << util::first_line(e) << "); it stays\n";
+  } catch (...) {
   }
 }
 
@@ -631,10 +638,7 @@ std::vector<std::string> remove_unfinished(const std::string& run_dir,
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
       continue;
     }
-    const std::string checkpoint = util::join(dir, name.substr(0, name.size() - suffix.size()));
-    if (!delete_unpinned(checkpoint)) continue;
     util::remove(util::join(dir, name));
-    out.push_back(checkpoint);
   }
   return out;
 }

@@ -140,8 +140,9 @@ std::vector<std::string> list(const std::string& run_dir);
 
 // Deletes checkpoint `dir` and returns true (also when it is gone already), or, while a pin()
 // holds it (another process, or this one, reading it), leaves it whole, asks for its deletion
-// (a file `<dir>.to-delete` beside it) and returns false: the last pin released then deletes it,
-// or, should no reader get to, remove_unfinished(). It is first renamed out of the names list()
+// (a file `<dir>.to-delete` beside it) and returns false: the last pin released then deletes it.
+// remove_unfinished() drops such requests, for the run's retention to decide again (a resume
+// may keep more, or load the checkpoint). It is first renamed out of the names list()
 // returns, so that another process reading the run (an experiment choosing its best checkpoint)
 // finds it whole or not at all; a deletion cut short leaves a temporary directory that
 // remove_unfinished() removes. Throws std::runtime_error naming the path on failure.
@@ -154,7 +155,8 @@ class Pin {
   Pin(std::unique_ptr<util::FileLock> lock, std::string dir)
       : lock_(std::move(lock)), dir_(std::move(dir)) {}
   // Releases the lock; then deletes the checkpoint when remove() asked for that and no other pin
-  // holds it. Never throws: a deletion that fails is left to remove_unfinished().
+  // holds it. Never throws: one that cannot be carried out (a failed look-up or deletion) is
+  // left, with a warning on stderr, to a later reader or to the run's retention after a resume.
   ~Pin();
   Pin(const Pin&) = delete;
   Pin& operator=(const Pin&) = delete;
@@ -170,11 +172,11 @@ class Pin {
 std::unique_ptr<Pin> pin(const std::string& dir);
 
 // Removes the temporary directories of checkpoints whose writing (or deletion) was cut short (a
-// killed process), and the checkpoints whose deletion remove() asked for unless a pin holds
-// them; returns their paths. A temporary checkpoint that verifies and whose final name
-// is free (a replacement cut short between removing the old one and renaming the new) is moved
-// into place instead, and reported through `warn`. Only the process that owns the run may call
-// it.
+// killed process); returns their paths. Drops the deletions remove() asked for of checkpoints
+// that pins held: the run's retention decides on them again. A temporary checkpoint that verifies
+// and whose final name is free (a replacement cut short between removing the old one and renaming
+// the new) is moved into place instead, and reported through `warn`. Only the process that owns the
+// run may call it.
 std::vector<std::string> remove_unfinished(
     const std::string& run_dir, const std::function<void(const std::string&)>& warn = {});
 

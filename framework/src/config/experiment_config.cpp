@@ -243,16 +243,20 @@ ExperimentConfig parse_root(const Source& source, const YAML::Node& root) {
                       s.time_metric));
     }
   });
-  // Given both (the file's max_length and the searcher's max_time, or one from --set), they must
-  // agree, as max_length and searcher.max_length must.
+  // Adaptive ASHA trains its trials to max_time: given beside a max_length (the file's, one from
+  // --set, or searcher.max_length), the two must agree. (Another searcher reads max_time only
+  // as the length when no max_length is given: a run's own --set max_length replaces it.)
   attempt([&] {
-    if (s.max_time <= 0 || !time_unit || c.max_length.value == 0) return;
+    if (s.name != SearcherName::kAdaptiveAsha || s.max_time <= 0 || !time_unit ||
+        c.max_length.value == 0) {
+      return;
+    }
     const Length max_time{*time_unit, s.max_time};
     if (!(max_time == c.max_length)) {
-      source.fail("max_length", root["max_length"],
-                  fmt::format("{} disagrees with searcher.max_time ({}); give one length, in "
+      source.fail("searcher.max_time", root["searcher"]["max_time"],
+                  fmt::format("{} disagrees with max_length ({}); give one length, in "
                               "max_length or in searcher.max_time",
-                              c.max_length.str(), max_time.str()));
+                              max_time.str(), c.max_length.str()));
     }
   });
   if (problems.size() == 1) throw ConfigError(problems.front());

@@ -72,7 +72,10 @@ void remove_children(int fd, const std::string& path) {
     if (S_ISDIR(st.st_mode)) {
       const int child_fd = ::openat(::dirfd(dir.get()), name.c_str(),
                                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (child_fd < 0) throw_errno("cannot open directory", child);
+      if (child_fd < 0) {
+        if (errno == ENOENT) continue;  // removed meanwhile by another process
+        throw_errno("cannot open directory", child);
+      }
       remove_children(child_fd, child);
     }
     if (::unlinkat(::dirfd(dir.get()), name.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0 &&
