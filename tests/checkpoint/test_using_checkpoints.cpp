@@ -300,7 +300,13 @@ TEST_CASE(
                   " --set searcher.source_trial_id=" + (tmp / "nowhere") + first);
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.output, Catch::Contains("searcher.source_trial_id: " + (tmp / "nowhere") +
-                                             " is not a run directory"));
+                                             " is not a run directory: no such directory;"));
+  // A directory that holds no run is named as such.
+  auto empty = run_command(kTrainer + " check " + kConfigs +
+                           "/linear.yaml --set searcher.source_trial_id=" + tmp.path());
+  CHECK(empty.exit_code == 2);
+  CHECK_THAT(empty.output, Catch::Contains("searcher.source_trial_id: " + tmp.path() +
+                                           " is not a run directory (no config.yaml in it)"));
   CHECK(!crucible::util::exists(tmp / "missing"));  // refused before the run directory is made
   // trainer check agrees, for both keys.
   for (const std::string key : {"source_trial_id", "source_checkpoint_uuid"}) {

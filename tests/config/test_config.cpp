@@ -115,15 +115,26 @@ TEST_CASE("defaults fill what the file omits", "[config]") {
   CHECK(hp["flags"] == nlohmann::json::array({1, 2}));
 }
 
+TEST_CASE("a key that is a list or a mapping is refused at its place", "[config]") {
+  CHECK(error_of([] {
+          parse_experiment_config(std::string(kMinimal) + "data: {[1]: 2}\n", "k.yaml");
+        }) == "k.yaml:10:8: data: a key must be a name or a number, not a list or a mapping");
+  CHECK(
+      error_of([] { parse_experiment_config(std::string(kMinimal) + "[a, b]: 1\n", "k.yaml"); }) ==
+      "k.yaml:10:1: (top level): a key must be a name or a number, not a list or a mapping");
+}
+
 TEST_CASE("YAML core-schema typing of scalars", "[config]") {
   auto c = parse_experiment_config(R"(name: t
 entrypoint: l:T
-hyperparameters: {global_batch_size: 4, a: "12", b: 1e-3, c: true, d: 0x10, e: null, f: 3.0}
+hyperparameters: {global_batch_size: 4, a: "12", b: 1e-3, c: true, d: 0x10, e: null, f: 3.0,
+                  g: !!str 10}
 max_length: {batches: 1}
 )",
                                    "t.yaml");
   auto hp = c.constant_hyperparameters();
   CHECK(hp["a"] == "12");
+  CHECK(hp["g"] == "10");
   CHECK(hp["b"].get<double>() == Approx(0.001));
   CHECK(hp["c"] == true);
   CHECK(hp["d"] == 16);

@@ -30,7 +30,8 @@ ScalarType classify_scalar(const std::string& text, bool quoted) {
 
 ScalarType classify_scalar(const YAML::Node& node) {
   if (node.IsNull()) return ScalarType::kNull;
-  return classify_scalar(node.Scalar(), node.Tag() == "!");
+  // Quoted ("!"), or tagged a string (!!str 10).
+  return classify_scalar(node.Scalar(), node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str");
 }
 
 namespace {
@@ -107,6 +108,10 @@ std::string child_of(const std::string& path, const std::string& key) {
 void check_keys(const Source& source, const YAML::Node& map, const std::string& path) {
   std::map<std::string, YAML::Mark> seen;
   for (const auto& kv : map) {
+    if (!kv.first.IsScalar()) {
+      source.fail(path.empty() ? "(top level)" : path, kv.first,
+                  "a key must be a name or a number, not a list or a mapping");
+    }
     const std::string key = kv.first.Scalar();
     if (key == "<<" && kv.first.Tag() != "!") {
       source.fail(child_of(path, key), kv.first,

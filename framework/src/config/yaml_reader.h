@@ -15,7 +15,8 @@
 
 namespace crucible::config {
 
-// The type a YAML 1.2 core-schema resolver gives a scalar; quoted scalars are always strings.
+// The type a YAML 1.2 core-schema resolver gives a scalar; quoted scalars, and those tagged
+// !!str, are always strings.
 enum class ScalarType { kNull, kBool, kInt, kFloat, kString };
 ScalarType classify_scalar(const std::string& text, bool quoted);
 ScalarType classify_scalar(const YAML::Node& node);
