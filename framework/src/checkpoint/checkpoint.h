@@ -148,6 +148,11 @@ std::vector<std::string> list(const std::string& run_dir);
 // remove_unfinished() removes. Throws std::runtime_error naming the path on failure.
 bool remove(const std::string& dir);
 
+// What a log says of a checkpoint remove() left to its reader.
+inline constexpr const char* kLeftToReader =
+    "another process is reading it (trainer validate, predict or a warm start), and deletes it "
+    "when done";
+
 // A shared lock on a checkpoint (pin()) that keeps remove() from deleting it while the Pin lives,
 // in any process.
 class Pin {

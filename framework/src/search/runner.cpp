@@ -140,10 +140,8 @@ class Runner {
       logger_.info(fmt::format("removed {}: {}", relative(dir), why));
     }
     for (const std::string& dir : kept.being_read) {
-      logger_.info(fmt::format(
-          "kept {} for now ({}): another process is reading it (trainer validate, predict or a "
-          "warm start), and deletes it when done",
-          relative(dir), why));
+      logger_.info(
+          fmt::format("kept {} for now ({}): {}", relative(dir), why, checkpoint::kLeftToReader));
     }
     const SearchResult r = result();
     const std::string table = summary_table(*scheduler_, config_.searcher.metric);

@@ -236,10 +236,8 @@ void Checkpointer::apply_retention(int64_t now) {
     try {
       if (!checkpoint::remove(dir)) {
         // Tracked still: the last reader to let it go deletes it, or the next retention pass.
-        logger_.info(fmt::format(
-            "[checkpoint] kept {} for now: another process is reading it (trainer validate, "
-            "predict or a warm start), and deletes it when done",
-            dir));
+        logger_.info(
+            fmt::format("[checkpoint] kept {} for now: {}", dir, checkpoint::kLeftToReader));
         continue;
       }
     } catch (const std::exception& e) {

@@ -13,33 +13,26 @@ namespace crucible::train {
 
 namespace {
 
-// Why directory `dir`, which lacks `file`, is not `what`: "is not a run directory (no
-// config.yaml in it)", or that nothing (or a file) is there.
-std::string not_a(const std::string& dir, const std::string& what, const std::string& file) {
-  if (!util::is_directory(dir))
-    return fmt::format("is not {}: {}", what, util::not_a_directory(dir));
-  return fmt::format("is not {} (no {} in it)", what, file);
+// Throws ConfigError unless `dir` (searcher.`key`; "" for none) holds `file`, naming why it is not
+// `what` (nothing there, a file, or a directory without `file`), followed by `hint`.
+void require_source(const ExperimentConfig& config, const std::string& key, const std::string& dir,
+                    const std::string& what, const std::string& file, const std::string& hint) {
+  if (dir.empty() || util::exists(util::join(dir, file))) return;
+  const std::string why = util::is_directory(dir)
+                              ? fmt::format("is not {} (no {} in it)", what, file)
+                              : fmt::format("is not {}: {}", what, util::not_a_directory(dir));
+  throw ConfigError(fmt::format("{}: searcher.{}: {} {}; {}",
+                                config::key_place(config, "searcher." + key), key, dir, why, hint));
 }
 
 }  // namespace
 
 void check_warm_start_source(const ExperimentConfig& config) {
   const SearcherConfig& s = config.searcher;
-  if (!s.source_trial_id.empty() && !util::exists(util::join(s.source_trial_id, "config.yaml"))) {
-    throw ConfigError(fmt::format(
-        "{}: searcher.source_trial_id: {} {}; Crucible names a trial by its run directory, e.g. "
-        "<experiment>/trials/3",
-        config::key_place(config, "searcher.source_trial_id"), s.source_trial_id,
-        not_a(s.source_trial_id, "a run directory", "config.yaml")));
-  }
-  if (!s.source_checkpoint_uuid.empty() &&
-      !util::exists(util::join(s.source_checkpoint_uuid, "metadata.json"))) {
-    throw ConfigError(fmt::format(
-        "{}: searcher.source_checkpoint_uuid: {} {}; give a checkpoint directory, "
-        "<run>/checkpoints/batch-<N>",
-        config::key_place(config, "searcher.source_checkpoint_uuid"), s.source_checkpoint_uuid,
-        not_a(s.source_checkpoint_uuid, "a checkpoint", "metadata.json")));
-  }
+  require_source(config, "source_trial_id", s.source_trial_id, "a run directory", "config.yaml",
+                 "Crucible names a trial by its run directory, e.g. <experiment>/trials/3");
+  require_source(config, "source_checkpoint_uuid", s.source_checkpoint_uuid, "a checkpoint",
+                 "metadata.json", "give a checkpoint directory, <run>/checkpoints/batch-<N>");
 }
 
 std::string warm_start_checkpoint(const ExperimentConfig& config, const std::string& given,
